@@ -286,7 +286,7 @@ def count_parameters(folder: Path) -> int:
             from safetensors import safe_open
 
             with safe_open(str(path), framework="np") as handle:
-                shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}
+                shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}  # noqa: SIM118
         except Exception as exc:
             raise AttnvizError(
                 f"cannot read weights from {path} ({str(exc)[:120]}): the file is corrupt; "

@@ -1,0 +1,94 @@
+"""The from-scratch multi-head attention against PyTorch's own implementations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz.model import MultiHeadAttention
+
+B, T, C, NH = 2, 7, 24, 4
+
+
+def _pair(bias: bool = True) -> tuple[MultiHeadAttention, torch.nn.MultiheadAttention]:
+    """Ours and torch's, holding the same weights."""
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(C, NH, bias=bias).eval()
+    ref = torch.nn.MultiheadAttention(C, NH, bias=bias, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(
+            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+        )
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        if bias:
+            ref.in_proj_bias.copy_(
+                torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
+            )
+            ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ours, ref
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_torch_multihead_attention_without_mask(bias: bool) -> None:
+    ours, ref = _pair(bias)
+    x = torch.randn(B, T, C)
+    out, weights = ours(x, x, x)
+    ref_out, ref_weights = ref(x, x, x, need_weights=True, average_attn_weights=False)
+    assert weights.shape == (B, NH, T, T)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=0)
+
+
+def test_matches_torch_with_padding_and_causal_masks() -> None:
+    ours, ref = _pair()
+    x = torch.randn(B, T, C)
+    padding = torch.zeros(B, T, dtype=torch.bool)
+    padding[1, 5:] = True  # the second sentence has two pad keys
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True hides the future
+    mask = padding[:, None, None, :] | causal  # (B, 1, T, T)
+    out, weights = ours(x, x, x, mask=mask)
+    ref_out, ref_weights = ref(
+        x,
+        x,
+        x,
+        key_padding_mask=padding,
+        attn_mask=causal,
+        need_weights=True,
+        average_attn_weights=False,
+    )
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=0)
+    assert torch.all(weights.masked_select(mask.expand_as(weights)) == 0)
+
+
+def test_cross_attention_shapes_match_sdpa() -> None:
+    """Queries and keys of different lengths; outputs equal torch's fused kernel."""
+    ours, _ = _pair()
+    q, kv = torch.randn(B, 3, C), torch.randn(B, T, C)
+    out, weights = ours(q, kv, kv)
+    assert out.shape == (B, 3, C) and weights.shape == (B, NH, 3, T)
+    split = lambda t: t.view(B, -1, NH, C // NH).transpose(1, 2)  # noqa: E731
+    heads = F.scaled_dot_product_attention(
+        split(ours.q_proj(q)), split(ours.k_proj(kv)), split(ours.v_proj(kv))
+    )
+    expected = ours.out_proj(heads.transpose(1, 2).reshape(B, 3, C))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+
+
+def test_rows_sum_to_one_and_hidden_rows_are_zero_not_nan() -> None:
+    ours, _ = _pair()
+    x = torch.randn(1, T, C)
+    mask = torch.zeros(1, 1, T, T, dtype=torch.bool)
+    mask[..., 2, :] = True  # query 2 may see nothing
+    _, weights = ours(x, x, x, mask=mask)
+    assert not torch.isnan(weights).any()
+    sums = weights.sum(-1)
+    assert torch.all(sums[..., 2] == 0)
+    keep = [i for i in range(T) if i != 2]
+    torch.testing.assert_close(sums[..., keep], torch.ones_like(sums[..., keep]))
+
+
+def test_rejects_width_not_divisible_by_heads() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(10, 3)

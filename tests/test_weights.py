@@ -1,0 +1,176 @@
+"""Finding and loading checkpoints: the key mapping, the strict check, and refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnviz.errors import AttnvizError
+from attnviz.weights import (
+    EMBEDDED_NAME,
+    convert_state_dict,
+    count_parameters,
+    load_encoder,
+    locate,
+    read_config,
+)
+from tests.conftest import TinyFactory
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "model"
+    shutil.copytree(folder, target)
+    return target
+
+
+def _edit_config(folder: Path, **changes: object) -> None:
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+def test_default_is_the_embedded_model_and_env_var_chooses_another(
+    tiny_bert: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = locate(None)
+    assert default.name == EMBEDDED_NAME and (default.folder / "model.safetensors").is_file()
+    folder = tiny_bert()
+    monkeypatch.setenv("ATTNVIZ_MODEL", str(folder))
+    assert locate(None).folder == folder
+    assert locate(str(default.folder)).folder == default.folder  # --model wins over the env var
+
+
+def test_key_mapping_drops_heads_prefix_and_buffers_and_renames_legacy_names() -> None:
+    state = {
+        "bert.embeddings.word_embeddings.weight": 1,
+        "bert.embeddings.LayerNorm.gamma": 2,
+        "bert.embeddings.position_ids": 3,
+        "bert.pooler.dense.weight": 4,
+        "cls.predictions.bias": 5,
+        "bert.encoder.layer.11.attention.self.query.bias": 6,
+        "encoder.layer.0.output.LayerNorm.beta": 7,
+        "something.else": 8,
+    }
+    assert convert_state_dict(state) == {
+        "embeddings.word.weight": 1,
+        "embeddings.norm.weight": 2,
+        "layers.11.attention.q_proj.bias": 6,
+        "layers.0.ff_norm.bias": 7,
+        "something.else": 8,
+    }
+
+
+def test_default_model_parameter_count_excludes_the_pooler(embedded_folder: Path) -> None:
+    encoder = load_encoder(embedded_folder)
+    counted = sum(p.numel() for p in encoder.parameters())
+    assert count_parameters(embedded_folder) == counted == 22_565_376
+
+
+def test_loading_builds_no_random_weights(tiny_bert: TinyFactory) -> None:
+    from safetensors.torch import load_file
+
+    folder = tiny_bert()
+    encoder = load_encoder(folder)
+    expected = load_file(folder / "model.safetensors")["encoder.layer.1.attention.self.key.weight"]
+    assert torch.equal(encoder.layers[1].attention.k_proj.weight, expected)
+    assert not any(p.is_meta for p in encoder.parameters())
+
+
+def test_missing_and_unexpected_keys_are_named(tiny_bert: TinyFactory, tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = _copy(tiny_bert(), tmp_path)
+    state = load_file(folder / "model.safetensors")
+    state.pop("encoder.layer.1.output.dense.bias")
+    state["encoder.layer.1.extra.weight"] = torch.zeros(2)
+    save_file(state, folder / "model.safetensors")
+    with pytest.raises(AttnvizError) as info:
+        load_encoder(folder)
+    message = str(info.value)
+    assert "missing: layers.1.ff_out.bias" in message
+    assert "unexpected: encoder.layer.1.extra.weight" in message
+
+
+def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None:
+    folder = _copy(tiny_bert(), tmp_path)
+    _edit_config(folder, intermediate_size=64)
+    with pytest.raises(
+        AttnvizError, match=r"wrong shape: .*ff_in\.bias \(48,\) \(expected \(64,\)\)"
+    ):
+        load_encoder(folder)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"model_type": "gpt2"}, "model types: bert"),
+        ({"is_decoder": True}, "decoder"),
+        ({"position_embedding_type": "relative_key"}, "absolute"),
+        ({"hidden_act": "mish"}, "hidden_act='mish'"),
+        ({"num_hidden_layers": 10**9}, "num_hidden_layers=1000000000"),
+        ({"hidden_size": 30}, "not divisible"),
+    ],
+)
+def test_unsupported_configs_are_refused_before_loading(
+    tiny_bert: TinyFactory, tmp_path: Path, changes: dict, expected: str
+) -> None:
+    folder = _copy(tiny_bert(), tmp_path)
+    _edit_config(folder, **changes)
+    with pytest.raises(AttnvizError, match=expected):
+        read_config(folder)
+
+
+def test_folder_without_config_or_weights(tiny_bert: TinyFactory, tmp_path: Path) -> None:
+    folder = _copy(tiny_bert(), tmp_path)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(AttnvizError, match="no model.safetensors or pytorch_model.bin"):
+        load_encoder(folder)
+    (folder / "config.json").unlink()
+    with pytest.raises(AttnvizError, match="no config.json"):
+        read_config(folder)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "pytorch_model.bin"])
+def test_corrupt_weights_fail_cleanly(tiny_bert: TinyFactory, tmp_path: Path, name: str) -> None:
+    folder = _copy(tiny_bert(fmt="bin" if name.endswith("bin") else "safetensors"), tmp_path)
+    data = (folder / name).read_bytes()
+    (folder / name).write_bytes(data[: len(data) // 3])
+    with pytest.raises(AttnvizError, match=f"cannot read weights from .*{name}"):
+        load_encoder(folder)
+
+
+class _Exploit:
+    """Pickles into a call of os.system: a checkpoint that would run code on load."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_that_would_run_code_is_refused_and_runs_nothing(
+    tiny_bert: TinyFactory, tmp_path: Path
+) -> None:
+    folder = _copy(tiny_bert(fmt="bin"), tmp_path)
+    marker = tmp_path / "pwned"
+    torch.save(
+        {"embeddings.word_embeddings.weight": _Exploit(marker)}, folder / "pytorch_model.bin"
+    )
+    with pytest.raises(AttnvizError, match="cannot read weights"):
+        load_encoder(folder)
+    assert not marker.exists()
+
+
+def test_unknown_local_path_and_unreachable_hub(tmp_path: Path) -> None:
+    with pytest.raises(AttnvizError, match="does not exist"):
+        locate(str(tmp_path / "nowhere"))
+    with pytest.raises(AttnvizError, match="HF_HUB_OFFLINE"):
+        locate("someone/no-such-model-attnviz")  # the Hub is off in tests: not in the cache
