@@ -26,6 +26,18 @@ if TYPE_CHECKING:
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"
 SUPPORTED_TYPES = ("bert",)
+# The activations `attnviz.model.ACTIVATIONS` computes (named here so checking a
+# config needs no torch; a test keeps the two in step).
+ACTIVATION_NAMES = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "quick_gelu",
+    "relu",
+    "silu",
+    "swish",
+)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Files fetched from the Hub: config, tokenizer and safetensors weights first.
 HUB_PATTERNS = ["*.json", "*.txt", "model.safetensors"]
@@ -113,8 +125,6 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def _check_supported(raw: dict[str, Any], path: Path) -> None:
-    from attnviz.model import ACTIVATIONS
-
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED_TYPES:
         raise AttnvizError(
@@ -133,10 +143,10 @@ def _check_supported(raw: dict[str, Any], path: Path) -> None:
             "absolute position embeddings"
         )
     act = raw.get("hidden_act", "gelu")
-    if not isinstance(act, str) or act not in ACTIVATIONS:
+    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
         raise AttnvizError(
             f"{path} uses hidden_act={act!r}, which attnviz does not compute; "
-            f"supported: {', '.join(ACTIVATIONS)}"
+            f"supported: {', '.join(ACTIVATION_NAMES)}"
         )
     for key, limit in LIMITS.items():
         value = raw.get(key, 1)

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from attnviz.errors import AttnvizError
+from attnviz.model import ACTIVATIONS
 from attnviz.weights import (
+    ACTIVATION_NAMES,
     EMBEDDED_NAME,
     convert_state_dict,
     count_parameters,
@@ -174,3 +176,7 @@ def test_unknown_local_path_and_unreachable_hub(tmp_path: Path) -> None:
         locate(str(tmp_path / "nowhere"))
     with pytest.raises(AttnvizError, match="HF_HUB_OFFLINE"):
         locate("someone/no-such-model-attnviz")  # the Hub is off in tests: not in the cache
+
+
+def test_config_check_knows_exactly_the_activations_the_encoder_computes() -> None:
+    assert set(ACTIVATION_NAMES) == set(ACTIVATIONS)

@@ -1,0 +1,1 @@
+"""Renderers: draw attention matrices in the terminal or as image files."""

@@ -1,0 +1,478 @@
+"""Attention heatmaps as matplotlib figures, saved as PNG, SVG or PDF.
+
+Only this module imports matplotlib. It uses the object-oriented API
+(`matplotlib.figure.Figure`) without pyplot, so no display is touched, no
+figure is registered globally and no global style is changed: colours and
+fonts are set on each artist.
+
+Conventions: rows are queries (who attends, y axis), columns are keys (who is
+attended to, x axis). Colour scales start at 0, since attention weights are
+non-negative. Text is drawn literally (no mathtext), so tokens such as `$` or
+`\\n` cannot break a drawing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+import math
+import sys
+import unicodedata
+import warnings
+from collections.abc import Iterator, Sequence
+from functools import cache
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib import font_manager
+from matplotlib.axes import Axes
+from matplotlib.colors import Colormap, Normalize
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+
+from attnviz.errors import BadInput
+from attnviz.output import atomic_write
+
+IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".svg", ".pdf")
+DEFAULT_CMAP = "viridis"
+THEMES: tuple[str, ...] = ("light", "dark")
+
+# Background and text colours of each theme.
+_THEME_COLOURS = {
+    "light": {"face": "#ffffff", "text": "#222222"},
+    "dark": {"face": "#161a1f", "text": "#e8e8e8"},
+}
+
+# Sizes in inches and points. A cell of 0.2 in or more fits a 9 pt label beside
+# each of its neighbours. The heatmap grows with the tokens up to 12 in a side
+# (60 tokens); beyond MAX_DENSE_TOKENS only every k-th token is labelled, at
+# most 40 labels in a slightly larger font.
+_CELL_IN = 0.22
+_ANNOTATED_CELL_IN = 0.42
+_MIN_SIDE_IN = 3.0
+_MAX_SIDE_IN = 12.0
+_TICK_PT = 9.0
+_SPARSE_TICK_PT = 10.0
+MAX_DENSE_TOKENS = 60
+_MAX_SPARSE_TICKS = 40
+_MAX_LABEL_CHARS = 20
+_ANNOTATE_MAX_TOKENS = 20
+_GRID_ANNOTATE_MAX_TOKENS = 8
+_GRID_TICK_PT = 7.0
+_GRID_TICK_SPACING_IN = 0.15
+_KEY_ROTATION = 60
+
+# Fonts tried, in this order, for glyphs missing from the default font. Only
+# those installed are used; colour-bitmap emoji fonts are left out because
+# FreeType cannot scale them.
+_FALLBACK_FONTS = (
+    "Noto Sans CJK JP",
+    "Noto Sans CJK SC",
+    "Source Han Sans",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+    "Noto Sans Arabic",
+    "Noto Sans Hebrew",
+    "Noto Sans Devanagari",
+    "Noto Sans Thai",
+    "Noto Emoji",
+    "Noto Sans Symbols 2",
+    "Arial Unicode MS",
+    "Microsoft YaHei",
+    "Yu Gothic",
+    "Malgun Gothic",
+    "Segoe UI Symbol",
+    "Segoe UI Emoji",
+    "Hiragino Sans",
+    "PingFang SC",
+    "Apple SD Gothic Neo",
+)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_colormap(name: str) -> None:
+    """Raise BadInput unless `name` is a registered matplotlib colormap."""
+    known = list(matplotlib.colormaps)
+    if name in known:
+        return
+    by_lower: dict[str, str] = {}
+    for known_name in known:
+        by_lower.setdefault(known_name.lower(), known_name)
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(by_lower[c] for c in close)}?)" if close else ""
+    raise BadInput(
+        f"unknown colormap {name!r}{hint}: use a matplotlib colormap such as "
+        "viridis, magma, Blues, Greys"
+    )
+
+
+def _check_theme(theme: str) -> None:
+    if theme not in THEMES:
+        raise BadInput(f"unknown theme {theme!r}: use one of {', '.join(THEMES)}")
+
+
+def _check_labels(labels: Sequence[str], count: int, what: str) -> None:
+    if len(labels) != count:
+        raise ValueError(f"{what}: {len(labels)} labels for {count} tokens")
+
+
+def _image_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in IMAGE_SUFFIXES:
+        shown = repr(path.suffix) if path.suffix else "no extension"
+        raise BadInput(
+            f"cannot save an image as {path.name} ({shown}): "
+            f"end the file name with {', '.join(IMAGE_SUFFIXES)}"
+        )
+    return suffix[1:]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _quiet_fonts() -> Iterator[None]:
+    """Silence matplotlib's per-glyph and font-lookup complaints for labels in any script."""
+    logger = logging.getLogger("matplotlib.font_manager")
+    level = logger.level
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*Glyph .* missing from")
+        warnings.filterwarnings("ignore", message=r"(?s).*Matplotlib currently does not support")
+        logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+
+
+@cache
+def _installed_fallbacks() -> tuple[str, ...]:
+    installed = {entry.name for entry in font_manager.fontManager.ttflist}
+    return tuple(name for name in _FALLBACK_FONTS if name in installed)
+
+
+def _font_family() -> list[str]:
+    """The user's font family followed by the installed fallback fonts, for labels."""
+    base = matplotlib.rcParams["font.family"]
+    return [*([base] if isinstance(base, str) else base), *_installed_fallbacks()]
+
+
+def _clean_label(label: str) -> str:
+    """A label drawn literally on one line: control characters escaped, long ones cut."""
+    text = "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in str(label))
+    if len(text) > _MAX_LABEL_CHARS:
+        text = text[: _MAX_LABEL_CHARS - 1] + "…"
+    return text
+
+
+def _text_width_in(labels: Sequence[str], size_pt: float) -> float:
+    """Rough width in inches of the widest label (wide East Asian characters count double)."""
+    widest = 0.0
+    for label in labels:
+        ems = sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.6 for ch in label)
+        widest = max(widest, ems)
+    return widest * size_pt / 72
+
+
+def _tick_step(count: int, max_ticks: int) -> int:
+    """Label every token when they fit, else every k-th so that at most max_ticks show."""
+    return 1 if count <= max_ticks else math.ceil(count / max_ticks)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _axis_name(name: str, step: int) -> str:
+    return name if step == 1 else f"{name} (every {_ordinal(step)} token labelled)"
+
+
+def _as_matrix(values: np.ndarray, ndim: int, what: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != ndim or 0 in array.shape:
+        raise ValueError(f"{what}: expected a non-empty {ndim}-d array, got shape {array.shape}")
+    return array
+
+
+def _colour_max(values: np.ndarray, vmax: float | None) -> float:
+    if vmax is not None:
+        if not math.isfinite(vmax) or vmax <= 0:
+            raise BadInput(f"colour scale maximum {vmax} is not positive: give a value above 0")
+        return float(vmax)
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def _contrast_text(rgba: tuple[float, float, float, float]) -> str:
+    """Black or white, whichever reads better on a cell of colour rgba (WCAG luminance)."""
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "#000000" if luminance > 0.179 else "#ffffff"
+
+
+def _annotate(
+    ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normalize, size_pt: float
+) -> None:
+    family = _font_family()
+    for (row, col), value in np.ndenumerate(values):
+        if not math.isfinite(value):
+            continue
+        ax.text(
+            col,
+            row,
+            f"{value:.2f}",
+            ha="center",
+            va="center",
+            fontsize=size_pt,
+            color=_contrast_text(cmap(norm(value))),
+            parse_math=False,
+            family=family,
+        )
+
+
+def _style_axes(ax: Axes, fg: str) -> None:
+    ax.tick_params(colors=fg, which="both")
+    for spine in ax.spines.values():
+        spine.set_edgecolor(fg)
+
+
+def _colorbar(
+    fig: Figure, image: AxesImage, axes: Axes | list[Axes], fg: str, height_in: float
+) -> None:
+    aspect = max(15.0, height_in / 0.25)
+    bar = fig.colorbar(image, ax=axes, pad=0.02, aspect=aspect, shrink=1.0)
+    bar.set_label("attention weight", color=fg)
+    bar.ax.tick_params(colors=fg, which="both")
+    bar.outline.set_edgecolor(fg)
+
+
+def _set_ticks(
+    ax: Axes,
+    axis: str,
+    labels: Sequence[str],
+    step: int,
+    size_pt: float,
+    show_labels: bool = True,
+) -> None:
+    positions = list(range(0, len(labels), step))
+    texts = [labels[i] for i in positions] if show_labels else []
+    family = _font_family()
+    if axis == "x":
+        if show_labels:
+            ax.set_xticks(
+                positions,
+                labels=texts,
+                rotation=_KEY_ROTATION,
+                ha="right",
+                rotation_mode="anchor",
+                fontsize=size_pt,
+                parse_math=False,
+                family=family,
+            )
+        else:
+            ax.set_xticks(positions, labels=[])
+    elif show_labels:
+        ax.set_yticks(positions, labels=texts, fontsize=size_pt, parse_math=False, family=family)
+    else:
+        ax.set_yticks(positions, labels=[])
+
+
+# ---------------------------------------------------------------- figures
+
+
+def heatmap_figure(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str,
+    cmap: str = DEFAULT_CMAP,
+    theme: str = "light",
+    annotate: bool = False,
+    vmax: float | None = None,
+) -> Figure:
+    """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
+
+    The colour scale runs from 0 to `vmax` (default: the matrix maximum). Cell
+    values are written only when `annotate` and both sides have at most 20 tokens.
+    Beyond 60 tokens an axis labels every k-th token only (at most 48 labels).
+    """
+    check_colormap(cmap)
+    _check_theme(theme)
+    values = _as_matrix(matrix, 2, "heatmap")
+    n_q, n_k = values.shape
+    rows = [_clean_label(label) for label in row_labels]
+    cols = rows if col_labels is None else [_clean_label(label) for label in col_labels]
+    _check_labels(rows, n_q, "query labels")
+    _check_labels(cols, n_k, "key labels")
+    top = _colour_max(values, vmax)
+    colours = _THEME_COLOURS[theme]
+    fg = colours["text"]
+
+    write_values = annotate and max(n_q, n_k) <= _ANNOTATE_MAX_TOKENS
+    cell = _ANNOTATED_CELL_IN if write_values else _CELL_IN
+    width, height = cell * n_k, cell * n_q
+    grow = max(1.0, _MIN_SIDE_IN / max(width, height))
+    ax_w = min(max(width * grow, 1.2), _MAX_SIDE_IN)
+    ax_h = min(max(height * grow, 1.2), _MAX_SIDE_IN)
+    x_step = _tick_step(n_k, MAX_DENSE_TOKENS if n_k <= MAX_DENSE_TOKENS else _MAX_SPARSE_TICKS)
+    y_step = _tick_step(n_q, MAX_DENSE_TOKENS if n_q <= MAX_DENSE_TOKENS else _MAX_SPARSE_TICKS)
+    x_pt = _TICK_PT if x_step == 1 else _SPARSE_TICK_PT
+    y_pt = _TICK_PT if y_step == 1 else _SPARSE_TICK_PT
+    shown_cols = [cols[i] for i in range(0, n_k, x_step)]
+    shown_rows = [rows[i] for i in range(0, n_q, y_step)]
+    sin_rot = math.sin(math.radians(_KEY_ROTATION))
+    left = _text_width_in(shown_rows, y_pt) + 0.6
+    bottom = _text_width_in(shown_cols, x_pt) * sin_rot + 0.6
+    fig_w = left + ax_w + 1.1
+    fig_h = bottom + ax_h + 0.6
+    title_pt = 12.0 if max(ax_w, ax_h) < 8 else 14.0
+
+    with _quiet_fonts():
+        fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
+        ax = fig.add_subplot()
+        ax.set_facecolor(colours["face"])
+        colormap = matplotlib.colormaps[cmap]
+        norm = Normalize(vmin=0.0, vmax=top)
+        image = ax.imshow(values, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest")
+        _set_ticks(ax, "x", cols, x_step, x_pt)
+        _set_ticks(ax, "y", rows, y_step, y_pt)
+        ax.set_xlabel(_axis_name("key", x_step), color=fg)
+        ax.set_ylabel(_axis_name("query", y_step), color=fg)
+        ax.set_title(title, color=fg, fontsize=title_pt, parse_math=False, family=_font_family())
+        _style_axes(ax, fg)
+        _colorbar(fig, image, ax, fg, ax_h)
+        if write_values:
+            _annotate(ax, values, colormap, norm, 8.0)
+    return fig
+
+
+def _grid_shape(count: int) -> tuple[int, int]:
+    """Rows and columns of a near-square grid, wider than tall: 12 -> (3, 4)."""
+    cols = math.ceil(math.sqrt(count))
+    return math.ceil(count / cols), cols
+
+
+def grid_figure(
+    matrices: np.ndarray,
+    labels: Sequence[str],
+    *,
+    panel_titles: Sequence[str],
+    title: str,
+    cmap: str = DEFAULT_CMAP,
+    theme: str = "light",
+    annotate: bool = False,
+) -> Figure:
+    """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
+
+    The scale runs from 0 to the maximum over all heads and has one colour bar.
+    Tokens are labelled on the outer panels only (left column, bottom of each
+    column). Cell values are written only when `annotate` and T <= 8.
+    """
+    check_colormap(cmap)
+    _check_theme(theme)
+    values = _as_matrix(matrices, 3, "head grid")
+    heads, n_q, n_k = values.shape
+    if n_q != n_k:
+        raise ValueError(f"head grid: expected square matrices, got {n_q}x{n_k}")
+    tokens = [_clean_label(label) for label in labels]
+    _check_labels(tokens, n_q, "grid labels")
+    if len(panel_titles) != heads:
+        raise ValueError(f"head grid: {len(panel_titles)} panel titles for {heads} heads")
+    top = _colour_max(values, None)
+    colours = _THEME_COLOURS[theme]
+    fg = colours["text"]
+    family = _font_family()
+
+    write_values = annotate and n_q <= _GRID_ANNOTATE_MAX_TOKENS
+    n_rows, n_cols = _grid_shape(heads)
+    side = min(max(2.2, (0.34 if write_values else 0.15) * n_q), 3.6)
+    step = _tick_step(n_q, int(side / _GRID_TICK_SPACING_IN))
+    shown = [tokens[i] for i in range(0, n_q, step)]
+    label_in = _text_width_in(shown, _GRID_TICK_PT)
+    sin_rot = math.sin(math.radians(_KEY_ROTATION))
+    fig_w = label_in + 0.6 + n_cols * (side + 0.15) + 1.1
+    fig_h = label_in * sin_rot + 0.6 + n_rows * (side + 0.4) + 0.7
+
+    with _quiet_fonts():
+        fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
+        spec = fig.add_gridspec(n_rows, n_cols)
+        colormap = matplotlib.colormaps[cmap]
+        norm = Normalize(vmin=0.0, vmax=top)
+        axes: list[Axes] = []
+        image: AxesImage | None = None
+        for head in range(heads):
+            row, col = divmod(head, n_cols)
+            ax = fig.add_subplot(spec[row, col])
+            axes.append(ax)
+            ax.set_facecolor(colours["face"])
+            image = ax.imshow(
+                values[head], cmap=colormap, norm=norm, aspect="auto", interpolation="nearest"
+            )
+            has_panel_below = head + n_cols < heads
+            _set_ticks(ax, "x", tokens, step, _GRID_TICK_PT, show_labels=not has_panel_below)
+            _set_ticks(ax, "y", tokens, step, _GRID_TICK_PT, show_labels=col == 0)
+            ax.set_title(panel_titles[head], color=fg, fontsize=9, parse_math=False, family=family)
+            _style_axes(ax, fg)
+            if write_values:
+                _annotate(ax, values[head], colormap, norm, 6.0)
+        assert image is not None  # heads >= 1, checked by _as_matrix
+        fig.supxlabel(_axis_name("key", step), color=fg, fontsize=10)
+        fig.supylabel(_axis_name("query", step), color=fg, fontsize=10)
+        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=family)
+        _colorbar(fig, image, axes, fg, n_rows * side)
+    return fig
+
+
+# ---------------------------------------------------------------- saving
+
+
+def _release(fig: Figure) -> None:
+    """Close the figure. Figures made here are not registered anywhere, so only one that
+    pyplot made (and registered) needs closing; pyplot is never imported for this."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close(fig)
+
+
+def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = False) -> None:
+    """Write `fig` to `path` as PNG, SVG or PDF (chosen by the suffix), all or nothing.
+
+    SVG keeps text as text (searchable, editable in slide software); PDF embeds
+    TrueType fonts (no Type 3 fonts, which some publishers reject). SVG and PDF
+    carry no creation date, so the same figure gives the same bytes. The figure
+    is closed afterwards, also when writing fails.
+    """
+    path = Path(path)
+    fmt = _image_format(path)
+    if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not dpi > 0:
+        raise BadInput(f"dpi must be a positive number, got {dpi}: try 200 for slides")
+    metadata: dict[str, str | None] = {}
+    if fmt == "svg":
+        metadata = {"Date": None}
+    elif fmt == "pdf":
+        metadata = {"CreationDate": None}
+    # Text stays text in SVG; PDF embeds TrueType; SVG ids do not change between runs.
+    rc_vector = matplotlib.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": "attnviz", "pdf.fonttype": 42}
+    )
+    try:
+        with _quiet_fonts(), rc_vector, atomic_write(path, "wb") as handle:
+            fig.savefig(
+                handle,
+                format=fmt,
+                dpi=dpi,
+                bbox_inches="tight",
+                pad_inches=0.1,
+                transparent=transparent,
+                facecolor="none" if transparent else fig.get_facecolor(),
+                metadata=metadata,
+            )
+    finally:
+        _release(fig)

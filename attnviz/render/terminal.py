@@ -1,0 +1,617 @@
+"""Attention matrices as heatmaps in the terminal, as rich renderables.
+
+Two renderables, both taking plain numpy arrays and token labels (never a model):
+
+- `Heatmap`: one matrix [Tq, Tk]; rows are queries (who attends), columns are keys.
+  Rows are labelled `index label`; columns are numbered in a header (digits written
+  vertically when a number is wider than a cell). The widest cell (3, 2, then 1
+  character) that fits `options.max_width` is used; when even 1-character cells do not
+  fit, the columns are split into pages (`keys 0–57 of 512`), each its own block.
+- `HeadGrid`: every head of one layer [H, T, T] as a grid of small panels sharing one
+  colour scale, wrapped left to right into as many panels per line as fit.
+
+Values are shown as background colours from a built-in viridis palette (0 .. vmax).
+Without colour (`console.no_color`, e.g. NO_COLOR, or `console.color_system is None`,
+e.g. a pipe or a file) the shade characters ` ░▒▓█` carry the values instead, in five
+equal steps of value/vmax. NaN cells are drawn as `·` (or left blank in compact grid
+panels). Every line is measured in display cells (`rich.cells.cell_len`) and never
+exceeds `options.max_width`.
+
+Labels are made safe for a one-line layout: control characters become visible
+stand-ins (`\\n` -> `␊`), bidirectional overrides and other invisible format
+characters that move or hide text are dropped, a zero-width joiner is kept only
+between emoji (elsewhere rich and terminals disagree on the width), and long labels
+are cut to `MAX_LABEL_CELLS` display cells with `…`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from rich.cells import cell_len
+from rich.color import Color
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+
+__all__ = ["MAX_LABEL_CELLS", "SHADES", "HeadGrid", "Heatmap"]
+
+MAX_LABEL_CELLS = 14  # longest label shown, in display cells (longer ones end in "…")
+SHADES = " ░▒▓█"  # shade ramp for output without colour: 5 levels of value / vmax
+NAN_CELL = "·"  # what a NaN cell shows
+ELLIPSIS = "…"
+TOO_NARROW = "(terminal too narrow for the heatmap: widen it or write an image with --out)"
+
+_CELL_WIDTHS = (3, 2, 1)  # Heatmap cell widths to try, widest first
+_MIN_PAGE_COLS = 8  # fewer columns than this per page is not worth showing
+_MIN_SHRUNK_LABEL = 6  # labels may be cut down to this many cells to avoid paging
+_LEGEND_MAX = 32  # widest colour gradient in the legend
+_PANEL_GAP = 2  # spaces between HeadGrid panels
+_WRAP_MIN = 20  # narrower than this, notes are cropped to one line instead of wrapped
+_BOLD = Style(bold=True)
+_DIM = Style(dim=True)
+
+# Viridis (perceptually uniform, readable in grey and by most colour-blind readers):
+# ten anchors at k/9, the same as R's viridis(10); levels in between are interpolated.
+_VIRIDIS_ANCHORS = (
+    (0x44, 0x01, 0x54),
+    (0x48, 0x28, 0x78),
+    (0x3E, 0x4A, 0x89),
+    (0x31, 0x68, 0x8E),
+    (0x26, 0x82, 0x8E),
+    (0x1F, 0x9E, 0x89),
+    (0x35, 0xB7, 0x79),
+    (0x6D, 0xCD, 0x59),
+    (0xB4, 0xDE, 0x2C),
+    (0xFD, 0xE7, 0x25),
+)
+_LEVELS = 256  # colour levels between 0 and vmax
+
+
+# ---------------------------------------------------------------------------
+# Colour scale
+
+
+def _palette_rgb(levels: int = _LEVELS) -> np.ndarray:
+    """Viridis sampled at `levels` evenly spaced points: uint8 (levels, 3)."""
+    anchors = np.asarray(_VIRIDIS_ANCHORS, dtype=float)  # (A, 3)
+    where = np.linspace(0.0, 1.0, len(anchors))  # (A,)
+    t = np.linspace(0.0, 1.0, levels)  # (levels,)
+    channels = [np.interp(t, where, anchors[:, c]) for c in range(3)]  # 3 x (levels,)
+    return np.rint(np.stack(channels, axis=1)).astype(np.uint8)  # (levels, 3)
+
+
+_PALETTE: tuple[Color, ...] = tuple(Color.from_rgb(*map(int, rgb)) for rgb in _palette_rgb())
+
+
+@lru_cache(maxsize=_LEVELS)
+def _bg_style(level: int) -> Style:
+    return Style(bgcolor=_PALETTE[level])
+
+
+@lru_cache(maxsize=4096)
+def _half_style(upper: int, lower: int) -> Style:
+    """Style for `▀`: foreground = upper row's colour, background = lower's (-1: none)."""
+    return Style(color=_PALETTE[upper], bgcolor=_PALETTE[lower] if lower >= 0 else None)
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """Maps values to colour levels (0.._LEVELS-1) or shade levels (0..4); -1 means NaN."""
+
+    vmax: float
+
+    def fraction(self, values: np.ndarray) -> np.ndarray:
+        """values / vmax clipped to [0, 1]; NaN stays NaN. Same shape as `values`."""
+        with np.errstate(invalid="ignore"):
+            return np.clip(values / self.vmax, 0.0, 1.0)
+
+    def colour_levels(self, values: np.ndarray) -> np.ndarray:
+        frac = self.fraction(values)
+        nan = np.isnan(frac)
+        levels = np.rint(np.where(nan, 0.0, frac) * (_LEVELS - 1)).astype(np.int64)
+        return np.where(nan, -1, levels)
+
+    def shade_levels(self, values: np.ndarray) -> np.ndarray:
+        frac = self.fraction(values)
+        nan = np.isnan(frac)
+        steps = len(SHADES)
+        levels = np.minimum(steps - 1, np.floor(np.where(nan, 0.0, frac) * steps))
+        return np.where(nan, -1, levels.astype(np.int64))
+
+    def fmt(self, value: float) -> str:
+        """A number for the legend, with enough decimals for small scales."""
+        decimals = 2 if self.vmax >= 0.1 else min(6, 1 - math.floor(math.log10(self.vmax)))
+        return f"{value:.{decimals}f}"
+
+
+def _scale_for(values: np.ndarray, vmax: float | None) -> _Scale:
+    """vmax given, or the largest finite value, or 1.0 when that is not positive."""
+    if vmax is not None:
+        if not math.isfinite(vmax) or vmax <= 0:
+            raise ValueError(f"vmax must be a positive number, got {vmax!r}")
+        return _Scale(float(vmax))
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 0.0
+    return _Scale(top if top > 0 else 1.0)
+
+
+def _use_colour(console: Console) -> bool:
+    return not console.no_color and console.color_system is not None
+
+
+# ---------------------------------------------------------------------------
+# Labels and text measured in display cells
+
+_DROPPED = frozenset(
+    "\u00ad\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)  # soft hyphen and bidirectional controls: invisible, but they move or hide text
+_ZWJ = "\u200d"
+_SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))
+
+
+def _is_pictograph(char: str) -> bool:
+    """Roughly: a symbol that can be an emoji (not ASCII `^` or the like)."""
+    return ord(char) >= 0x2100 and unicodedata.category(char) == "So"
+
+
+def _is_emoji(char: str) -> bool:
+    """A pictograph, a skin tone or the emoji variation selector."""
+    return char == "\ufe0f" or char in _SKIN_TONES or _is_pictograph(char)
+
+
+def _stand_in(char: str, before: str, after: str) -> str:
+    """What one character of a label becomes (given its neighbours)."""
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # control pictures: ␀ ␉ ␊ ...
+    if code == 0x7F:
+        return "␡"
+    if 0x80 <= code < 0xA0 or 0xD800 <= code < 0xE000:
+        return "?"  # C1 controls, lone surrogates
+    if char in ("\u2028", "\u2029"):
+        return "␤"
+    if char in _DROPPED:
+        return ""
+    if char == _ZWJ:
+        # rich counts "a\u200db" as 1 cell, terminals as 2: keep ZWJ only inside emoji
+        return char if before and after and _is_emoji(before) and _is_emoji(after) else ""
+    if char in _SKIN_TONES and not (before and _is_pictograph(before)):
+        return ""  # a lone modifier: rich counts 0 cells, terminals 2
+    return char
+
+
+def _sanitize(text: str) -> str:
+    """`text` with every character that could break a one-line layout replaced."""
+    if text.isprintable() and text.isascii():
+        return text
+    out = []
+    for i, char in enumerate(text):
+        before = text[i - 1] if i else ""
+        after = text[i + 1] if i + 1 < len(text) else ""
+        out.append(_stand_in(char, before, after))
+    return "".join(out)
+
+
+def _truncate(text: str, cells: int) -> str:
+    """`text` cut to at most `cells` display cells, ending in `…` when cut."""
+    if cell_len(text) <= cells:
+        return text
+    if cells <= 0:
+        return ""
+    out, used = [], 0
+    for char in text[: 4 * cells + 8]:  # more characters than can ever fit
+        width = cell_len(char)
+        if used + width > cells - 1:
+            break
+        out.append(char)
+        used += width
+    kept = "".join(out).rstrip(_ZWJ + "\ufe0f")
+    while kept and cell_len(kept) > cells - 1:  # joins can measure differently
+        kept = kept[:-1].rstrip(_ZWJ + "\ufe0f")
+    return kept + ELLIPSIS
+
+
+def _pad(text: str, cells: int) -> str:
+    """`text` (already at most `cells` wide) followed by spaces up to `cells`."""
+    return text + " " * (cells - cell_len(text))
+
+
+def _clean_labels(labels: Sequence[str]) -> list[str]:
+    return [_sanitize(str(label)) for label in labels]
+
+
+def _wrap_items(items: Sequence[str], width: int, gap: int = 2) -> list[str]:
+    """Items joined by `gap` spaces into lines of at most `width` cells; no item is split."""
+    lines: list[str] = []
+    current: list[str] = []
+    used = 0
+    for item in items:
+        item = _truncate(item, width)
+        size = cell_len(item)
+        if current and used + gap + size > width:
+            lines.append((" " * gap).join(current))
+            current, used = [], 0
+        used += size + (gap if current else 0)
+        current.append(item)
+    if current:
+        lines.append((" " * gap).join(current))
+    return lines
+
+
+Line = list[Segment]  # one output line, without its newline
+
+
+def _note(message: str, width: int) -> list[Line]:
+    """A message wrapped to `width` (or cropped to one line when very narrow)."""
+    if width < _WRAP_MIN:
+        return [[Segment(_truncate(message, width), _DIM)]]
+    return [[Segment(line, _DIM)] for line in _wrap_items(message.split(" "), width, gap=1)]
+
+
+def _title_lines(title: str | None, console: Console, options: ConsoleOptions) -> list[Line]:
+    """The title in bold, word-wrapped to the width (rich wraps, we only sanitize)."""
+    if not title:
+        return []
+    text = Text("\n".join(_sanitize(part) for part in title.split("\n")), style=_BOLD)
+    return console.render_lines(text, options.update(height=None), pad=False)
+
+
+def _legend_lines(scale: _Scale, colour: bool, width: int) -> list[Line]:
+    """`0.00 ▕gradient▏ 0.63` with colour; the shade ramp with its ranges without."""
+    low, high = scale.fmt(0.0), scale.fmt(scale.vmax)
+    if colour:
+        size = max(1, min(_LEGEND_MAX, width - cell_len(low) - cell_len(high) - 4))
+        levels = np.rint(np.linspace(0, _LEVELS - 1, size)).astype(int)
+        gradient = [Segment(" ", _bg_style(int(level))) for level in levels]
+        return [[Segment(f"{low} ▕"), *gradient, Segment(f"▏ {high}")]]
+    steps = len(SHADES)
+    bounds = [scale.fmt(scale.vmax * k / steps) for k in range(steps + 1)]
+    ranges = "  ".join(f"▕{SHADES[k]}▏{bounds[k]}–{bounds[k + 1]}" for k in range(steps))
+    if cell_len(ranges) <= width:
+        return [[Segment(ranges)]]
+    return [[Segment(f"{low} ▕{SHADES}▏ {high}")]]  # five equal steps, compact
+
+
+def _legend_min_width(scale: _Scale) -> int:
+    """Cells of the compact legend `0.00 ▕ ░▒▓█▏ 0.63`."""
+    return cell_len(f"{scale.fmt(0.0)} ▕{SHADES}▏ {scale.fmt(scale.vmax)}")
+
+
+def _title_width(title: str | None) -> int:
+    return max((cell_len(_sanitize(part)) for part in (title or "").split("\n")), default=0)
+
+
+def _label_list(
+    prefix: str, indices: Sequence[int], labels: Sequence[str], width: int
+) -> list[Line]:
+    """`prefix 0 label  1 label ...` wrapped to the width."""
+    items = [f"{i} {_truncate(labels[i], MAX_LABEL_CELLS)}" for i in indices]
+    lines = _wrap_items([prefix, *items], width)
+    return [[Segment(line)] for line in lines]
+
+
+def _emit(lines: Sequence[Line], width: int) -> Iterator[Segment]:
+    """Segments of every line, each cropped to `width` (a safety net) and ended."""
+    newline = Segment.line()
+    for line in lines:
+        yield from Segment.adjust_line_length(line, width, pad=False)
+        yield newline
+
+
+def _runs(cells: Sequence[tuple[str, Style | None]]) -> Line:
+    """Neighbouring cells with the same style merged into one segment."""
+    line = []
+    for style, group in itertools.groupby(cells, key=lambda cell: cell[1]):
+        line.append(Segment("".join(text for text, _ in group), style))
+    return line
+
+
+# ---------------------------------------------------------------------------
+# Heatmap
+
+
+@dataclass(frozen=True)
+class _HeatLayout:
+    index_w: int  # digits of the largest row index
+    label_w: int  # display cells for row labels (0: index only)
+    cell_w: int  # display cells per matrix column
+    page_cols: int  # matrix columns per page
+
+    @property
+    def left_w(self) -> int:
+        """Cells before the first matrix column: `index label `."""
+        return self.index_w + 1 + (self.label_w + 1 if self.label_w else 0)
+
+
+def _heat_layout(width: int, n_cols: int, index_w: int, label_w: int) -> _HeatLayout | None:
+    """Widest cells that fit; else shorter labels; else pages; None if nothing fits."""
+    for cell_w in _CELL_WIDTHS:
+        layout = _HeatLayout(index_w, label_w, cell_w, n_cols)
+        if layout.left_w + n_cols * cell_w <= width:
+            return layout
+    shrunk = width - n_cols - index_w - 2  # label cells that would avoid paging
+    if _MIN_SHRUNK_LABEL <= shrunk < label_w:
+        return _HeatLayout(index_w, shrunk, 1, n_cols)
+    for cells in (label_w, min(label_w, _MIN_SHRUNK_LABEL), 0):
+        layout = _HeatLayout(index_w, cells, 1, n_cols)
+        room = width - layout.left_w
+        if room >= min(n_cols, _MIN_PAGE_COLS):
+            return _HeatLayout(index_w, cells, 1, min(room, n_cols))
+    return None
+
+
+def _page_caption(cols: range, n_cols: int, width: int) -> str:
+    """`keys 0–57 of 512`, shortened to `0–57/512` when the terminal is narrow."""
+    long = f"keys {cols.start}–{cols.stop - 1} of {n_cols}"
+    return long if cell_len(long) <= width else f"{cols.start}–{cols.stop - 1}/{n_cols}"
+
+
+def _column_header(cols: range, cell_w: int) -> list[str]:
+    """Column numbers, one line if they fit a cell with a gap, else digits stacked."""
+    digits = len(str(cols.stop - 1))
+    if digits < cell_w or digits == 1:
+        return ["".join(str(c).rjust(cell_w) for c in cols)]
+    numbers = [str(c).rjust(digits) for c in cols]
+    return ["".join(n[k].rjust(cell_w) for n in numbers) for k in range(digits)]
+
+
+def _heat_cells(levels: np.ndarray, colour: bool, cell_w: int) -> Line:
+    """One row of cells; levels: int (C,), -1 = NaN."""
+    nan = NAN_CELL.ljust(cell_w) if cell_w < 3 else NAN_CELL.center(cell_w)
+    if not colour:
+        return [Segment("".join(nan if v < 0 else SHADES[v] * cell_w for v in levels.tolist()))]
+    blank = " " * cell_w
+    cells = [(nan, None) if v < 0 else (blank, _bg_style(v)) for v in levels.tolist()]
+    return _runs(cells)
+
+
+class Heatmap:
+    """One attention matrix as a labelled heatmap (a rich renderable).
+
+    matrix: float [Tq, Tk]; rows are queries (who attends), columns are keys.
+    col_labels None means the same as row_labels; when they differ, a `keys:` legend
+    maps column numbers to labels. The colour scale runs from 0 to vmax (default: the
+    largest finite value, or 1.0 when that is 0). Wide matrices are split into pages of
+    columns; on a terminal too narrow for even that, a one-line note is shown.
+    """
+
+    def __init__(
+        self,
+        matrix: np.ndarray,
+        row_labels: Sequence[str],
+        col_labels: Sequence[str] | None = None,
+        *,
+        title: str | None = None,
+        vmax: float | None = None,
+    ) -> None:
+        values = np.asarray(matrix, dtype=float)  # (Tq, Tk)
+        if values.ndim != 2 or 0 in values.shape:
+            raise ValueError(f"matrix must be 2-D and non-empty, got shape {values.shape}")
+        n_rows, n_cols = values.shape
+        if len(row_labels) != n_rows:
+            raise ValueError(f"{len(row_labels)} row labels for {n_rows} matrix rows")
+        if col_labels is not None and len(col_labels) != n_cols:
+            raise ValueError(f"{len(col_labels)} column labels for {n_cols} matrix columns")
+        self.values = values
+        self.row_labels = _clean_labels(row_labels)
+        self.col_labels = self.row_labels if col_labels is None else _clean_labels(col_labels)
+        self.keys_differ = self.col_labels != self.row_labels  # then columns get a legend
+        self.title = title
+        self.scale = _scale_for(values, vmax)
+
+    @property
+    def _label_w(self) -> int:
+        return min(MAX_LABEL_CELLS, max(cell_len(label) for label in self.row_labels))
+
+    @property
+    def _index_w(self) -> int:
+        return len(str(self.values.shape[0] - 1))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        n_cols = self.values.shape[1]
+        widest = _HeatLayout(self._index_w, self._label_w, _CELL_WIDTHS[0], n_cols)
+        narrowest = _HeatLayout(self._index_w, 0, 1, n_cols)
+        minimum = narrowest.left_w + min(n_cols, _MIN_PAGE_COLS)
+        maximum = max(
+            widest.left_w + n_cols * widest.cell_w,
+            _legend_min_width(self.scale),
+            _title_width(self.title),
+        )
+        return Measurement(minimum, maximum).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        n_cols = self.values.shape[1]
+        layout = _heat_layout(width, n_cols, self._index_w, self._label_w)
+        if layout is None:
+            yield from _emit(_note(TOO_NARROW, width)[:1], width)
+            return
+        colour = _use_colour(console)
+        lines = _title_lines(self.title, console, options)
+        lines += _legend_lines(self.scale, colour, width)
+        pages = [
+            range(s, min(s + layout.page_cols, n_cols)) for s in range(0, n_cols, layout.page_cols)
+        ]
+        levels = self._levels(colour)  # (Tq, Tk)
+        for cols in pages:
+            lines.append([])
+            if len(pages) > 1:
+                lines.append([Segment(_page_caption(cols, n_cols, width), _BOLD)])
+            lines += self._page(levels[:, cols.start : cols.stop], cols, layout, colour, width)
+        yield from _emit(lines, width)
+
+    def _page(
+        self, levels: np.ndarray, cols: range, layout: _HeatLayout, colour: bool, width: int
+    ) -> list[Line]:
+        """Header, one line per query row, and the key legend for columns `cols`.
+
+        levels: int (Tq, len(cols)), colour levels (0..255) or shade levels (0..4), -1 = NaN.
+        """
+        header = _column_header(cols, layout.cell_w)
+        corner = "query \\ key" if len("query \\ key") < layout.left_w else ""
+        lines: list[Line] = [[Segment(" " * layout.left_w), Segment(h, _DIM)] for h in header]
+        lines[-1][0] = Segment(corner.rjust(layout.left_w - 1) + " ", _DIM)
+        for i, label in enumerate(self.row_labels):
+            left = str(i).rjust(layout.index_w) + " "
+            if layout.label_w:
+                left += _pad(_truncate(label, layout.label_w), layout.label_w) + " "
+            lines.append([Segment(left), *_heat_cells(levels[i], colour, layout.cell_w)])
+        if self.keys_differ:
+            lines += _label_list("keys:", cols, self.col_labels, width)
+        return lines
+
+    def _levels(self, colour: bool) -> np.ndarray:
+        """Colour or shade level of every cell: int (Tq, Tk), -1 = NaN."""
+        if colour:
+            return self.scale.colour_levels(self.values)
+        return self.scale.shade_levels(self.values)
+
+
+# ---------------------------------------------------------------------------
+# HeadGrid
+
+
+def _half_block_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
+    """A panel with two matrix rows per line: `▀` fg = upper row, bg = lower row.
+
+    levels: int (T, T), -1 = NaN. Returns ceil(T / 2) lines of T * cell_w cells.
+    """
+    lines = []
+    for top in range(0, levels.shape[0], 2):
+        upper = levels[top]  # (T,)
+        lower = levels[top + 1] if top + 1 < levels.shape[0] else np.full_like(upper, -1)
+        cells: list[tuple[str, Style | None]] = []
+        for u, low in zip(upper.tolist(), lower.tolist(), strict=True):
+            if u >= 0:
+                cells.append(("▀" * cell_w, _half_style(u, low)))
+            elif low >= 0:
+                cells.append(("▄" * cell_w, _half_style(low, -1)))
+            else:
+                cells.append((" " * cell_w, None))
+        lines.append(_runs(cells))
+    return lines
+
+
+def _shade_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
+    """A panel with one matrix row per line of shade characters; levels int (T, T)."""
+    return [
+        [Segment("".join(NAN_CELL * cell_w if v < 0 else SHADES[v] * cell_w for v in row))]
+        for row in levels.tolist()
+    ]
+
+
+def _panels_per_line(width: int, slot: int) -> int:
+    return max(1, (width + _PANEL_GAP) // (slot + _PANEL_GAP))
+
+
+class HeadGrid:
+    """Every head of one layer as a grid of small heatmaps (a rich renderable).
+
+    matrices: float [H, T, T], one shared colour scale from 0 to the max over all heads.
+    With colour each panel packs two matrix rows per text line (`▀`, foreground = upper
+    row, background = lower row), 1 character per column, or 2 when that does not need
+    more lines of panels. Without colour: shade characters, one matrix row per line.
+    Panels wrap left to right, each with its title above; below the grid come the legend
+    and the token list. If one panel is wider than the terminal, a note is shown instead
+    suggesting `attnviz show --head N` or `--out FILE` (panels are not paged).
+    """
+
+    def __init__(
+        self,
+        matrices: np.ndarray,
+        labels: Sequence[str],
+        *,
+        panel_titles: Sequence[str],
+        title: str | None = None,
+    ) -> None:
+        values = np.asarray(matrices, dtype=float)  # (H, T, T)
+        if values.ndim != 3 or 0 in values.shape or values.shape[1] != values.shape[2]:
+            raise ValueError(f"matrices must be [H, T, T] and non-empty, got {values.shape}")
+        if len(labels) != values.shape[1]:
+            raise ValueError(f"{len(labels)} labels for {values.shape[1]} tokens")
+        if len(panel_titles) != values.shape[0]:
+            raise ValueError(f"{len(panel_titles)} panel titles for {values.shape[0]} heads")
+        self.values = values
+        self.labels = _clean_labels(labels)
+        self.panel_titles = [_truncate(t, MAX_LABEL_CELLS) for t in _clean_labels(panel_titles)]
+        self.title = title
+        self.scale = _scale_for(values, None)
+
+    def _slot(self, cell_w: int) -> int:
+        """Cells one panel takes: its matrix or its title, whichever is wider."""
+        return max(self.values.shape[2] * cell_w, max(map(cell_len, self.panel_titles)))
+
+    def _cell_w(self, width: int) -> int:
+        """2 cells per column if that needs no more lines of panels than 1 does."""
+        heads = self.values.shape[0]
+        rows = [math.ceil(heads / _panels_per_line(width, self._slot(w))) for w in (1, 2)]
+        return 2 if self._slot(2) <= width and rows[1] <= rows[0] else 1
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        heads = self.values.shape[0]
+        maximum = max(
+            heads * self._slot(2) + (heads - 1) * _PANEL_GAP,
+            _legend_min_width(self.scale),
+            _title_width(self.title),
+        )
+        return Measurement(self._slot(1), maximum).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        n_tokens = self.values.shape[2]
+        lines = _title_lines(self.title, console, options)
+        if self._slot(1) > width:
+            message = (
+                f"(one head is {self._slot(1)} columns wide, the terminal {width}: "
+                "show a single head with `attnviz show --head N` or write an image "
+                "with --out FILE)"
+            )
+            yield from _emit(lines + _note(message, width), width)
+            return
+        colour = _use_colour(console)
+        cell_w = self._cell_w(width)
+        slot = self._slot(cell_w)
+        per_line = _panels_per_line(width, slot)
+        panels = self._panels(colour, cell_w)
+        for start in range(0, len(panels), per_line):
+            heads = range(start, min(start + per_line, len(panels)))
+            lines += self._grid_row(heads, panels, slot)
+        lines += _legend_lines(self.scale, colour, width)
+        lines += _note("panels: rows = queries, columns = keys, in token order", width)
+        lines += _label_list("tokens:", range(n_tokens), self.labels, width)
+        yield from _emit(lines, width)
+
+    def _panels(self, colour: bool, cell_w: int) -> list[list[Line]]:
+        """The lines of every panel, head by head."""
+        if colour:
+            levels = self.scale.colour_levels(self.values)  # (H, T, T)
+            return [_half_block_lines(head, cell_w) for head in levels]
+        levels = self.scale.shade_levels(self.values)  # (H, T, T)
+        return [_shade_lines(head, cell_w) for head in levels]
+
+    def _grid_row(self, heads: range, panels: list[list[Line]], slot: int) -> list[Line]:
+        """Titles, then the panels of `heads` side by side, then a blank line."""
+        gap = Segment(" " * _PANEL_GAP)
+        titles: Line = []
+        for h in heads:
+            titles += [gap] if titles else []
+            titles.append(Segment(_pad(self.panel_titles[h], slot), _BOLD))
+        lines = [titles]
+        for k in range(len(panels[heads.start])):
+            line: Line = []
+            for h in heads:
+                line += [gap] if line else []
+                line += panels[h][k]
+                line.append(Segment(" " * (slot - Segment.get_line_length(panels[h][k]))))
+            lines.append(line)
+        lines.append([])
+        return lines

@@ -1,0 +1,301 @@
+"""Every command through Typer's CliRunner, and every bad input it must refuse cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnviz.cli import app
+from attnviz.pipeline import analyse
+from attnviz.views import merge_words, select
+from tests.conftest import PT_SENTENCE, TinyFactory
+
+runner = CliRunner()
+SHORT = "Vi João e Maria ontem. Eles estavam juntos."
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return runner.invoke(app, list(args), env={"COLUMNS": "100", **(env or {})})
+
+
+def ok(*args: str, env: dict[str, str] | None = None) -> str:
+    result = run(*args, env=env)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def short_analysis():
+    return analyse(SHORT)
+
+
+def test_help_lists_every_command_with_an_example() -> None:
+    out = ok("--help")
+    for command in ("show", "heads", "tokens", "info", "export"):
+        assert command in out
+        assert "Example" in ok(command, "--help")
+
+
+def test_version() -> None:
+    assert ok("--version").strip() == "attnviz 0.1.0"
+
+
+def test_show_without_text_uses_the_first_sample_sentence() -> None:
+    out = ok("show")
+    assert "all-MiniLM-L6-v2 · layer 5 · mean of 12 heads" in out
+    for word in ("João", "pensou", "cadeira", "[CLS]", "[SEP]"):
+        assert word in out
+
+
+def test_show_json_in_words_is_the_models_attention_merged(short_analysis) -> None:
+    record = json.loads(ok("show", SHORT, "--layer", "-2", "--head", "3", "--json"))
+    assert record["model"] == "all-MiniLM-L6-v2"
+    assert record["layer"] == 4 and record["head"] == 3
+    words = short_analysis.pieces.words()
+    assert record["tokens"] == [w.label for w in words]
+    expected = merge_words(select(short_analysis.attentions, 4, 3), [w.pieces for w in words])
+    np.testing.assert_allclose(np.array(record["weights"]), expected, atol=1e-7)
+    np.testing.assert_allclose(np.array(record["weights"]).sum(1), 1.0, atol=1e-5)
+
+
+def test_show_json_in_tokens_with_head_mean(short_analysis) -> None:
+    record = json.loads(ok("show", SHORT, "--units", "tokens", "--json"))
+    assert record["head"] is None and record["layer"] == 5
+    assert record["tokens"] == short_analysis.pieces.labels
+    expected = short_analysis.attentions[5].mean(0)
+    np.testing.assert_allclose(np.array(record["weights"]), expected, atol=1e-7)
+
+
+def test_show_title_names_layer_and_head() -> None:
+    out = ok("show", SHORT, "--layer", "2", "--head", "7")
+    assert "layer 2 · head 7" in out and "Eles" in out
+
+
+def test_heads_shows_every_head_of_the_layer() -> None:
+    out = ok("heads", SHORT, "--layer", "3")
+    assert "layer 3 · all 12 heads" in out
+    for h in range(12):
+        assert f"head {h}" in out
+
+
+def test_tokens_lists_pieces_ids_words_and_spans() -> None:
+    out = ok("tokens", PT_SENTENCE)
+    assert "##ou" in out and "2 pensou" in out and "5–9" in out and "16304" in out
+
+
+def test_info_describes_the_default_model() -> None:
+    out = ok("info")
+    for fact in ("BERT", "layers", "6", "12", "384", "32", "30522", "22,565,376", "embedded"):
+        assert fact in out
+
+
+def test_export_npz_holds_raw_pieces(tmp_path: Path, short_analysis) -> None:
+    out = tmp_path / "a.npz"
+    ok("export", SHORT, "--out", str(out), "--layer", "0", "--units", "words")
+    data = np.load(out, allow_pickle=False)
+    assert data["attentions"].dtype == np.float32 and data["input_ids"].dtype == np.int64
+    assert data["attentions"].shape == short_analysis.attentions.shape
+    np.testing.assert_array_equal(data["attentions"], short_analysis.attentions)
+    assert data["tokens"].dtype.kind == "U" and data["tokens"][0] == "[CLS]"
+    assert list(data["input_ids"]) == short_analysis.pieces.ids
+
+
+def test_export_json_holds_the_same(tmp_path: Path, short_analysis) -> None:
+    out = tmp_path / "a.json"
+    ok("export", SHORT, "-o", str(out))
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["tokens"] == short_analysis.pieces.tokens
+    np.testing.assert_allclose(np.array(record["attentions"]), short_analysis.attentions)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+@pytest.mark.parametrize("view", ["show", "heads"])
+def test_export_images_open(tmp_path: Path, suffix: str, view: str) -> None:
+    out = tmp_path / f"slide{suffix}"
+    ok("export", SHORT, "--out", str(out), "--view", view, "--dpi", "60")
+    data = out.read_bytes()
+    if suffix == ".png":
+        from PIL import Image
+
+        with Image.open(out) as image:
+            assert image.size[0] > 100 and image.size[1] > 100
+    elif suffix == ".svg":
+        assert b"<svg" in data[:2000] and b"Eles" in data
+    else:
+        assert data.startswith(b"%PDF")
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary file left
+
+
+def test_show_and_heads_write_images_too(tmp_path: Path) -> None:
+    from PIL import Image
+
+    for command in ("show", "heads"):
+        out = tmp_path / f"{command}.png"
+        terminal = ok(command, SHORT, "--out", str(out), "--dpi", "50", "--theme", "dark")
+        assert "Maria" in terminal
+        with Image.open(out) as image:
+            assert image.format == "PNG"
+
+
+def test_truncate_keeps_the_first_positions() -> None:
+    text = "train " * 600
+    result = run("show", text, "--truncate", "--units", "tokens", "--json")
+    assert result.exit_code == 0
+    assert len(json.loads(result.stdout)["tokens"]) == 512
+    assert "dropped the last 90 pieces" in result.stderr
+
+
+def test_model_option_and_env_var_choose_a_local_checkpoint(tiny_bert: TinyFactory) -> None:
+    folder = str(tiny_bert())
+    assert re.search(r"heads per layer +4\s", ok("info", "--model", folder))
+    record = json.loads(ok("show", SHORT, "--json", env={"ATTNVIZ_MODEL": folder}))
+    assert record["model"] == folder and record["layer"] == 1
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def _broken_model(tiny_bert: TinyFactory, tmp_path: Path, how: str) -> str:
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_bert(), folder)
+    if how == "no-config":
+        (folder / "config.json").unlink()
+    elif how == "no-weights":
+        (folder / "model.safetensors").unlink()
+    elif how == "corrupt":
+        (folder / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    elif how == "gpt2":
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    return str(folder)
+
+
+BAD = [
+    # (args, exit code, words the message must contain)
+    (["show", ""], 2, "text is empty"),
+    (["show", "   "], 2, "text is empty"),
+    (["heads", "train " * 600], 2, "at most 512: shorten it or pass --truncate"),
+    (["show", SHORT, "--layer", "6"], 2, "use 0..5"),
+    (["show", SHORT, "--layer", "-7"], 2, "layer -7 is out of range"),
+    (["show", SHORT, "--head", "12"], 2, "12 heads, use 0..11"),
+    (["export", SHORT, "--out", "{tmp}/x.npz", "--head", "-13"], 2, "head -13"),
+    (["heads", SHORT, "--layer", "99"], 2, "6 layers"),
+    (["show", SHORT, "--model", "{tmp}/missing"], 1, "does not exist"),
+    (["info", "--model", "nobody/attnviz-no-such-model"], 1, "HF_HUB_OFFLINE"),
+    (["show", SHORT, "--model", "@no-config"], 1, "no config.json"),
+    (["show", SHORT, "--model", "@no-weights"], 1, "no model.safetensors"),
+    (["show", SHORT, "--model", "@corrupt"], 1, "cannot read weights"),
+    (["info", "--model", "@gpt2"], 1, "model types: bert"),
+    (["export", SHORT, "--out", "{tmp}/x.jpg"], 2, "use one of .png, .svg, .pdf, .npz, .json"),
+    (["show", SHORT, "--out", "{tmp}/x.npz"], 2, "use one of .png, .svg, .pdf"),
+    (["show", SHORT, "--out", "{tmp}/no/such/x.png"], 2, "does not exist"),
+    (["export", SHORT, "--out", "/proc/attnviz-test.npz"], 1, "cannot write"),
+    (["show", SHORT, "--out", "{tmp}/x.png", "--cmap", "viridsi"], 2, "viridis"),
+    (["heads", SHORT, "--out", "{tmp}/x.png", "--dpi", "0"], 2, "--dpi must be a positive"),
+    (["export", SHORT, "--out", "{tmp}/x.pdf", "--dpi", "-5"], 2, "--dpi"),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "words"), BAD, ids=lambda v: str(v)[:40])
+def test_bad_input_gets_one_line_and_no_file(
+    args: list[str], code: int, words: str, tmp_path: Path, tiny_bert: TinyFactory
+) -> None:
+    args = [
+        _broken_model(tiny_bert, tmp_path, a[1:]) if a.startswith("@") else a.format(tmp=tmp_path)
+        for a in args
+    ]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run(*args)
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    message = result.stderr.strip()
+    assert message.startswith("Error: ") and "\n" not in message, message
+    assert words in message
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_malformed_option_gets_typers_usage_error() -> None:
+    result = run("show", SHORT, "--units", "letters")
+    assert result.exit_code == 2 and "letters" in result.stderr
+    result = run("export", SHORT)
+    assert result.exit_code == 2 and "--out" in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = run("--debug", "show", SHORT, "--layer", "9")
+    assert result.exit_code != 0 and "out of range" in str(result.exception)
+    assert not isinstance(result.exception, SystemExit)
+    result = run("show", SHORT, "--layer", "9", "--debug")
+    assert not isinstance(result.exception, SystemExit)
+
+
+# --- as a real process: stdin, python -m, import cost ---------------------------------------
+
+
+def _process(*args: str, stdin: str | None = None, devnull: bool = False):
+    env = {**os.environ, "COLUMNS": "80", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "attnviz", *args],
+        input=stdin,
+        stdin=subprocess.DEVNULL if devnull else None,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_text_from_a_pipe_and_default_from_dev_null() -> None:
+    piped = _process("show", "--json", "--units", "tokens", stdin="The bank refused.\n")
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["tokens"] == ["[CLS]", "The", "bank", "refused", ".", "[SEP]"]
+    default = _process("tokens", devnull=True)
+    assert default.returncode == 0 and "cadeira" in default.stdout
+
+
+def test_empty_stdin_is_an_error() -> None:
+    result = _process("show", stdin="  \n")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "Error: standard input is empty: pipe in some text, or pass it as an argument"
+    )
+
+
+def test_help_and_tokens_import_no_heavy_module() -> None:
+    code = (
+        "import sys\n"
+        "from attnviz.cli import app\n"
+        "for args in (['--help'], ['tokens', 'ok'], ['info']):\n"
+        "    try:\n"
+        "        app(args)\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "print(sorted(m for m in ('torch', 'matplotlib', 'transformers') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_show_does_not_import_matplotlib_or_transformers() -> None:
+    code = (
+        "import sys\n"
+        "from attnviz.cli import app\n"
+        "try:\n"
+        "    app(['show', 'ok'])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code\n"
+        "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,501 @@
+"""Tests for attnviz.render.image: figures that read well and files that open."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from PIL import Image
+
+from attnviz.errors import AttnvizError, BadInput
+from attnviz.render.image import (
+    DEFAULT_CMAP,
+    IMAGE_SUFFIXES,
+    check_colormap,
+    grid_figure,
+    heatmap_figure,
+    save_figure,
+)
+
+TOKENS = ["[CLS]", "the", "cat", "<s>", "R&D", "sat", "[SEP]"]
+
+
+def softmax_rows(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    scores = np.random.default_rng(seed).normal(size=shape) * 2
+    weights = np.exp(scores)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def heatmap(**kwargs: object) -> Figure:
+    n = len(TOKENS)
+    options: dict = {"title": "bert-base · layer 2 · head 5", **kwargs}
+    return heatmap_figure(softmax_rows((n, n)), TOKENS, **options)
+
+
+def grid(heads: int = 12, **kwargs: object) -> Figure:
+    n = len(TOKENS)
+    titles = [f"head {h}" for h in range(heads)]
+    options: dict = {"panel_titles": titles, "title": "bert-base · layer 2", **kwargs}
+    return grid_figure(softmax_rows((heads, n, n)), TOKENS, **options)
+
+
+def tick_texts(labels: list) -> list[str]:
+    return [label.get_text() for label in labels]
+
+
+def panels(fig: Figure) -> list[Axes]:
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def colorbars(fig: Figure) -> list[Axes]:
+    return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+
+
+def luminance(colour: object) -> float:
+    r, g, b = to_rgb(colour)  # type: ignore[arg-type]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+# ---------------------------------------------------------------- files that open
+
+
+@pytest.mark.parametrize("make", [heatmap, grid], ids=["heatmap", "grid"])
+@pytest.mark.parametrize("suffix", IMAGE_SUFFIXES)
+def test_each_format_writes_a_file_that_opens(tmp_path: Path, make, suffix: str) -> None:
+    path = tmp_path / f"attention{suffix}"
+    save_figure(make(), path, dpi=100)
+    data = path.read_bytes()
+    if suffix == ".png":
+        with Image.open(path) as image:
+            width, height = image.size
+        assert 300 < width < 5000 and 300 < height < 5000
+    elif suffix == ".svg":
+        root = ET.fromstring(data)
+        assert root.tag.endswith("svg")
+    else:
+        assert data.startswith(b"%PDF")
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left
+
+
+def test_suffix_is_case_insensitive(tmp_path: Path) -> None:
+    path = tmp_path / "ATTENTION.PNG"
+    save_figure(heatmap(), path, dpi=50)
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+
+
+def test_dpi_scales_the_pixel_size(tmp_path: Path) -> None:
+    save_figure(heatmap(), tmp_path / "low.png", dpi=100)
+    save_figure(heatmap(), tmp_path / "high.png", dpi=200)
+    with Image.open(tmp_path / "low.png") as low, Image.open(tmp_path / "high.png") as high:
+        assert high.width / low.width == pytest.approx(2.0, rel=0.05)
+        assert high.height / low.height == pytest.approx(2.0, rel=0.05)
+
+
+def test_svg_keeps_labels_as_searchable_text(tmp_path: Path) -> None:
+    path = tmp_path / "attention.svg"
+    save_figure(heatmap(), path)
+    root = ET.parse(path).getroot()
+    texts = {"".join(node.itertext()).strip() for node in root.iter() if node.tag.endswith("text")}
+    assert {"cat", "<s>", "R&D", "key", "query", "bert-base · layer 2 · head 5"} <= texts
+
+
+def test_saving_leaves_matplotlib_settings_alone(tmp_path: Path) -> None:
+    before = dict(matplotlib.rcParams)
+    save_figure(heatmap(theme="dark"), tmp_path / "a.svg")
+    save_figure(grid(), tmp_path / "a.pdf")
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_vector_files_are_reproducible(tmp_path: Path) -> None:
+    for suffix in (".svg", ".pdf"):
+        save_figure(heatmap(), tmp_path / f"one{suffix}")
+        save_figure(heatmap(), tmp_path / f"two{suffix}")
+        assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"two{suffix}").read_bytes()
+
+
+def test_rendering_touches_neither_pyplot_nor_torch(tmp_path: Path) -> None:
+    script = (
+        "import sys, numpy as np\n"
+        "from pathlib import Path\n"
+        "from attnviz.render.image import heatmap_figure, save_figure\n"
+        "fig = heatmap_figure(np.eye(3), ['a', 'b', 'c'], title='t')\n"
+        f"save_figure(fig, Path({str(tmp_path / 'x.png')!r}))\n"
+        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "x.png").is_file()
+
+
+# ---------------------------------------------------------------- what the figure shows
+
+
+def test_heatmap_has_title_axis_names_and_token_ticks() -> None:
+    fig = heatmap()
+    ax = panels(fig)[0]
+    assert ax.get_title() == "bert-base · layer 2 · head 5"
+    assert ax.get_xlabel() == "key"
+    assert ax.get_ylabel() == "query"
+    assert tick_texts(ax.get_xticklabels()) == TOKENS
+    assert tick_texts(ax.get_yticklabels()) == TOKENS
+    assert all(60 <= label.get_rotation() <= 90 for label in ax.get_xticklabels())
+    assert len(colorbars(fig)) == 1
+    assert colorbars(fig)[0].get_ylabel() == "attention weight"
+
+
+def test_heatmap_rows_are_queries_and_columns_keys() -> None:
+    matrix = np.zeros((2, 3))
+    matrix[0, 2] = 1.0  # query "q0" attends to key "k2"
+    fig = heatmap_figure(matrix, ["q0", "q1"], ["k0", "k1", "k2"], title="t")
+    ax = panels(fig)[0]
+    assert tick_texts(ax.get_yticklabels()) == ["q0", "q1"]
+    assert tick_texts(ax.get_xticklabels()) == ["k0", "k1", "k2"]
+    shown = ax.get_images()[0].get_array()
+    assert shown is not None
+    assert shown.shape == (2, 3)
+    assert shown[0, 2] == 1.0
+
+
+def test_colour_scale_starts_at_zero_and_honours_vmax() -> None:
+    matrix = softmax_rows((5, 5))
+    image = panels(heatmap_figure(matrix, list("abcde"), title="t"))[0].get_images()[0]
+    assert image.get_clim() == pytest.approx((0.0, matrix.max()))
+    image = panels(heatmap_figure(matrix, list("abcde"), title="t", vmax=1.0))[0].get_images()[0]
+    assert image.get_clim() == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("vmax", [0.0, -1.0, float("nan")])
+def test_non_positive_vmax_is_bad_input(vmax: float) -> None:
+    with pytest.raises(BadInput, match="above 0"):
+        heatmap(vmax=vmax)
+
+
+def test_figure_grows_with_the_number_of_tokens() -> None:
+    small = heatmap_figure(softmax_rows((8, 8)), [f"t{i}" for i in range(8)], title="t")
+    large = heatmap_figure(softmax_rows((40, 40)), [f"t{i}" for i in range(40)], title="t")
+    assert large.get_figwidth() > 1.5 * small.get_figwidth()
+    assert large.get_figheight() > 1.5 * small.get_figheight()
+
+
+def test_sixty_tokens_are_all_labelled() -> None:
+    labels = [f"w{i}" for i in range(60)]
+    ax = panels(heatmap_figure(softmax_rows((60, 60)), labels, title="t"))[0]
+    assert tick_texts(ax.get_xticklabels()) == labels
+    assert ax.get_xlabel() == "key"
+
+
+@pytest.mark.parametrize("count", [300, 512])
+def test_long_input_shows_sparse_readable_ticks(tmp_path: Path, count: int) -> None:
+    labels = [f"w{i}" for i in range(count)]
+    fig = heatmap_figure(softmax_rows((count, count)), labels, title="long")
+    ax = panels(fig)[0]
+    for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        texts = tick_texts(ticks)
+        assert 10 <= len(texts) <= 60
+        assert texts[0] == "w0"
+        step = int(texts[1][1:])
+        assert texts == labels[::step]
+        assert min(float(t.get_fontsize()) for t in ticks) >= 8
+    assert "token labelled" in ax.get_xlabel()
+    assert max(fig.get_size_inches()) < 20
+    save_figure(fig, tmp_path / "long.png", dpi=50)
+    assert (tmp_path / "long.png").stat().st_size > 0
+
+
+def test_sparse_axis_name_uses_a_proper_ordinal() -> None:
+    labels = [f"w{i}" for i in range(61)]
+    ax = panels(heatmap_figure(softmax_rows((61, 61)), labels, title="t"))[0]
+    assert ax.get_xlabel() == "key (every 2nd token labelled)"
+
+
+def test_long_labels_are_shortened_and_control_characters_shown() -> None:
+    labels = ["x" * 40, "a\nb", "ok"]
+    ax = panels(heatmap_figure(np.eye(3), labels, title="t"))[0]
+    first, second, third = tick_texts(ax.get_xticklabels())
+    assert first.endswith("…") and len(first) <= 20
+    assert second == "a\\nb"
+    assert third == "ok"
+
+
+def test_labels_that_look_like_tex_are_drawn_literally(tmp_path: Path) -> None:
+    labels = ["$x$", "$\\frac{$", "$", "50%"]  # the second crashes mathtext
+    fig = heatmap_figure(np.eye(4), labels, title="cost in $ and $x$")
+    assert tick_texts(panels(fig)[0].get_xticklabels()) == labels
+    save_figure(fig, tmp_path / "tex.png", dpi=50)
+
+
+def test_mismatched_labels_are_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="labels"):
+        heatmap_figure(np.eye(3), ["a", "b"], title="t")
+    with pytest.raises(ValueError, match="expected"):
+        heatmap_figure(np.ones(3), ["a", "b", "c"], title="t")
+
+
+def test_nan_cells_do_not_break_the_scale(tmp_path: Path) -> None:
+    matrix = np.array([[0.5, np.nan], [0.25, 0.75]])
+    fig = heatmap_figure(matrix, ["a", "b"], title="t", annotate=True)
+    assert panels(fig)[0].get_images()[0].get_clim() == (0.0, 0.75)
+    save_figure(fig, tmp_path / "nan.png", dpi=50)
+
+
+# ---------------------------------------------------------------- annotation
+
+
+def cell_texts(ax: Axes) -> list:
+    return [t for t in ax.texts if t.get_text().replace(".", "").isdigit()]
+
+
+def test_annotate_writes_each_value_with_contrasting_colour() -> None:
+    matrix = np.array([[0.0, 1.0], [0.5, 0.123]])
+    ax = panels(heatmap_figure(matrix, ["a", "b"], title="t", annotate=True))[0]
+    texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t for t in cell_texts(ax)}
+    assert {key: t.get_text() for key, t in texts.items()} == {
+        (0, 0): "0.00",
+        (0, 1): "1.00",
+        (1, 0): "0.50",
+        (1, 1): "0.12",
+    }
+    # viridis: 0 is dark purple (white text), 1 is yellow (black text)
+    assert luminance(texts[(0, 0)].get_color()) > 0.9
+    assert luminance(texts[(0, 1)].get_color()) < 0.1
+
+
+def test_annotate_is_skipped_when_cells_are_small() -> None:
+    labels = [f"t{i}" for i in range(30)]
+    ax = panels(heatmap_figure(softmax_rows((30, 30)), labels, title="t", annotate=True))[0]
+    assert cell_texts(ax) == []
+    assert cell_texts(panels(heatmap(annotate=False))[0]) == []
+
+
+def test_grid_annotates_small_inputs_only() -> None:
+    small = grid_figure(
+        softmax_rows((4, 3, 3)), list("abc"), panel_titles=list("ABCD"), title="t", annotate=True
+    )
+    assert all(len(cell_texts(ax)) == 9 for ax in panels(small))
+    large = grid(heads=4, annotate=True)  # 7 tokens: still small
+    assert all(len(cell_texts(ax)) == 49 for ax in panels(large))
+    labels = [f"t{i}" for i in range(12)]
+    too_big = grid_figure(
+        softmax_rows((4, 12, 12)), labels, panel_titles=list("ABCD"), title="t", annotate=True
+    )
+    assert all(cell_texts(ax) == [] for ax in panels(too_big))
+
+
+# ---------------------------------------------------------------- grid
+
+
+def test_grid_shares_one_colour_scale_and_one_colour_bar() -> None:
+    matrices = softmax_rows((4, 5, 5))
+    matrices[2] *= 0.1  # a head with much weaker weights must not get its own scale
+    fig = grid_figure(
+        matrices, list("abcde"), panel_titles=["h0", "h1", "h2", "h3"], title="layer 0"
+    )
+    clims = {ax.get_images()[0].get_clim() for ax in panels(fig)}
+    assert len(clims) == 1
+    assert clims.pop() == pytest.approx((0.0, matrices.max()))
+    assert len(colorbars(fig)) == 1
+
+
+def test_grid_is_near_square_with_titles_and_suptitle() -> None:
+    fig = grid(heads=12)
+    axes = panels(fig)
+    assert len(axes) == 12
+    rows = {ax.get_subplotspec().rowspan.start for ax in axes}  # type: ignore[union-attr]
+    cols = {ax.get_subplotspec().colspan.start for ax in axes}  # type: ignore[union-attr]
+    assert (len(rows), len(cols)) == (3, 4)
+    assert [ax.get_title() for ax in axes] == [f"head {h}" for h in range(12)]
+    assert fig.get_suptitle() == "bert-base · layer 2"
+
+
+def test_grid_labels_tokens_on_outer_panels_only() -> None:
+    fig = grid(heads=10)  # 3 x 4 with two panels in the last row
+    for index, ax in enumerate(panels(fig)):
+        col = index % 4
+        y_texts = tick_texts(ax.get_yticklabels())
+        x_texts = tick_texts(ax.get_xticklabels())
+        assert (y_texts == TOKENS) == (col == 0), index
+        assert (x_texts == TOKENS) == (index + 4 >= 10), index
+        if col != 0:
+            assert not any(y_texts)
+        if index + 4 < 10:
+            assert not any(x_texts)
+
+
+def test_grid_of_one_head() -> None:
+    fig = grid(heads=1)
+    assert len(panels(fig)) == 1
+    assert tick_texts(panels(fig)[0].get_xticklabels()) == TOKENS
+
+
+def test_grid_of_long_inputs_keeps_few_labels(tmp_path: Path) -> None:
+    labels = [f"w{i}" for i in range(200)]
+    fig = grid_figure(
+        softmax_rows((12, 200, 200)), labels, panel_titles=[str(h) for h in range(12)], title="t"
+    )
+    for ax in panels(fig):
+        assert len(ax.get_xticklabels()) <= 30
+    save_figure(fig, tmp_path / "grid.png", dpi=40)
+
+
+def test_grid_rejects_mismatched_titles() -> None:
+    with pytest.raises(ValueError, match="panel titles"):
+        grid_figure(softmax_rows((3, 4, 4)), list("abcd"), panel_titles=["a"], title="t")
+
+
+# ---------------------------------------------------------------- theme and transparency
+
+
+def test_dark_theme_has_dark_background_and_light_text() -> None:
+    fig = heatmap(theme="dark")
+    ax = panels(fig)[0]
+    assert luminance(fig.get_facecolor()) < 0.2
+    assert luminance(ax.title.get_color()) > 0.8
+    assert luminance(ax.xaxis.label.get_color()) > 0.8
+    assert all(luminance(t.get_color()) > 0.8 for t in ax.get_xticklabels())
+    light = heatmap(theme="light")
+    assert luminance(light.get_facecolor()) > 0.95
+    assert luminance(panels(light)[0].title.get_color()) < 0.3
+
+
+def test_dark_grid_has_light_suptitle() -> None:
+    fig = grid(heads=2, theme="dark")
+    assert luminance(fig.get_facecolor()) < 0.2
+    (suptitle,) = [t for t in fig.texts if t.get_text() == "bert-base · layer 2"]
+    assert luminance(suptitle.get_color()) > 0.8
+
+
+def test_dark_png_background_is_dark(tmp_path: Path) -> None:
+    save_figure(heatmap(theme="dark"), tmp_path / "dark.png", dpi=50)
+    with Image.open(tmp_path / "dark.png") as image:
+        corner = image.convert("RGB").getpixel((0, 0))
+    assert isinstance(corner, tuple) and max(corner) < 60
+
+
+def test_unknown_theme_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="light, dark"):
+        heatmap(theme="solarized")
+
+
+def test_transparent_png_has_transparent_pixels(tmp_path: Path) -> None:
+    save_figure(heatmap(), tmp_path / "clear.png", dpi=50, transparent=True)
+    save_figure(heatmap(), tmp_path / "solid.png", dpi=50)
+    with Image.open(tmp_path / "clear.png") as clear, Image.open(tmp_path / "solid.png") as solid:
+        assert clear.mode == "RGBA"
+        clear_alpha = np.asarray(clear)[..., 3]
+        solid_alpha = np.asarray(solid.convert("RGBA"))[..., 3]
+    assert clear_alpha.min() == 0
+    assert clear_alpha.max() == 255  # the heatmap itself stays opaque
+    assert solid_alpha.min() == 255
+
+
+# ---------------------------------------------------------------- unicode
+
+
+def test_unicode_labels_render_without_warnings(tmp_path: Path) -> None:
+    labels = ["猫", "は", "😀", "🇵🇹", "مرحبا", "naïve", "Ж"]
+    n = len(labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = heatmap_figure(softmax_rows((n, n)), labels, title="多言語 😀", annotate=True)
+        for suffix in IMAGE_SUFFIXES:
+            save_figure(
+                heatmap_figure(softmax_rows((n, n)), labels, title="猫"), tmp_path / f"u{suffix}"
+            )
+        save_figure(fig, tmp_path / "annotated.png", dpi=50)
+        g = grid_figure(softmax_rows((2, n, n)), labels, panel_titles=["頭 0", "頭 1"], title="😀")
+        save_figure(g, tmp_path / "grid.png", dpi=50)
+    assert "猫" in (tmp_path / "u.svg").read_text(encoding="utf-8")
+
+
+def test_unicode_labels_do_not_log_font_complaints(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("DEBUG", logger="matplotlib"):
+        save_figure(heatmap_figure(np.eye(2), ["猫", "😀"], title="t"), tmp_path / "u.png")
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("name", ["attention.jpg", "attention.txt", "attention"])
+def test_unknown_suffix_is_bad_input_and_writes_nothing(tmp_path: Path, name: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        save_figure(heatmap(), tmp_path / name)
+    message = str(caught.value)
+    assert all(suffix in message for suffix in IMAGE_SUFFIXES)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dpi", [0, -100])
+def test_non_positive_dpi_is_bad_input(tmp_path: Path, dpi: int) -> None:
+    with pytest.raises(BadInput, match="dpi"):
+        save_figure(heatmap(), tmp_path / "a.png", dpi=dpi)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_known_colormaps_pass() -> None:
+    for name in (DEFAULT_CMAP, "magma", "Blues", "Greys", "viridis_r"):
+        check_colormap(name)
+
+
+@pytest.mark.parametrize(("typo", "suggestion"), [("viridsi", "viridis"), ("blues", "Blues")])
+def test_unknown_colormap_suggests_a_close_match(typo: str, suggestion: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        check_colormap(typo)
+    message = str(caught.value)
+    assert f"'{typo}'" in message
+    assert suggestion in message.split(":")[0]
+    assert "viridis" in message and "\n" not in message
+
+
+def test_figures_check_the_colormap() -> None:
+    with pytest.raises(BadInput, match="colormap"):
+        heatmap(cmap="nope")
+    with pytest.raises(BadInput, match="colormap"):
+        grid(cmap="nope")
+
+
+def test_missing_folder_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(AttnvizError, match="does not exist"):
+        save_figure(heatmap(), tmp_path / "missing" / "a.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_while_saving_leaves_no_file(tmp_path: Path, monkeypatch) -> None:
+    fig = heatmap()
+
+    def broken_savefig(handle, **kwargs: object) -> None:
+        handle.write(b"half a png")
+        raise RuntimeError("renderer crashed")
+
+    monkeypatch.setattr(fig, "savefig", broken_savefig)
+    with pytest.raises(RuntimeError, match="renderer crashed"):
+        save_figure(fig, tmp_path / "a.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_save_keeps_an_existing_file(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "a.png"
+    path.write_bytes(b"previous")
+    fig = heatmap()
+
+    def broken_savefig(handle, **kwargs: object) -> None:
+        raise RuntimeError("renderer crashed")
+
+    monkeypatch.setattr(fig, "savefig", broken_savefig)
+    with pytest.raises(RuntimeError):
+        save_figure(fig, path)
+    assert path.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.png"]
