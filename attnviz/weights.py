@@ -9,9 +9,11 @@ never through transformers' model classes, and never with remote code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -269,6 +271,26 @@ def _check_keys(
         )
 
 
+@contextlib.contextmanager
+def _without_random_init() -> Iterator[None]:
+    """Turn torch.nn.init's fills into no-ops while modules are built on the meta device.
+
+    The weights are replaced from the checkpoint anyway; on the meta device the
+    fills would only cost time (they pull in torch's compiler stack).
+    """
+    from torch.nn import init
+
+    names = ("normal_", "uniform_", "kaiming_uniform_", "ones_", "zeros_", "trunc_normal_")
+    saved = {name: getattr(init, name) for name in names}
+    for name in names:
+        setattr(init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(init, name, function)
+
+
 def load_encoder(folder: Path) -> Encoder:
     """Build the from-scratch encoder for `folder` and load its weights, strictly."""
     import torch
@@ -276,7 +298,7 @@ def load_encoder(folder: Path) -> Encoder:
     from attnviz.model import Encoder
 
     cfg = encoder_config(read_config(folder))
-    with torch.device("meta"):
+    with torch.device("meta"), _without_random_init():
         encoder = Encoder(cfg)  # no memory, no random initialisation
     state = convert_state_dict(read_state_dict(folder))
     _check_keys(encoder.state_dict(), state, folder)
