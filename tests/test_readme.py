@@ -1,0 +1,43 @@
+"""The README's examples run as written, and its sample output is what attnviz prints."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attnviz.cli import app
+
+README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def _examples() -> list[str]:
+    block = README.split("Examples:", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line for line in block.strip().splitlines() if line.startswith("attnviz ")]
+
+
+@pytest.mark.parametrize("line", _examples())
+def test_readme_example_runs(line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, shlex.split(line)[1:], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, (line, result.stderr)
+    out = re.search(r"--out (\S+)", line)
+    if out:
+        assert (tmp_path / out.group(1)).stat().st_size > 0
+
+
+def test_readme_terminal_output_is_real() -> None:
+    block = README.split("```console\n", 1)[1].split("```", 1)[0]
+    command, *expected = block.splitlines()
+    result = CliRunner().invoke(app, shlex.split(command)[2:], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert [line.rstrip() for line in result.stdout.splitlines()] == expected
+
+
+def test_readme_example_image_exists_and_is_small() -> None:
+    image = Path(__file__).parent.parent / "docs" / "joao-layer5-head5.png"
+    assert image.is_file() and image.stat().st_size < 200_000
+    assert "docs/joao-layer5-head5.png" in README
