@@ -75,23 +75,89 @@ def _prepare(source: Source) -> Prepared:
     return prepared
 
 
-def _check_layer_head(prepared: Prepared, layer: int, head: int | None) -> tuple[int, int | None]:
+@dataclass(frozen=True)
+class _Run:
+    """A computed input with the layer (and head) the user asked for, resolved."""
+
+    analysis: Analysis
+    layer: int
+    head: int | None
+
+    @property
+    def model(self) -> str:
+        return self.analysis.model.name
+
+    def in_units(self, matrix: np.ndarray, words: bool) -> tuple[np.ndarray, list[str]]:
+        """`matrix` (..., T, T) over pieces, or merged into words, with its labels."""
+        if not words:
+            return matrix, list(self.analysis.pieces.labels)
+        groups = self.analysis.pieces.words()
+        return merge_words(matrix, [w.pieces for w in groups]), [w.label for w in groups]
+
+    def heatmap(self, words: bool) -> tuple[np.ndarray, list[str], str]:
+        """The chosen head (or the head mean) of the chosen layer, its labels and title."""
+        matrix = select(self.analysis.attentions, self.layer, self.head)  # (T, T)
+        H = self.analysis.attentions.shape[1]
+        which = f"head {self.head}" if self.head is not None else f"mean of {H} heads"
+        return *self.in_units(matrix, words), f"{self.model} · layer {self.layer} · {which}"
+
+    def grid(self, words: bool) -> tuple[np.ndarray, list[str], str]:
+        """Every head of the chosen layer (H, T, T), its labels and title."""
+        matrices, labels = self.in_units(self.analysis.attentions[self.layer], words)
+        title = f"{self.model} · layer {self.layer} · all {matrices.shape[0]} heads"
+        return matrices, labels, title
+
+
+def _run(
+    source: Source,
+    layer: int,
+    head: int | None,
+    *,
+    out: Path | None = None,
+    allowed: tuple[str, ...] = IMAGE_SUFFIXES,
+    images: ImageOptions | None = None,
+) -> _Run:
+    """Check the options (cheaply, before torch), then compute the attentions."""
+    if out is not None:
+        check_output(out, allowed, images or ImageOptions())
+    prepared = _prepare(source)
     resolved_layer = resolve_index(layer, prepared.num_layers, "layer")
     resolved_head = None if head is None else resolve_index(head, prepared.num_heads, "head")
-    return resolved_layer, resolved_head
+    return _Run(compute(prepared), resolved_layer, resolved_head)
 
 
-def _in_units(analysis: Analysis, matrix: np.ndarray, words: bool) -> tuple[np.ndarray, list[str]]:
-    """`matrix` (..., T, T) over pieces, or merged into words, with its labels."""
-    if not words:
-        return matrix, list(analysis.pieces.labels)
-    groups = analysis.pieces.words()
-    return merge_words(matrix, [w.pieces for w in groups]), [w.label for w in groups]
+def _write_heatmap(
+    out: Path, matrix: np.ndarray, labels: list[str], title: str, images: ImageOptions
+) -> None:
+    from attnviz.render.image import heatmap_figure, save_figure
+
+    figure = heatmap_figure(
+        matrix,
+        labels,
+        title=title,
+        cmap=images.cmap,
+        theme=images.theme,
+        annotate=images.annotate,
+    )
+    save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
 
 
-def _title(analysis: Analysis, layer: int, head: int | None, num_heads: int) -> str:
-    which = f"head {head}" if head is not None else f"mean of {num_heads} heads"
-    return f"{analysis.model.name} · layer {layer} · {which}"
+def _write_grid(
+    out: Path, matrices: np.ndarray, labels: list[str], title: str, images: ImageOptions
+) -> None:
+    from attnviz.render.image import grid_figure, save_figure
+
+    panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
+    figure = grid_figure(
+        matrices,
+        labels,
+        panel_titles=panel_titles,
+        title=title,
+        cmap=images.cmap,
+        theme=images.theme,
+        annotate=images.annotate,
+    )
+    save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
 
 
 def show(
@@ -106,30 +172,15 @@ def show(
     images: ImageOptions,
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads."""
+    run = _run(source, layer, head, out=out, images=images)
+    matrix, labels, title = run.heatmap(words)
     if out is not None:
-        check_output(out, IMAGE_SUFFIXES, images)
-    prepared = _prepare(source)
-    layer, head = _check_layer_head(prepared, layer, head)
-    analysis = compute(prepared)
-    matrix, labels = _in_units(analysis, select(analysis.attentions, layer, head), words)
-    title = _title(analysis, layer, head, prepared.num_heads)
-    if out is not None:
-        from attnviz.render.image import heatmap_figure, save_figure
-
-        figure = heatmap_figure(
-            matrix,
-            labels,
-            title=title,
-            cmap=images.cmap,
-            theme=images.theme,
-            annotate=images.annotate,
-        )
-        save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
+        _write_heatmap(out, matrix, labels, title, images)
     if as_json:
         record = {
-            "model": analysis.model.name,
-            "layer": layer,
-            "head": head,
+            "model": run.model,
+            "layer": run.layer,
+            "head": run.head,
             "tokens": labels,
             "weights": matrix.tolist(),
         }
@@ -152,43 +203,16 @@ def heads(
     images: ImageOptions,
 ) -> None:
     """Every head of one layer, as a grid of small heatmaps."""
+    run = _run(source, layer, None, out=out, images=images)
+    matrices, labels, title = run.grid(words)  # (H, W, W)
     if out is not None:
-        check_output(out, IMAGE_SUFFIXES, images)
-    prepared = _prepare(source)
-    layer, _ = _check_layer_head(prepared, layer, None)
-    analysis = compute(prepared)
-    matrices, labels = _in_units(analysis, analysis.attentions[layer], words)  # (H, W, W)
-    panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
-    title = f"{analysis.model.name} · layer {layer} · all {matrices.shape[0]} heads"
-    if out is not None:
-        _write_grid(out, matrices, labels, panel_titles, title, images)
+        _write_grid(out, matrices, labels, title, images)
     from attnviz.render.terminal import HeadGrid
 
+    panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
     console.print(HeadGrid(matrices, labels, panel_titles=panel_titles, title=title))
     if out is not None:
         print(f"wrote {out}", file=sys.stderr)
-
-
-def _write_grid(
-    out: Path,
-    matrices: np.ndarray,
-    labels: list[str],
-    panel_titles: list[str],
-    title: str,
-    images: ImageOptions,
-) -> None:
-    from attnviz.render.image import grid_figure, save_figure
-
-    figure = grid_figure(
-        matrices,
-        labels,
-        panel_titles=panel_titles,
-        title=title,
-        cmap=images.cmap,
-        theme=images.theme,
-        annotate=images.annotate,
-    )
-    save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
 
 
 def tokens(console: Console, source: Source) -> None:
@@ -259,31 +283,13 @@ def export(
     images: ImageOptions,
 ) -> None:
     """Write an image of a view, or the raw attention data (.npz / .json)."""
-    check_output(out, IMAGE_SUFFIXES + DATA_SUFFIXES, images)
-    prepared = _prepare(source)
-    layer, head = _check_layer_head(prepared, layer, head)
-    analysis = compute(prepared)
-    suffix = out.suffix.lower()
-    if suffix in DATA_SUFFIXES:
-        write_data(out, analysis)
+    run = _run(source, layer, head, out=out, allowed=IMAGE_SUFFIXES + DATA_SUFFIXES, images=images)
+    if out.suffix.lower() in DATA_SUFFIXES:
+        write_data(out, run.analysis)
     elif view == "heads":
-        matrices, labels = _in_units(analysis, analysis.attentions[layer], words)
-        panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
-        title = f"{analysis.model.name} · layer {layer} · all {matrices.shape[0]} heads"
-        _write_grid(out, matrices, labels, panel_titles, title, images)
+        _write_grid(out, *run.grid(words), images)
     else:
-        from attnviz.render.image import heatmap_figure, save_figure
-
-        matrix, labels = _in_units(analysis, select(analysis.attentions, layer, head), words)
-        figure = heatmap_figure(
-            matrix,
-            labels,
-            title=_title(analysis, layer, head, prepared.num_heads),
-            cmap=images.cmap,
-            theme=images.theme,
-            annotate=images.annotate,
-        )
-        save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
+        _write_heatmap(out, *run.heatmap(words), images)
     print(f"wrote {out}", file=sys.stderr)
 
 
