@@ -17,12 +17,9 @@ import numpy as np
 from rich.console import Console
 
 from attnviz.errors import BadInput
-from attnviz.output import atomic_write
+from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, atomic_write
 from attnviz.pipeline import Analysis, Prepared, compute, prepare
 from attnviz.views import merge_words, resolve_index, select
-
-IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
-DATA_SUFFIXES = (".npz", ".json")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from typing import IO
 
 from attnviz.errors import AttnvizError
 
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
+DATA_SUFFIXES = (".npz", ".json")  # raw attention data
+
 
 def _umask() -> int:
     mask = os.umask(0)

@@ -33,9 +33,8 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
 from attnviz.errors import BadInput
-from attnviz.output import atomic_write
+from attnviz.output import IMAGE_SUFFIXES, atomic_write
 
-IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".svg", ".pdf")
 DEFAULT_CMAP = "viridis"
 THEMES: tuple[str, ...] = ("light", "dark")
 
