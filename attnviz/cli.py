@@ -91,9 +91,9 @@ TruncateOpt = Annotated[
 ]
 OutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf.", dir_okay=False),
+    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
 ]
-DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch.")]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
 CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
 ThemeOpt = Annotated[Theme, typer.Option("--theme", help="Image background.")]
 TransparentOpt = Annotated[
@@ -139,6 +139,19 @@ def _errors(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("Interrupted.", err=True)
         raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # The reader went away (`attnviz show --json | head`): stop quietly.
+        with contextlib.suppress(Exception):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(141) from None
+    except OSError as exc:
+        if debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        typer.echo(
+            f"Error: {exc.strerror or exc}{where}: check free space and permissions", err=True
+        )
+        raise typer.Exit(1) from None
     except Exception as exc:
         if debug:
             raise
@@ -159,15 +172,49 @@ def _read_text(text: str | None) -> str:
     if text is not None:
         if not text.strip():
             raise BadInput('the text is empty: pass a sentence, e.g. attnviz show "The bank..."')
-        return text
+        return _utf8(text, "the text")
     if _stdin_is_data():
-        data = sys.stdin.read()
+        try:
+            data = sys.stdin.read()
+        except UnicodeDecodeError:
+            data = "\udcff"  # reported just below
         if not data.strip():
             raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
-        return data.strip()
+        return _utf8(data.strip(), "standard input")
     from attnviz.samples import default_sentence
 
     return default_sentence()
+
+
+def _utf8(text: str, where: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(
+            f"{where} is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    return text
+
+
+IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")
+
+
+def _check_image_options(ctx: typer.Context, out: Path | None) -> None:
+    """Image options without --out would be silently ignored: say so instead."""
+    from click.core import ParameterSource
+
+    if out is not None:
+        return
+    given = [
+        f"--{name}"
+        for name in IMAGE_OPTIONS
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise BadInput(
+            f"{', '.join(given)} only apply to images: add --out FILE (.png, .svg or .pdf); "
+            "the terminal uses its own palette"
+        )
 
 
 def _stdin_is_data() -> bool:
@@ -198,6 +245,7 @@ def _images(dpi: int, cmap: str, theme: Theme, transparent: bool, annotate: bool
 
 @app.command()
 def show(
+    ctx: typer.Context,
     text: TextArg = None,
     layer: LayerOpt = -1,
     head: HeadOpt = None,
@@ -224,6 +272,7 @@ def show(
     with _errors(debug):
         from attnviz import commands
 
+        _check_image_options(ctx, out)
         commands.show(
             _console(),
             _source(text, model, truncate),
@@ -238,6 +287,7 @@ def show(
 
 @app.command()
 def heads(
+    ctx: typer.Context,
     text: TextArg = None,
     layer: LayerOpt = -1,
     units: UnitsOpt = Units.words,
@@ -258,6 +308,7 @@ def heads(
     with _errors(debug):
         from attnviz import commands
 
+        _check_image_options(ctx, out)
         commands.heads(
             _console(),
             _source(text, model, truncate),
@@ -289,7 +340,7 @@ def tokens(
 def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
-    [bold]Example:[/bold] attnviz info --model bert-base-uncased
+    [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with _errors(debug):
         from attnviz import commands

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.text import Text
 
-from attnviz.errors import BadInput
+from attnviz.errors import AttnvizError, BadInput
 from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, atomic_write
 from attnviz.pipeline import Analysis, Prepared, compute, prepare
 from attnviz.views import merge_words, resolve_index, select
@@ -40,6 +41,9 @@ class Source:
     truncate: bool = False
 
 
+DPI_RANGE = (10, 1200)
+
+
 def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> None:
     """Reject a bad output path or image option before any work is done."""
     suffix = out.suffix.lower()
@@ -48,13 +52,17 @@ def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> N
             f"cannot write {out}: unknown extension {out.suffix or '(none)'}; "
             f"use one of {', '.join(allowed)}"
         )
-    if images.dpi <= 0:
-        raise BadInput(f"--dpi must be a positive number, not {images.dpi}: try --dpi 200")
+    low, high = DPI_RANGE
+    if not low <= images.dpi <= high:
+        raise BadInput(
+            f"--dpi {images.dpi} is out of range: use {low}..{high} (200 is the default, "
+            "300 suits print)"
+        )
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInput(f"cannot write {out}: folder {folder} does not exist; create it first")
+        raise AttnvizError(f"cannot write {out}: folder {folder} does not exist; create it first")
     if out.is_dir():
-        raise BadInput(f"cannot write {out}: it is a folder; give a file name such as {out}/a.png")
+        raise AttnvizError(f"cannot write {out}: it is a folder; give a file name inside it")
     if suffix in IMAGE_SUFFIXES:
         from attnviz.render.image import check_colormap
 
@@ -231,7 +239,7 @@ def tokens(console: Console, source: Source) -> None:
         w, label = word_of[i]
         start, end = pieces.offsets[i]
         span = "" if pieces.sequence_ids[i] is None else f"{start}–{end}"
-        table.add_row(str(i), piece, str(pieces.ids[i]), f"{w} {label}", span)
+        table.add_row(str(i), Text(piece), str(pieces.ids[i]), Text(f"{w} {label}"), span)
     console.print(table)
 
 
@@ -265,7 +273,7 @@ def info(console: Console, model: str | None) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(key, str(value))
+        table.add_row(key, Text(str(value)))
     console.print(table)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.errors import AttnvizError
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 from attnviz.weights import ModelSource, locate, read_config
 
@@ -50,6 +51,13 @@ def prepare(
     tokenizer = load_tokenizer(source.folder)
     limit = int(config.get("max_position_embeddings", 512))
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate)
+    vocab_size = int(config.get("vocab_size", 30522))
+    if max(pieces.ids) >= vocab_size:
+        raise AttnvizError(
+            f"the tokenizer in {source.folder} gives id {max(pieces.ids)} but the model's "
+            f"vocabulary has {vocab_size} entries: the tokenizer files and the weights do not "
+            "belong together"
+        )
     return Prepared(source, config, pieces)
 
 

@@ -82,6 +82,11 @@ class Pieces:
 def load_tokenizer(folder: Path) -> Tokenizer:
     """The model's fast tokenizer, with its own padding and truncation switched off."""
     path = folder / "tokenizer.json"
+    if not path.is_file() and not (folder / "vocab.txt").is_file():
+        raise AttnvizError(
+            f"{folder} has no tokenizer.json or vocab.txt: copy the tokenizer files that came "
+            "with the checkpoint next to its config.json"
+        )
     try:
         if path.is_file():
             from tokenizers import Tokenizer
@@ -124,6 +129,11 @@ def tokenize(
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit."""
     encoding = tokenizer.encode(text, pair)
+    if all(seq is None for seq in encoding.sequence_ids):
+        raise BadInput(
+            "the text has nothing the tokenizer keeps (only spaces, control or zero-width "
+            "characters): pass a sentence with words"
+        )
     dropped = 0
     if len(encoding) > max_positions:
         if not truncate:

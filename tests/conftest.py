@@ -41,19 +41,34 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) -
     """Write a tiny random BERT checkpoint and return its folder.
 
     `fmt` is "safetensors" (transformers' own save) or "bin" (a plain
-    `torch.save(state_dict)`); `prefixed` saves a BertForMaskedLM, whose keys carry
-    the `bert.` prefix and `cls.*` heads; `legacy` renames LayerNorm weights to the
-    old `gamma`/`beta`. The tokenizer files are the embedded model's.
+    `torch.save(state_dict)`); `arch` is the transformers class saved: "model"
+    (BertModel) or a `BertFor*` whose keys carry the `bert.` prefix plus its head:
+    "mlm" (`cls.*`), "classifier" (`classifier.*`), "qa" (`qa_outputs.*`); `legacy`
+    renames LayerNorm weights to the old `gamma`/`beta`. The tokenizer files are the
+    embedded model's.
     """
     import torch
-    from transformers import BertConfig, BertForMaskedLM, BertModel
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertModel,
+    )
+
+    classes = {
+        "model": BertModel,
+        "mlm": BertForMaskedLM,
+        "classifier": BertForSequenceClassification,
+        "qa": BertForQuestionAnswering,
+    }
 
     made: dict[tuple, Path] = {}
 
     def make(
-        fmt: str = "safetensors", prefixed: bool = False, legacy: bool = False, **overrides
+        fmt: str = "safetensors", arch: str = "model", legacy: bool = False, **overrides
     ) -> Path:
-        key = (fmt, prefixed, legacy, tuple(sorted(overrides.items())))
+        key = (fmt, arch, legacy, tuple(sorted(overrides.items())))
         if key in made:
             return made[key]
         settings = dict(
@@ -68,7 +83,7 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) -
         settings.update(overrides)
         torch.manual_seed(0)  # the same weights for every format of the same shape
         config = BertConfig(**settings)
-        model = (BertForMaskedLM if prefixed else BertModel)(config).eval()
+        model = classes[arch](config).eval()
         folder = tmp_path_factory.mktemp("tiny-bert")
         state = model.state_dict()
         if legacy:

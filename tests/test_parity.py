@@ -99,9 +99,11 @@ def test_padded_batch_matches_transformers_with_its_attention_mask(
     "variant",
     [
         dict(fmt="safetensors"),
-        dict(fmt="safetensors", prefixed=True),
+        dict(fmt="safetensors", arch="mlm"),
+        dict(fmt="safetensors", arch="classifier"),
+        dict(fmt="safetensors", arch="qa"),
         dict(fmt="bin"),
-        dict(fmt="bin", prefixed=True),
+        dict(fmt="bin", arch="mlm"),
         dict(fmt="safetensors", legacy=True),
         dict(fmt="safetensors", hidden_act="gelu_new"),
         dict(fmt="safetensors", hidden_act="relu", num_attention_heads=8, num_hidden_layers=3),

@@ -16,6 +16,7 @@ from attnviz.weights import (
     EMBEDDED_NAME,
     convert_state_dict,
     count_parameters,
+    hf_name,
     load_encoder,
     locate,
     read_config,
@@ -55,15 +56,21 @@ def test_key_mapping_drops_heads_prefix_and_buffers_and_renames_legacy_names() -
         "bert.pooler.dense.weight": 4,
         "cls.predictions.bias": 5,
         "bert.encoder.layer.11.attention.self.query.bias": 6,
-        "encoder.layer.0.output.LayerNorm.beta": 7,
-        "something.else": 8,
+        "bert.encoder.layer.0.output.LayerNorm.beta": 7,
+        "classifier.weight": 8,
+        "qa_outputs.bias": 9,
+        "bert.something.else": 10,
     }
     assert convert_state_dict(state) == {
         "embeddings.word.weight": 1,
         "embeddings.norm.weight": 2,
         "layers.11.attention.q_proj.bias": 6,
         "layers.0.ff_norm.bias": 7,
-        "something.else": 8,
+        "something.else": 10,
+    }
+    assert convert_state_dict({"encoder.layer.2.output.dense.weight": 1, "extra": 2}) == {
+        "layers.2.ff_out.weight": 1,
+        "extra": 2,
     }
 
 
@@ -94,16 +101,17 @@ def test_missing_and_unexpected_keys_are_named(tiny_bert: TinyFactory, tmp_path:
     with pytest.raises(AttnvizError) as info:
         load_encoder(folder)
     message = str(info.value)
-    assert "missing: layers.1.ff_out.bias" in message
+    assert "missing: encoder.layer.1.output.dense.bias" in message  # the checkpoint's names
     assert "unexpected: encoder.layer.1.extra.weight" in message
 
 
 def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None:
     folder = _copy(tiny_bert(), tmp_path)
     _edit_config(folder, intermediate_size=64)
-    with pytest.raises(
-        AttnvizError, match=r"wrong shape: .*ff_in\.bias \(48,\) \(expected \(64,\)\)"
-    ):
+    expected = (
+        r"wrong shape: encoder\.layer\.0\.intermediate\.dense\.bias \(48,\) \(expected \(64,\)\)"
+    )
+    with pytest.raises(AttnvizError, match=expected):
         load_encoder(folder)
 
 
@@ -116,6 +124,7 @@ def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None
         ({"hidden_act": "mish"}, "hidden_act='mish'"),
         ({"num_hidden_layers": 10**9}, "num_hidden_layers=1000000000"),
         ({"hidden_size": 30}, "not divisible"),
+        ({"layer_norm_eps": "abc"}, "layer_norm_eps='abc'"),
     ],
 )
 def test_unsupported_configs_are_refused_before_loading(
@@ -125,6 +134,14 @@ def test_unsupported_configs_are_refused_before_loading(
     _edit_config(folder, **changes)
     with pytest.raises(AttnvizError, match=expected):
         read_config(folder)
+
+
+def test_names_map_back_to_the_checkpoints_own() -> None:
+    assert (
+        hf_name("layers.7.attention.out_proj.weight")
+        == "encoder.layer.7.attention.output.dense.weight"
+    )
+    assert hf_name("embeddings.token_type.weight") == "embeddings.token_type_embeddings.weight"
 
 
 def test_folder_without_config_or_weights(tiny_bert: TinyFactory, tmp_path: Path) -> None:
