@@ -201,14 +201,13 @@ IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")
 
 def _check_image_options(ctx: typer.Context, out: Path | None) -> None:
     """Image options without --out would be silently ignored: say so instead."""
-    from click.core import ParameterSource
-
     if out is not None:
         return
     given = [
         f"--{name}"
         for name in IMAGE_OPTIONS
-        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        # compared by name: typer may carry its own copy of click's ParameterSource
+        if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
     ]
     if given:
         raise BadInput(

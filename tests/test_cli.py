@@ -173,6 +173,12 @@ def _broken_model(tiny_bert: TinyFactory, tmp_path: Path, how: str) -> str:
         (folder / "model.safetensors").unlink()
     elif how == "corrupt":
         (folder / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    elif how == "no-tokenizer":
+        for name in ("tokenizer.json", "vocab.txt"):
+            (folder / name).unlink()
+    elif how == "small-vocab":
+        shutil.rmtree(folder)
+        shutil.copytree(tiny_bert(vocab_size=1000), folder)
     elif how == "gpt2":
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
@@ -197,11 +203,21 @@ BAD = [
     (["info", "--model", "@gpt2"], 1, "model types: bert"),
     (["export", SHORT, "--out", "{tmp}/x.jpg"], 2, "use one of .png, .svg, .pdf, .npz, .json"),
     (["show", SHORT, "--out", "{tmp}/x.npz"], 2, "use one of .png, .svg, .pdf"),
-    (["show", SHORT, "--out", "{tmp}/no/such/x.png"], 2, "does not exist"),
+    (["show", SHORT, "--out", "{tmp}/no/such/x.png"], 1, "does not exist"),
+    (["export", SHORT, "--out", "{tmp}/.."], 2, "unknown extension"),
     (["export", SHORT, "--out", "/proc/attnviz-test.npz"], 1, "cannot write"),
     (["show", SHORT, "--out", "{tmp}/x.png", "--cmap", "viridsi"], 2, "viridis"),
-    (["heads", SHORT, "--out", "{tmp}/x.png", "--dpi", "0"], 2, "--dpi must be a positive"),
-    (["export", SHORT, "--out", "{tmp}/x.pdf", "--dpi", "-5"], 2, "--dpi"),
+    (["heads", SHORT, "--out", "{tmp}/x.png", "--dpi", "0"], 2, "--dpi 0 is out of range"),
+    (["export", SHORT, "--out", "{tmp}/x.pdf", "--dpi", "-5"], 2, "use 10..1200"),
+    (["export", SHORT, "--out", "{tmp}/x.svg", "--dpi", "100000"], 2, "use 10..1200"),
+    (["show", SHORT, "--cmap", "magma"], 2, "--cmap only apply to images: add --out"),
+    (["heads", SHORT, "--dpi", "300", "--annotate"], 2, "--dpi, --annotate only apply"),
+    (["show", "\u200b\u200b"], 2, "nothing the tokenizer keeps"),
+    (["tokens", "\x01\x02"], 2, "nothing the tokenizer keeps"),
+    (["show", "caf\udce9"], 2, "not valid UTF-8"),
+    (["show", SHORT, "--model", ""], 1, "--model is empty"),
+    (["show", SHORT, "--model", "@no-tokenizer"], 1, "no tokenizer.json or vocab.txt"),
+    (["show", SHORT, "--model", "@small-vocab"], 1, "do not belong together"),
 ]
 
 
@@ -221,6 +237,28 @@ def test_bad_input_gets_one_line_and_no_file(
     assert words in message
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("command", ["show", "heads", "export"])
+def test_output_path_that_is_a_folder(command: str, tmp_path: Path) -> None:
+    (tmp_path / "slide.png").mkdir()
+    result = run(command, SHORT, "--out", str(tmp_path / "slide.png"))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot write") and "it is a folder" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["slide.png"]
+
+
+def test_env_var_model_is_named_in_its_error() -> None:
+    result = run("show", SHORT, env={"ATTNVIZ_MODEL": "/no/such/model"})
+    assert result.exit_code == 1 and "(ATTNVIZ_MODEL) does not exist" in result.stderr
+
+
+def test_model_path_with_brackets_is_shown_literally(
+    tiny_bert: TinyFactory, tmp_path: Path
+) -> None:
+    folder = tmp_path / "m[red]x"
+    shutil.copytree(tiny_bert(), folder)
+    assert "m[red]x" in ok("info", "--model", str(folder))
 
 
 def test_malformed_option_gets_typers_usage_error() -> None:
@@ -260,6 +298,20 @@ def test_text_from_a_pipe_and_default_from_dev_null() -> None:
     assert json.loads(piped.stdout)["tokens"] == ["[CLS]", "The", "bank", "refused", ".", "[SEP]"]
     default = _process("tokens", devnull=True)
     assert default.returncode == 0 and "cadeira" in default.stdout
+
+
+def test_closed_pipe_stops_quietly_and_full_disk_is_one_line() -> None:
+    long = "train " * 400
+    command = f"{sys.executable} -m attnviz show '{long}' --units tokens --json"
+    piped = subprocess.run(
+        f"{command} | head -c 20", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert piped.stdout.startswith('{"model"') and piped.stderr == ""
+    full = subprocess.run(
+        f"{command} > /dev/full", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert full.returncode == 1
+    assert full.stderr.strip() == "Error: No space left on device: check free space and permissions"
 
 
 def test_empty_stdin_is_an_error() -> None:

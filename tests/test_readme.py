@@ -41,3 +41,17 @@ def test_readme_example_image_exists_and_is_small() -> None:
     image = Path(__file__).parent.parent / "docs" / "joao-layer5-head5.png"
     assert image.is_file() and image.stat().st_size < 200_000
     assert "docs/joao-layer5-head5.png" in README
+
+
+def test_readme_numbers_are_the_models() -> None:
+    import json
+
+    match = re.search(
+        r"`ele` puts ([\d.]+) of its attention on `João` and ([\d.]+) on `trem`", README
+    )
+    assert match
+    result = CliRunner().invoke(app, ["show", "--layer", "5", "--head", "5", "--json"])
+    record = json.loads(result.stdout)
+    row = record["weights"][record["tokens"].index("ele")]
+    assert f"{row[record['tokens'].index('João')]:.2f}" == match.group(1)
+    assert f"{row[record['tokens'].index('trem')]:.2f}" == match.group(2)
