@@ -177,7 +177,7 @@ def _read_text(text: str | None) -> str:
         try:
             data = sys.stdin.read()
         except UnicodeDecodeError:
-            data = "\udcff"  # reported just below
+            raise _not_utf8("standard input") from None
         if not data.strip():
             raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
         return _utf8(data.strip(), "standard input")
@@ -187,13 +187,16 @@ def _read_text(text: str | None) -> str:
 
 
 def _utf8(text: str, where: str) -> str:
+    """`text` if it is valid UTF-8 (undecodable bytes arrive as lone surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadInput(
-            f"{where} is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
-        ) from None
+        raise _not_utf8(where) from None
     return text
+
+
+def _not_utf8(where: str) -> BadInput:
+    return BadInput(f"{where} is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8")
 
 
 IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")

@@ -314,6 +314,14 @@ def test_closed_pipe_stops_quietly_and_full_disk_is_one_line() -> None:
     assert full.stderr.strip() == "Error: No space left on device: check free space and permissions"
 
 
+def test_stdin_that_is_not_utf8_is_an_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "attnviz", "show"], input=b"caf\xe9\n", capture_output=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith("Error: standard input is not valid UTF-8")
+
+
 def test_empty_stdin_is_an_error() -> None:
     result = _process("show", stdin="  \n")
     assert result.returncode == 2
