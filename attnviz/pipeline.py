@@ -67,7 +67,7 @@ def compute(prepared: Prepared) -> Analysis:
 
     from attnviz.weights import load_encoder
 
-    encoder = load_encoder(prepared.model.folder)
+    encoder = load_encoder(prepared.model.folder, prepared.config)
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     with torch.inference_mode():

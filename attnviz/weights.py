@@ -359,13 +359,16 @@ def _without_random_init() -> Iterator[None]:
             setattr(init, name, function)
 
 
-def load_encoder(folder: Path) -> Encoder:
-    """Build the from-scratch encoder for `folder` and load its weights, strictly."""
+def load_encoder(folder: Path, config: dict[str, Any] | None = None) -> Encoder:
+    """Build the from-scratch encoder for `folder` and load its weights, strictly.
+
+    `config` is the folder's config.json when the caller has already read it.
+    """
     import torch
 
     from attnviz.model import Encoder
 
-    cfg = encoder_config(read_config(folder))
+    cfg = encoder_config(config if config is not None else read_config(folder))
     with torch.device("meta"), _without_random_init():
         encoder = Encoder(cfg)  # no memory, no random initialisation
     state = convert_state_dict(read_state_dict(folder))
