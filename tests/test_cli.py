@@ -190,6 +190,7 @@ BAD = [
     (["show", ""], 2, "text is empty"),
     (["show", "   "], 2, "text is empty"),
     (["heads", "train " * 600], 2, "at most 512: shorten it or pass --truncate"),
+    (["export", "", "--out", "{tmp}/x.npz"], 2, "the text is empty"),
     (["show", SHORT, "--layer", "6"], 2, "use 0..5"),
     (["show", SHORT, "--layer", "-7"], 2, "layer -7 is out of range"),
     (["show", SHORT, "--head", "12"], 2, "12 heads, use 0..11"),
@@ -210,12 +211,15 @@ BAD = [
     (["heads", SHORT, "--out", "{tmp}/x.png", "--dpi", "0"], 2, "--dpi 0 is out of range"),
     (["export", SHORT, "--out", "{tmp}/x.pdf", "--dpi", "-5"], 2, "use 10..1200"),
     (["export", SHORT, "--out", "{tmp}/x.svg", "--dpi", "100000"], 2, "use 10..1200"),
-    (["show", SHORT, "--cmap", "magma"], 2, "--cmap only apply to images: add --out"),
+    (["show", SHORT, "--cmap", "magma"], 2, "--cmap only applies to images: add --out"),
+    (["export", SHORT, "--out", "{tmp}/x.npz", "--cmap", "nope"], 2, ".npz holds raw data"),
+    (["export", SHORT, "--out", "{tmp}/x.json", "--dpi", "5"], 2, "--dpi only applies"),
+    (["show", SHORT, "--out", "/etc/passwd/x.png"], 1, "is a file, not a folder"),
     (["heads", SHORT, "--dpi", "300", "--annotate"], 2, "--dpi, --annotate only apply"),
     (["show", "\u200b\u200b"], 2, "nothing the tokenizer keeps"),
     (["tokens", "\x01\x02"], 2, "nothing the tokenizer keeps"),
     (["show", "caf\udce9"], 2, "not valid UTF-8"),
-    (["show", SHORT, "--model", ""], 1, "--model is empty"),
+    (["show", SHORT, "--model", ""], 2, "--model is empty"),
     (["show", SHORT, "--model", "@no-tokenizer"], 1, "no tokenizer.json or vocab.txt"),
     (["show", SHORT, "--model", "@small-vocab"], 1, "do not belong together"),
 ]
@@ -320,6 +324,21 @@ def test_stdin_that_is_not_utf8_is_an_error() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.decode().startswith("Error: standard input is not valid UTF-8")
+
+
+def test_help_into_a_full_disk_is_one_line() -> None:
+    for args in ("--help", "--version"):
+        result = subprocess.run(
+            f"{sys.executable} -m attnviz {args} > /dev/full",
+            shell=True,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 1
+        assert (
+            result.stderr.strip()
+            == "Error: No space left on device: check free space and permissions"
+        )
 
 
 def test_empty_stdin_is_an_error() -> None:

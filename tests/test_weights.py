@@ -105,6 +105,15 @@ def test_missing_and_unexpected_keys_are_named(tiny_bert: TinyFactory, tmp_path:
     assert "unexpected: encoder.layer.1.extra.weight" in message
 
 
+def test_extra_layers_of_a_prefixed_checkpoint_are_named_as_stored(
+    tiny_bert: TinyFactory, tmp_path: Path
+) -> None:
+    folder = _copy(tiny_bert(arch="classifier"), tmp_path)
+    _edit_config(folder, num_hidden_layers=1)
+    with pytest.raises(AttnvizError, match=r"unexpected: bert\.encoder\.layer\.1\.attention"):
+        load_encoder(folder)
+
+
 def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None:
     folder = _copy(tiny_bert(), tmp_path)
     _edit_config(folder, intermediate_size=64)
