@@ -140,17 +140,11 @@ def _errors(debug: bool) -> Iterator[None]:
         typer.echo("Interrupted.", err=True)
         raise typer.Exit(130) from None
     except BrokenPipeError:
-        # The reader went away (`attnviz show --json | head`): stop quietly.
-        with contextlib.suppress(Exception):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(141) from None
+        raise typer.Exit(_silence_stdout()) from None
     except OSError as exc:
         if debug:
             raise
-        where = f": {exc.filename}" if exc.filename else ""
-        typer.echo(
-            f"Error: {exc.strerror or exc}{where}: check free space and permissions", err=True
-        )
+        typer.echo(_os_error_line(exc), err=True)
         raise typer.Exit(1) from None
     except Exception as exc:
         if debug:
@@ -161,6 +155,18 @@ def _errors(debug: bool) -> Iterator[None]:
             err=True,
         )
         raise typer.Exit(1) from None
+
+
+def _silence_stdout() -> int:
+    """The reader went away (`attnviz show --json | head`): stop quietly, code 141."""
+    with contextlib.suppress(Exception):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
+
+
+def _os_error_line(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
 
 
 def _one_line(message: str) -> str:
@@ -244,9 +250,19 @@ def _source(text: str | None, model: str | None, truncate: bool) -> Source:
     return Source(_read_text(text), model, truncate)
 
 
-def _images(dpi: int, cmap: str, theme: Theme, transparent: bool, annotate: bool) -> ImageOptions:
+def _images(
+    ctx: typer.Context,
+    out: Path | None,
+    dpi: int,
+    cmap: str,
+    theme: Theme,
+    transparent: bool,
+    annotate: bool,
+) -> ImageOptions:
+    """The image options, refused when there is no image for them to apply to."""
     from attnviz.commands import ImageOptions
 
+    _check_image_options(ctx, out)
     return ImageOptions(dpi, cmap, theme.value, transparent, annotate)
 
 
@@ -279,7 +295,6 @@ def show(
     with _errors(debug):
         from attnviz import commands
 
-        _check_image_options(ctx, out)
         commands.show(
             _console(),
             _source(text, model, truncate),
@@ -288,7 +303,7 @@ def show(
             words=units is Units.words,
             out=out,
             as_json=as_json,
-            images=_images(dpi, cmap, theme, transparent, annotate),
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -315,14 +330,13 @@ def heads(
     with _errors(debug):
         from attnviz import commands
 
-        _check_image_options(ctx, out)
         commands.heads(
             _console(),
             _source(text, model, truncate),
             layer=layer,
             words=units is Units.words,
             out=out,
-            images=_images(dpi, cmap, theme, transparent, annotate),
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -391,7 +405,6 @@ def export(
     with _errors(debug):
         from attnviz import commands
 
-        _check_image_options(ctx, out)
         commands.export(
             _source(text, model, truncate),
             out=out,
@@ -399,7 +412,7 @@ def export(
             layer=layer,
             head=head,
             words=units is Units.words,
-            images=_images(dpi, cmap, theme, transparent, annotate),
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -412,9 +425,7 @@ def main() -> None:
     try:
         app()
     except BrokenPipeError:
-        with contextlib.suppress(Exception):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+        sys.exit(_silence_stdout())
     except OSError as exc:
-        print(f"Error: {exc.strerror or exc}: check free space and permissions", file=sys.stderr)
+        print(_os_error_line(exc), file=sys.stderr)
         sys.exit(1)

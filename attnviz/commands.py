@@ -227,8 +227,9 @@ def tokens(console: Console, source: Source) -> None:
     from rich.table import Table
 
     pieces = _prepare(source).pieces
-    word_of = {i: (w, word.label) for w, word in enumerate(pieces.words()) for i in word.pieces}
-    table = Table(title=f"{len(pieces)} pieces, {len(pieces.words())} words")
+    words = pieces.words()
+    word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
+    table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),

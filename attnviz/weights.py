@@ -403,7 +403,7 @@ def count_parameters(folder: Path) -> int:
                 shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}  # noqa: SIM118
         except Exception as exc:
             raise AttnvizError(
-                f"cannot read weights from {path} ({str(exc)[:120]}): the file is corrupt; "
+                f"cannot read weights from {path} ({_first_sentence(exc)}): the file is corrupt; "
                 "re-download it"
             ) from exc
     else:

@@ -349,32 +349,27 @@ def test_empty_stdin_is_an_error() -> None:
     )
 
 
-def test_help_and_tokens_import_no_heavy_module() -> None:
+def _heavy_modules_after(runs: list[list[str]], modules: tuple[str, ...]) -> str:
+    """Run commands in a fresh interpreter; the heavy modules they imported, as printed."""
     code = (
         "import sys\n"
         "from attnviz.cli import app\n"
-        "for args in (['--help'], ['tokens', 'ok'], ['info']):\n"
+        f"for args in {runs!r}:\n"
         "    try:\n"
         "        app(args)\n"
         "    except SystemExit as e:\n"
         "        assert not e.code, e.code\n"
-        "print(sorted(m for m in ('torch', 'matplotlib', 'transformers') if m in sys.modules))\n"
+        f"print(sorted(m for m in {modules!r} if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]"
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_help_and_tokens_import_no_heavy_module() -> None:
+    runs = [["--help"], ["tokens", "ok"], ["info"]]
+    assert _heavy_modules_after(runs, ("torch", "matplotlib", "transformers")) == "[]"
 
 
 def test_show_does_not_import_matplotlib_or_transformers() -> None:
-    code = (
-        "import sys\n"
-        "from attnviz.cli import app\n"
-        "try:\n"
-        "    app(['show', 'ok'])\n"
-        "except SystemExit as e:\n"
-        "    assert not e.code\n"
-        "print(sorted(m for m in ('matplotlib', 'transformers') if m in sys.modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert _heavy_modules_after([["show", "ok"]], ("matplotlib", "transformers")) == "[]"
