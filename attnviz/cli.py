@@ -51,6 +51,11 @@ class Theme(str, Enum):
     dark = "dark"
 
 
+class Mask(str, Enum):
+    none = "none"
+    causal = "causal"
+
+
 class View(str, Enum):
     show = "show"
     heads = "heads"
@@ -101,6 +106,31 @@ TransparentOpt = Annotated[
 ]
 AnnotateOpt = Annotated[
     bool, typer.Option("--annotate", help="Write the values in the image's cells when they fit.")
+]
+PairOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pair",
+        help="A second sentence B: the model reads [CLS] A [SEP] B [SEP] with token types; "
+        "labels mark B's first word with B:.",
+        show_default=False,
+    ),
+]
+MaskOpt = Annotated[
+    Mask,
+    typer.Option(
+        "--mask",
+        help="What-if: 'causal' lets each token see only itself and earlier tokens "
+        "(the model is modified; titles say so). 'none' is the real model.",
+    ),
+]
+HeadsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--heads",
+        help="Only these heads, comma-separated (e.g. 0,3,5; negative counts from the end).",
+        show_default=False,
+    ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 
@@ -244,10 +274,35 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
-def _source(text: str | None, model: str | None, truncate: bool) -> Source:
+def _source(
+    text: str | None,
+    model: str | None,
+    truncate: bool,
+    pair: str | None = None,
+    mask: Mask = Mask.none,
+) -> Source:
     from attnviz.commands import Source
 
-    return Source(_read_text(text), model, truncate)
+    if pair is not None:
+        if not pair.strip():
+            raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
+        pair = _utf8(pair, "--pair")
+    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal)
+
+
+def _head_list(heads: str | None) -> list[int] | None:
+    """`--heads 0,3,5` as numbers (checked against the model later)."""
+    if heads is None:
+        return None
+    parts = [part.strip() for part in heads.split(",")]
+    try:
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        raise BadInput(
+            f"--heads {heads!r} is not a list of head numbers: write them comma-separated, "
+            "e.g. --heads 0,3,5"
+        ) from None
+    return numbers
 
 
 def _images(
@@ -278,6 +333,8 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
     ] = False,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -297,7 +354,7 @@ def show(
 
         commands.show(
             _console(),
-            _source(text, model, truncate),
+            _source(text, model, truncate, pair, mask),
             layer=layer,
             head=head,
             words=units is Units.words,
@@ -312,9 +369,12 @@ def heads(
     ctx: typer.Context,
     text: TextArg = None,
     layer: LayerOpt = -1,
+    heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
     model: ModelOpt = None,
     out: OutOpt = None,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -332,11 +392,12 @@ def heads(
 
         commands.heads(
             _console(),
-            _source(text, model, truncate),
+            _source(text, model, truncate, pair, mask),
             layer=layer,
             words=units is Units.words,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            subset=_head_list(heads),
         )
 
 
@@ -344,6 +405,7 @@ def heads(
 def tokens(
     text: TextArg = None,
     model: ModelOpt = None,
+    pair: PairOpt = None,
     truncate: TruncateOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -354,7 +416,7 @@ def tokens(
     with _errors(debug):
         from attnviz import commands
 
-        commands.tokens(_console(), _source(text, model, truncate))
+        commands.tokens(_console(), _source(text, model, truncate, pair))
 
 
 @app.command()
@@ -387,6 +449,8 @@ def export(
     head: HeadOpt = None,
     units: UnitsOpt = Units.words,
     model: ModelOpt = None,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -406,7 +470,7 @@ def export(
         from attnviz import commands
 
         commands.export(
-            _source(text, model, truncate),
+            _source(text, model, truncate, pair, mask),
             out=out,
             view=view.value,
             layer=layer,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,13 @@ class ImageOptions:
 
 @dataclass(frozen=True)
 class Source:
-    """What to analyse: the text, the model, and whether to truncate."""
+    """What to analyse: the text (and its pair), the model, truncation, and any what-if mask."""
 
     text: str
     model: str | None = None
     truncate: bool = False
+    pair: str | None = None
+    causal: bool = False
 
 
 DPI_RANGE = (10, 1200)
@@ -72,7 +75,9 @@ def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> N
 
 
 def _prepare(source: Source) -> Prepared:
-    prepared = prepare(source.text, model=source.model, truncate=source.truncate)
+    prepared = prepare(
+        source.text, model=source.model, pair=source.pair, truncate=source.truncate
+    )
     if prepared.pieces.dropped:
         print(
             f"note: --truncate dropped the last {prepared.pieces.dropped} pieces "
@@ -89,17 +94,23 @@ class _Run:
     analysis: Analysis
     layer: int
     head: int | None
+    heads: list[int] | None = None  # a subset of heads for grids; None is every head
 
     @property
     def model(self) -> str:
-        return self.analysis.model.name
+        """The model's name for titles, marked when a what-if mask changed it."""
+        name = self.analysis.model.name
+        return f"{name} (modified: causal mask)" if self.analysis.causal else name
 
     def in_units(self, matrix: np.ndarray, words: bool) -> tuple[np.ndarray, list[str]]:
         """`matrix` (..., T, T) over pieces, or merged into words, with its labels."""
+        pieces = self.analysis.pieces
         if not words:
-            return matrix, list(self.analysis.pieces.labels)
-        groups = self.analysis.pieces.words()
-        return merge_words(matrix, [w.pieces for w in groups]), [w.label for w in groups]
+            return matrix, pair_marked(pieces.labels, pieces.sequence_ids)
+        groups = pieces.words()
+        starts = [pieces.sequence_ids[w.pieces[0]] for w in groups]
+        merged = merge_words(matrix, [w.pieces for w in groups])
+        return merged, pair_marked([w.label for w in groups], starts)
 
     def heatmap(self, words: bool) -> tuple[np.ndarray, list[str], str]:
         """The chosen head (or the head mean) of the chosen layer, its labels and title."""
@@ -108,11 +119,30 @@ class _Run:
         which = f"head {self.head}" if self.head is not None else f"mean of {H} heads"
         return *self.in_units(matrix, words), f"{self.model} · layer {self.layer} · {which}"
 
-    def grid(self, words: bool) -> tuple[np.ndarray, list[str], str]:
-        """Every head of the chosen layer (H, T, T), its labels and title."""
-        matrices, labels = self.in_units(self.analysis.attentions[self.layer], words)
-        title = f"{self.model} · layer {self.layer} · all {matrices.shape[0]} heads"
-        return matrices, labels, title
+    def grid(self, words: bool) -> tuple[np.ndarray, list[str], list[str], str]:
+        """The chosen heads (all by default) of the chosen layer (h, T, T), labels and titles."""
+        H = self.analysis.attentions.shape[1]
+        chosen = list(range(H)) if self.heads is None else self.heads
+        matrices, labels = self.in_units(self.analysis.attentions[self.layer, chosen], words)
+        which = f"all {H} heads" if self.heads is None else f"heads {_listing(chosen)}"
+        title = f"{self.model} · layer {self.layer} · {which}"
+        return matrices, labels, [f"head {h}" for h in chosen], title
+
+
+PAIR_MARK = "B:"
+
+
+def pair_marked(labels: Sequence[str], sequence_ids: Sequence[int | None]) -> list[str]:
+    """`labels` with the first piece (or word) of a sentence pair's B marked `B:`."""
+    marked = list(labels)
+    first_b = next((i for i, seq in enumerate(sequence_ids) if seq == 1), None)
+    if first_b is not None:
+        marked[first_b] = PAIR_MARK + marked[first_b]
+    return marked
+
+
+def _listing(numbers: Sequence[int]) -> str:
+    return ",".join(str(n) for n in numbers)
 
 
 def _run(
@@ -120,6 +150,7 @@ def _run(
     layer: int,
     head: int | None,
     *,
+    heads: Sequence[int] | None = None,
     out: Path | None = None,
     allowed: tuple[str, ...] = IMAGE_SUFFIXES,
     images: ImageOptions | None = None,
@@ -130,7 +161,9 @@ def _run(
     prepared = _prepare(source)
     resolved_layer = resolve_index(layer, prepared.num_layers, "layer")
     resolved_head = None if head is None else resolve_index(head, prepared.num_heads, "head")
-    return _Run(compute(prepared), resolved_layer, resolved_head)
+    subset = resolve_heads(heads, prepared.num_heads)
+    analysis = compute(prepared, causal=source.causal)
+    return _Run(analysis, resolved_layer, resolved_head, subset)
 
 
 def _write_heatmap(
@@ -149,12 +182,27 @@ def _write_heatmap(
     save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
 
 
+def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | None:
+    """`--heads 0,3,-1` as 0-based head numbers in the order given; None means every head."""
+    if heads is None:
+        return None
+    resolved = [resolve_index(h, num_heads, "head") for h in heads]
+    repeated = sorted({h for h in resolved if resolved.count(h) > 1})
+    if repeated:
+        raise BadInput(f"--heads names head {_listing(repeated)} twice: list each head once")
+    return resolved
+
+
 def _write_grid(
-    out: Path, matrices: np.ndarray, labels: list[str], title: str, images: ImageOptions
+    out: Path,
+    matrices: np.ndarray,
+    labels: list[str],
+    panel_titles: list[str],
+    title: str,
+    images: ImageOptions,
 ) -> None:
     from attnviz.render.image import grid_figure, save_figure
 
-    panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
     figure = grid_figure(
         matrices,
         labels,
@@ -208,15 +256,15 @@ def heads(
     words: bool,
     out: Path | None,
     images: ImageOptions,
+    subset: Sequence[int] | None = None,
 ) -> None:
-    """Every head of one layer, as a grid of small heatmaps."""
-    run = _run(source, layer, None, out=out, images=images)
-    matrices, labels, title = run.grid(words)  # (H, W, W)
+    """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
+    run = _run(source, layer, None, heads=subset, out=out, images=images)
+    matrices, labels, panel_titles, title = run.grid(words)  # (h, W, W)
     if out is not None:
-        _write_grid(out, matrices, labels, title, images)
+        _write_grid(out, matrices, labels, panel_titles, title, images)
     from attnviz.render.terminal import HeadGrid
 
-    panel_titles = [f"head {h}" for h in range(matrices.shape[0])]
     console.print(HeadGrid(matrices, labels, panel_titles=panel_titles, title=title))
     if out is not None:
         print(f"wrote {out}", file=sys.stderr)

@@ -147,6 +147,23 @@ class EncoderLayer(nn.Module):
         return x, weights
 
 
+def hiding_mask(
+    attention_mask: torch.Tensor | None, causal: bool, T: int, device: torch.device
+) -> torch.Tensor | None:
+    """The bool mask the attention takes (True hides a key), or None when nothing is hidden.
+
+    `attention_mask` (B, T) is 1 for real tokens and 0 for padding; `causal` also
+    hides the keys after each query.
+    """
+    mask = None
+    if attention_mask is not None:
+        mask = (attention_mask == 0)[:, None, None, :]  # (B, 1, 1, T): True hides a pad key
+    if causal:
+        later = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)  # (T, T): key > query
+        mask = later if mask is None else mask | later  # (B, 1, T, T) or (T, T)
+    return mask
+
+
 class EncoderOutput(NamedTuple):
     hidden_states: torch.Tensor  # (B, T, C), the last layer's output
     attentions: torch.Tensor  # (L, B, nh, T, T)
@@ -166,13 +183,15 @@ class Encoder(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        causal: bool = False,
     ) -> EncoderOutput:
-        """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding."""
+        """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
+
+        `causal` hides every later key from each query, a what-if the real model never does.
+        """
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        mask = None
-        if attention_mask is not None:
-            mask = (attention_mask == 0)[:, None, None, :]  # (B, 1, 1, T): True hides a pad key
+        mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
         weights = []
         for layer in self.layers:

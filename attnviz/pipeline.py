@@ -40,6 +40,7 @@ class Analysis:
     model: ModelSource
     pieces: Pieces
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
+    causal: bool = False  # computed with a causal mask: a what-if, not the real model
 
 
 def prepare(
@@ -61,8 +62,8 @@ def prepare(
     return Prepared(source, config, pieces)
 
 
-def compute(prepared: Prepared) -> Analysis:
-    """Run the prepared input through the from-scratch encoder."""
+def compute(prepared: Prepared, *, causal: bool = False) -> Analysis:
+    """Run the prepared input through the from-scratch encoder (with a causal mask if asked)."""
     import torch
 
     from attnviz.weights import load_encoder
@@ -71,13 +72,18 @@ def compute(prepared: Prepared) -> Analysis:
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     with torch.inference_mode():
-        out = encoder(input_ids, type_ids)
+        out = encoder(input_ids, type_ids, causal=causal)
     attentions = out.attentions[:, 0].float().numpy()  # (L, H, T, T)
-    return Analysis(prepared.model, prepared.pieces, attentions)
+    return Analysis(prepared.model, prepared.pieces, attentions, causal)
 
 
 def analyse(
-    text: str, *, model: str | None = None, pair: str | None = None, truncate: bool = False
+    text: str,
+    *,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    causal: bool = False,
 ) -> Analysis:
     """Every attention weight of `text` under `model` (the embedded default if None)."""
-    return compute(prepare(text, model=model, pair=pair, truncate=truncate))
+    return compute(prepare(text, model=model, pair=pair, truncate=truncate), causal=causal)
