@@ -167,6 +167,7 @@ def hiding_mask(
 class EncoderOutput(NamedTuple):
     hidden_states: torch.Tensor  # (B, T, C), the last layer's output
     attentions: torch.Tensor  # (L, B, nh, T, T)
+    layer_inputs: torch.Tensor  # (L, B, T, C), what each layer's attention read
 
 
 class Encoder(nn.Module):
@@ -193,8 +194,9 @@ class Encoder(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
-        weights = []
+        weights, inputs = [], []
         for layer in self.layers:
+            inputs.append(x)
             x, w = layer(x, mask)
             weights.append(w)
-        return EncoderOutput(x, torch.stack(weights))  # (B, T, C), (L, B, nh, T, T)
+        return EncoderOutput(x, torch.stack(weights), torch.stack(inputs))
