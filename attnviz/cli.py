@@ -401,6 +401,41 @@ def heads(
         )
 
 
+@app.command("model")
+def model_view(
+    ctx: typer.Context,
+    text: TextArg = None,
+    heads: HeadsOpt = None,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    out: OutOpt = None,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
+
+    [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.model_view(
+            _console(),
+            _source(text, model, truncate, pair, mask),
+            words=units is Units.words,
+            out=out,
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            subset=_head_list(heads),
+        )
+
+
 @app.command()
 def tokens(
     text: TextArg = None,

@@ -75,9 +75,7 @@ def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> N
 
 
 def _prepare(source: Source) -> Prepared:
-    prepared = prepare(
-        source.text, model=source.model, pair=source.pair, truncate=source.truncate
-    )
+    prepared = prepare(source.text, model=source.model, pair=source.pair, truncate=source.truncate)
     if prepared.pieces.dropped:
         print(
             f"note: --truncate dropped the last {prepared.pieces.dropped} pieces "
@@ -200,6 +198,7 @@ def _write_grid(
     panel_titles: list[str],
     title: str,
     images: ImageOptions,
+    columns: int | None = None,
 ) -> None:
     from attnviz.render.image import grid_figure, save_figure
 
@@ -211,6 +210,7 @@ def _write_grid(
         cmap=images.cmap,
         theme=images.theme,
         annotate=images.annotate,
+        columns=columns,
     )
     save_figure(figure, out, dpi=images.dpi, transparent=images.transparent)
 
@@ -263,6 +263,33 @@ def heads(
     matrices, labels, panel_titles, title = run.grid(words)  # (h, W, W)
     if out is not None:
         _write_grid(out, matrices, labels, panel_titles, title, images)
+    from attnviz.render.terminal import HeadGrid
+
+    console.print(HeadGrid(matrices, labels, panel_titles=panel_titles, title=title))
+    if out is not None:
+        print(f"wrote {out}", file=sys.stderr)
+
+
+def model_view(
+    console: Console,
+    source: Source,
+    *,
+    words: bool,
+    out: Path | None,
+    images: ImageOptions,
+    subset: Sequence[int] | None = None,
+) -> None:
+    """Every layer and head (or the `subset` of heads in every layer) as one grid."""
+    run = _run(source, -1, None, heads=subset, out=out, images=images)
+    L, H = run.analysis.attentions.shape[:2]
+    chosen = list(range(H)) if run.heads is None else run.heads
+    per_layer = run.analysis.attentions[:, chosen]  # (L, h, T, T)
+    matrices, labels = run.in_units(per_layer.reshape(-1, *per_layer.shape[2:]), words)
+    panel_titles = [f"L{layer} H{head}" for layer in range(L) for head in chosen]
+    which = f"all {H} heads" if run.heads is None else f"heads {_listing(chosen)}"
+    title = f"{run.model} · {L} layers × {which}"
+    if out is not None:
+        _write_grid(out, matrices, labels, panel_titles, title, images, columns=len(chosen))
     from attnviz.render.terminal import HeadGrid
 
     console.print(HeadGrid(matrices, labels, panel_titles=panel_titles, title=title))

@@ -6,6 +6,7 @@ CLI can reject bad input before torch is imported; `compute` runs the encoder.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,3 +88,89 @@ def analyse(
 ) -> Analysis:
     """Every attention weight of `text` under `model` (the embedded default if None)."""
     return compute(prepare(text, model=model, pair=pair, truncate=truncate), causal=causal)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Many tokenized sentences for one model; no weights loaded yet."""
+
+    model: ModelSource
+    config: dict[str, Any]
+    pieces: list[Pieces]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The attentions of a padded batch, for the sentences `indices` of a corpus."""
+
+    indices: list[int]  # positions in the corpus, in batch order
+    lengths: list[int]  # real pieces of each sentence; the rest is padding
+    attentions: np.ndarray  # (L, B, H, Tmax, Tmax) float32; padded keys have weight 0
+
+
+def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool = False) -> Corpus:
+    """Tokenize every sentence for `model` with one tokenizer, without importing torch."""
+    source = locate(model)
+    config = read_config(source.folder)
+    tokenizer = load_tokenizer(source.folder)
+    limit = int(config.get("max_position_embeddings", 512))
+    pieces = []
+    for number, text in enumerate(texts, start=1):
+        try:
+            pieces.append(tokenize(tokenizer, text, max_positions=limit, truncate=truncate))
+        except AttnvizError as exc:
+            raise type(exc)(f"sentence {number}: {exc}") from None
+    return Corpus(source, config, pieces)
+
+
+def pick_device(device: str, *, batched: bool) -> str:
+    """`auto` is CUDA when present for batched work; a single sentence stays on the CPU."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if batched and torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise AttnvizError("--device cuda: no CUDA device is available here; use --device cpu")
+    return device
+
+
+def compute_batches(
+    corpus: Corpus,
+    *,
+    batch_size: int = 32,
+    causal: bool = False,
+    device: str = "auto",
+    threads: int | None = None,
+) -> Iterator[Batch]:
+    """Run the corpus through the encoder in padded batches, shortest sentences first.
+
+    Sorting by length keeps the padding small. Each batch's attentions are handed
+    over and dropped before the next batch runs, so memory stays bounded by one
+    batch however long the corpus is.
+    """
+    import torch
+
+    from attnviz.weights import load_encoder
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    where = pick_device(device, batched=True)
+    encoder = load_encoder(corpus.model.folder, corpus.config).to(where)
+    pad_id = int(corpus.config.get("pad_token_id") or 0)
+    order = sorted(range(len(corpus.pieces)), key=lambda i: len(corpus.pieces[i]))
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = [corpus.pieces[i] for i in indices]
+        lengths = [len(p) for p in batch]
+        T = max(lengths)
+        ids = torch.full((len(batch), T), pad_id, dtype=torch.long)  # (B, T)
+        types = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
+        real = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T): 1 real, 0 padding
+        for b, p in enumerate(batch):
+            ids[b, : len(p)] = torch.tensor(p.ids)
+            types[b, : len(p)] = torch.tensor(p.type_ids)
+            real[b, : len(p)] = 1
+        with torch.inference_mode():
+            out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
+        attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+        yield Batch(indices, lengths, attentions)
