@@ -367,8 +367,11 @@ def grid_figure(
     cmap: str = DEFAULT_CMAP,
     theme: str = "light",
     annotate: bool = False,
+    columns: int | None = None,
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
+
+    `columns` panels per row (e.g. one row per layer); by default a near-square grid.
 
     The scale runs from 0 to the maximum over all heads and has one colour bar.
     Tokens are labelled on the outer panels only (left column, bottom of each
@@ -390,7 +393,7 @@ def grid_figure(
     family = _font_family()
 
     write_values = annotate and n_q <= _GRID_ANNOTATE_MAX_TOKENS
-    n_rows, n_cols = _grid_shape(heads)
+    n_rows, n_cols = _grid_shape(heads) if columns is None else (-(-heads // columns), columns)
     side = min(max(2.2, (0.34 if write_values else 0.15) * n_q), 3.6)
     step = _tick_step(n_q, int(side / _GRID_TICK_SPACING_IN))
     shown = [tokens[i] for i in range(0, n_q, step)]
