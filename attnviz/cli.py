@@ -132,6 +132,13 @@ HeadsOpt = Annotated[
         show_default=False,
     ),
 ]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Compute afresh; don't read or write the attention cache (also ATTNVIZ_NO_CACHE=1).",
+    ),
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 
 
@@ -280,14 +287,17 @@ def _source(
     truncate: bool,
     pair: str | None = None,
     mask: Mask = Mask.none,
+    no_cache: bool = True,
 ) -> Source:
+    from attnviz.cache import cache_enabled
     from attnviz.commands import Source
 
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = _utf8(pair, "--pair")
-    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal)
+    cache = cache_enabled(no_cache)
+    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal, cache)
 
 
 def _head_list(heads: str | None) -> list[int] | None:
@@ -336,6 +346,7 @@ def show(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -354,7 +365,7 @@ def show(
 
         commands.show(
             _console(),
-            _source(text, model, truncate, pair, mask),
+            _source(text, model, truncate, pair, mask, no_cache),
             layer=layer,
             head=head,
             words=units is Units.words,
@@ -376,6 +387,7 @@ def heads(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -392,7 +404,7 @@ def heads(
 
         commands.heads(
             _console(),
-            _source(text, model, truncate, pair, mask),
+            _source(text, model, truncate, pair, mask, no_cache),
             layer=layer,
             words=units is Units.words,
             out=out,
@@ -412,6 +424,7 @@ def model_view(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -428,11 +441,63 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _source(text, model, truncate, pair, mask),
+            _source(text, model, truncate, pair, mask, no_cache),
             words=units is Units.words,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=_head_list(heads),
+        )
+
+
+@app.command()
+def rollout(
+    ctx: typer.Context,
+    text: TextArg = None,
+    upto: Annotated[
+        int,
+        typer.Option(
+            "--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."
+        ),
+    ] = -1,
+    top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    out: OutOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
+    ] = False,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
+
+    Each layer's head mean is mixed half-and-half with the identity (the residual
+    connection), rows renormalised, and the layers multiplied: row i says how much
+    token i, after layer UPTO, draws from each input token.
+
+    [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.rollout(
+            _console(),
+            _source(text, model, truncate, pair, mask, no_cache),
+            upto=upto,
+            words=units is Units.words,
+            top=top,
+            out=out,
+            as_json=as_json,
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -487,6 +552,7 @@ def export(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -505,7 +571,7 @@ def export(
         from attnviz import commands
 
         commands.export(
-            _source(text, model, truncate, pair, mask),
+            _source(text, model, truncate, pair, mask, no_cache),
             out=out,
             view=view.value,
             layer=layer,
@@ -513,6 +579,40 @@ def export(
             words=units is Units.words,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
+
+
+cache_app = typer.Typer(
+    name="cache",
+    help="The attention cache: computed attentions kept as .npz so a view seen before "
+    "draws without torch. Folder: $ATTNVIZ_CACHE_DIR, else $XDG_CACHE_HOME/attnviz, else "
+    "~/.cache/attnviz; size: $ATTNVIZ_CACHE_MB (default 512).",
+    no_args_is_help=True,
+)
+app.add_typer(cache_app)
+
+
+@cache_app.command("info")
+def cache_info(debug: DebugOpt = False) -> None:
+    """Where the cache is, how many entries and megabytes it holds, and its limit.
+
+    [bold]Example:[/bold] attnviz cache info
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.cache_info(_console())
+
+
+@cache_app.command("clear")
+def cache_clear(debug: DebugOpt = False) -> None:
+    """Delete every cached attention (only the cache's own files).
+
+    [bold]Example:[/bold] attnviz cache clear
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        commands.cache_clear(_console())
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ class Source:
     truncate: bool = False
     pair: str | None = None
     causal: bool = False
+    cache: bool = False  # read and write the attention cache
 
 
 DPI_RANGE = (10, 1200)
@@ -160,7 +161,7 @@ def _run(
     resolved_layer = resolve_index(layer, prepared.num_layers, "layer")
     resolved_head = None if head is None else resolve_index(head, prepared.num_heads, "head")
     subset = resolve_heads(heads, prepared.num_heads)
-    analysis = compute(prepared, causal=source.causal)
+    analysis = compute(prepared, causal=source.causal, use_cache=source.cache)
     return _Run(analysis, resolved_layer, resolved_head, subset)
 
 
@@ -297,6 +298,40 @@ def model_view(
         print(f"wrote {out}", file=sys.stderr)
 
 
+def rollout(
+    console: Console,
+    source: Source,
+    *,
+    upto: int,
+    words: bool,
+    top: int,
+    out: Path | None,
+    as_json: bool,
+    images: ImageOptions,
+) -> None:
+    """Attention rollout through layer `upto`: how much each token draws from each input."""
+    from attnviz.rollout import rollout as roll
+    from attnviz.rollout import top_sources
+
+    run = _run(source, upto, None, out=out, images=images)
+    chained = roll(run.analysis.attentions, run.layer)  # (T, T) over pieces
+    matrix, labels = run.in_units(chained, words)  # rows still sum to 1
+    title = f"{run.model} · rollout through layer {run.layer}"
+    if out is not None:
+        _write_heatmap(out, matrix, labels, title, images)
+    if as_json:
+        print(json.dumps({"tokens": labels, "rollout": matrix.tolist()}, ensure_ascii=False))
+    else:
+        from attnviz.render.stats import SourcesTable
+        from attnviz.render.terminal import Heatmap
+
+        console.print(Heatmap(matrix, labels, title=title))
+        sources = top_sources(matrix, min(top, len(labels)))
+        console.print(SourcesTable(labels, sources, title="what each token draws most from"))
+    if out is not None:
+        print(f"wrote {out}", file=sys.stderr)
+
+
 def tokens(console: Console, source: Source) -> None:
     """The pieces of the text: index, piece, id, word, character span (no weights loaded)."""
     from rich.table import Table
@@ -393,3 +428,27 @@ def write_data(out: Path, analysis: Analysis) -> None:
         }
         with atomic_write(out, "w") as handle:
             json.dump(record, handle, ensure_ascii=False)
+
+
+def cache_info(console: Console) -> None:
+    """The cache's folder, entries, size and limit."""
+    from attnviz import cache
+
+    state = cache.info()
+    enabled = cache.cache_enabled(False)
+    console.print(
+        Text(
+            f"folder   {state.folder}\n"
+            f"entries  {state.entries}\n"
+            f"size     {state.bytes / cache.MB:.1f} MB of {state.limit_bytes / cache.MB:.0f} MB\n"
+            f"status   {'on' if enabled else 'off (ATTNVIZ_NO_CACHE is set)'}"
+        )
+    )
+
+
+def cache_clear(console: Console) -> None:
+    """Remove every cache entry."""
+    from attnviz import cache
+
+    entries, size = cache.clear()
+    console.print(f"removed {entries} entries ({size / cache.MB:.1f} MB) from {cache.cache_dir()}")

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnviz.errors import AttnvizError
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 from attnviz.weights import ModelSource, locate, read_config
+
+if TYPE_CHECKING:
+    from attnviz.model import Encoder
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class Prepared:
     model: ModelSource
     config: dict[str, Any]
     pieces: Pieces
+    truncate: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -60,11 +64,46 @@ def prepare(
             f"vocabulary has {vocab_size} entries: the tokenizer files and the weights do not "
             "belong together"
         )
-    return Prepared(source, config, pieces)
+    return Prepared(source, config, pieces, truncate)
 
 
-def compute(prepared: Prepared, *, causal: bool = False) -> Analysis:
-    """Run the prepared input through the from-scratch encoder (with a causal mask if asked)."""
+def compute(prepared: Prepared, *, causal: bool = False, use_cache: bool = False) -> Analysis:
+    """Run the prepared input through the from-scratch encoder (with a causal mask if asked).
+
+    With `use_cache`, attentions computed before for the same model files, text,
+    pair, mask and options come from the cache, and torch is never imported.
+    """
+    key = _cache_key(prepared, causal) if use_cache else None
+    if key is not None:
+        from attnviz import cache
+
+        hit = cache.load(key, expect_ids=prepared.pieces.ids)
+        if hit is not None:
+            return Analysis(prepared.model, prepared.pieces, hit, causal)
+    analysis = _encode(prepared, causal)
+    if key is not None:
+        cache.store(key, analysis.attentions, prepared.pieces.ids)
+    return analysis
+
+
+def _cache_key(prepared: Prepared, causal: bool) -> str | None:
+    from attnviz import cache
+
+    try:
+        return cache.cache_key(
+            prepared.model.folder,
+            text=prepared.pieces.text,
+            pair=prepared.pieces.pair,
+            causal=causal,
+            dtype="float32",
+            truncate=prepared.truncate,
+        )
+    except OSError as exc:
+        cache.warn(f"cannot read {prepared.model.folder} for the cache key ({exc}); not caching")
+        return None
+
+
+def _encode(prepared: Prepared, causal: bool) -> Analysis:
     import torch
 
     from attnviz.weights import load_encoder
@@ -141,12 +180,13 @@ def compute_batches(
     causal: bool = False,
     device: str = "auto",
     threads: int | None = None,
+    encoder: Encoder | None = None,
 ) -> Iterator[Batch]:
     """Run the corpus through the encoder in padded batches, shortest sentences first.
 
     Sorting by length keeps the padding small. Each batch's attentions are handed
     over and dropped before the next batch runs, so memory stays bounded by one
-    batch however long the corpus is.
+    batch however long the corpus is. `encoder` saves loading the weights again.
     """
     import torch
 
@@ -155,7 +195,9 @@ def compute_batches(
     if threads is not None:
         torch.set_num_threads(threads)
     where = pick_device(device, batched=True)
-    encoder = load_encoder(corpus.model.folder, corpus.config).to(where)
+    if encoder is None:
+        encoder = load_encoder(corpus.model.folder, corpus.config)
+    encoder = encoder.to(where)
     pad_id = int(corpus.config.get("pad_token_id") or 0)
     order = sorted(range(len(corpus.pieces)), key=lambda i: len(corpus.pieces[i]))
     for start in range(0, len(order), batch_size):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,9 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.pop("ATTNVIZ_MODEL", None)
+# Never share the user's attention cache: one fresh folder per test session.
+os.environ["ATTNVIZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+os.environ.pop("ATTNVIZ_NO_CACHE", None)
 
 PT_SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 SENTENCES = [

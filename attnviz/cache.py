@@ -1,0 +1,314 @@
+"""A disk cache of computed attentions, so a repeated run skips torch altogether.
+
+One entry is one `<key>.npz` holding `attentions` (L, H, T, T) float32 and the
+input `ids` (T,) it was computed for. The key (`cache_key`) is a SHA-256 over
+everything that changes the numbers: the model folder's files (resolved path,
+size, mtime in ns), the text, pair, mask, dtype, truncation and attnviz's version.
+
+Where: `$ATTNVIZ_CACHE_DIR`, else `$XDG_CACHE_HOME/attnviz`, else
+`~/.cache/attnviz`. Size: at most `$ATTNVIZ_CACHE_MB` mebibytes (1 MB here is
+2**20 bytes, what `du -m` counts; 512 by default), least recently used out first;
+a read counts as a use. Off with `--no-cache` or `ATTNVIZ_NO_CACHE=1`.
+
+The cache is an optimisation, never a reason to fail: a corrupt entry is removed
+and recomputed, an unusable folder means running without the cache; both with a
+one-line `warning:` on stderr. Only the standard library and numpy are imported
+here, so a cache hit never loads torch or transformers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.errors import AttnvizError
+from attnviz.output import atomic_write
+
+DEFAULT_LIMIT_MB = 512.0
+MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
+FORMAT = 1  # bump when the entry layout changes; part of every key
+STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
+
+_ENTRY = re.compile(r"[0-9a-f]{64}\.npz")  # <key>.npz
+_TEMP = re.compile(r"\.[0-9a-f]{64}\.npz\..+\.tmp")  # atomic_write's temp file for an entry
+_OFF_VALUES = ("", "0", "false", "no", "off")
+
+_warned: set[str] = set()  # messages already shown by warn(..., once=True)
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    folder: Path
+    entries: int
+    bytes: int
+    limit_bytes: int
+
+
+def warn(message: str, *, once: bool = False) -> None:
+    """Print `warning: <message>` on stderr (only the first time, if `once`)."""
+    if once:
+        if message in _warned:
+            return
+        _warned.add(message)
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def cache_enabled(no_cache_flag: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """False with `--no-cache` or when ATTNVIZ_NO_CACHE is set to anything but 0/false/no/off."""
+    env = os.environ if environ is None else environ
+    if no_cache_flag:
+        return False
+    return env.get("ATTNVIZ_NO_CACHE", "").strip().lower() in _OFF_VALUES
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The cache folder (not created here)."""
+    env = os.environ if environ is None else environ
+    if env.get("ATTNVIZ_CACHE_DIR"):
+        return Path(env["ATTNVIZ_CACHE_DIR"]).expanduser()
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg and Path(xdg).is_absolute():  # the XDG spec says to ignore a relative path
+        return Path(xdg) / "attnviz"
+    return Path.home() / ".cache" / "attnviz"
+
+
+def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The size bound in bytes; a bad ATTNVIZ_CACHE_MB is a warning and the default."""
+    env = os.environ if environ is None else environ
+    raw = env.get("ATTNVIZ_CACHE_MB")
+    if raw is None or not raw.strip():
+        return int(DEFAULT_LIMIT_MB * MB)
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = math.nan
+    if not math.isfinite(mb) or mb < 0:
+        warn(
+            f"ATTNVIZ_CACHE_MB={raw!r} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
+            f"using {DEFAULT_LIMIT_MB:g}",
+            once=True,
+        )
+        mb = DEFAULT_LIMIT_MB
+    return int(mb * MB)
+
+
+def cache_key(
+    folder: Path, *, text: str, pair: str | None, causal: bool, dtype: str, truncate: bool
+) -> str:
+    """A hex digest of everything that changes the attentions of `text` under the model in `folder`.
+
+    The model is fingerprinted by every non-hidden regular file directly in `folder`
+    (symlinks followed, as in a Hub snapshot): name, resolved path, size and mtime in ns.
+    Raises OSError only if `folder` cannot be listed.
+    """
+    import attnviz  # read at call time, so a new version never serves old numbers
+
+    files = []
+    for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
+        if entry.name.startswith("."):
+            continue
+        try:
+            st = entry.stat()  # follows symlinks
+        except OSError:
+            continue  # a dangling link: not a file the model can read either
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        files.append([entry.name, str(entry.resolve()), st.st_size, st.st_mtime_ns])
+    material = {
+        "format": FORMAT,
+        "version": attnviz.__version__,
+        "files": files,
+        "text": text,
+        "pair": pair,
+        "causal": causal,
+        "dtype": dtype,
+        "truncate": truncate,
+    }
+    blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()
+
+
+def _entry_path(key: str) -> Path:
+    if not _ENTRY.fullmatch(f"{key}.npz"):
+        raise ValueError(f"not a cache key: {key!r}")
+    return cache_dir() / f"{key}.npz"
+
+
+def _touch(path: Path) -> None:
+    """Mark `path` as just used (a fine-grained clock, so the LRU order has no ties)."""
+    now = time.time_ns()
+    with contextlib.suppress(OSError):
+        os.utime(path, ns=(now, now))
+
+
+def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry."""
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError("not an npz archive")
+    with data:
+        if "attentions" not in data.files or "ids" not in data.files:
+            raise ValueError("the arrays 'attentions' and 'ids' are missing")
+        attentions = data["attentions"]  # (L, H, T, T)
+        ids = data["ids"]  # (T,)
+    if attentions.dtype != np.float32 or attentions.ndim != 4:
+        raise ValueError(f"attentions are {attentions.dtype} {attentions.shape}")
+    if attentions.shape[2] != attentions.shape[3]:
+        raise ValueError(f"attentions are not square: {attentions.shape}")
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.shape[0] != attentions.shape[2]:
+        raise ValueError(f"ids {ids.dtype} {ids.shape} do not fit attentions {attentions.shape}")
+    return attentions, ids
+
+
+def load(key: str, *, expect_ids: Sequence[int] | None = None) -> np.ndarray | None:
+    """The cached (L, H, T, T) float32 attentions for `key`, or None on a miss.
+
+    An entry whose ids differ from `expect_ids` is a miss. A corrupt or unreadable
+    entry is removed with a warning and is a miss too.
+    """
+    path = _entry_path(key)
+    try:
+        attentions, ids = _read(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except Exception as exc:  # any failure to read is a bad entry, never a crash
+        reason = getattr(exc, "strerror", None) or exc
+        warn(f"cached attentions {path} are unreadable ({reason}); discarded, computing again")
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    if expect_ids is not None and not np.array_equal(ids, np.asarray(expect_ids)):
+        return None
+    _touch(path)
+    return attentions
+
+
+def _unusable(folder: Path, reason: object) -> None:
+    warn(
+        f"cannot use the attention cache in {folder} ({reason}); running without it "
+        "(set ATTNVIZ_CACHE_DIR to a writable folder, or pass --no-cache)",
+        once=True,
+    )
+
+
+def store(key: str, attentions: np.ndarray, ids: Sequence[int]) -> None:
+    """Save `attentions` (L, H, T, T) for `key`, then evict the least recently used.
+
+    Never raises for a problem on disk: a failed write is one warning. An entry
+    bigger than the whole limit is not kept.
+    """
+    path = _entry_path(key)
+    folder = path.parent
+    attentions = np.asarray(attentions, dtype=np.float32)  # (L, H, T, T)
+    id_array = np.asarray(ids, dtype=np.int64)  # (T,)
+    if attentions.ndim != 4 or id_array.shape != (attentions.shape[2],):
+        raise ValueError(f"attentions {attentions.shape} and ids {id_array.shape} do not fit")
+    limit = limit_bytes()
+    if attentions.nbytes + id_array.nbytes > limit:
+        return
+    try:
+        if folder.exists() and not folder.is_dir():
+            _unusable(folder, "it is a file, not a folder")
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path) as handle:
+            np.savez(handle, attentions=attentions, ids=id_array)
+    except (OSError, AttnvizError) as exc:
+        cause = exc.__context__ if isinstance(exc, AttnvizError) else exc  # atomic_write's OSError
+        _unusable(folder, getattr(cause, "strerror", None) or exc)
+        return
+    _touch(path)
+    _evict(folder, limit, keep=path)
+
+
+def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[float, int, Path]]]:
+    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path)."""
+    entries: list[tuple[int, str, int, Path]] = []
+    temps: list[tuple[float, int, Path]] = []
+    try:
+        listing = list(os.scandir(folder))
+    except OSError:
+        return entries, temps
+    for item in listing:
+        is_entry = bool(_ENTRY.fullmatch(item.name))
+        if not is_entry and not _TEMP.fullmatch(item.name):
+            continue
+        try:
+            if not item.is_file(follow_symlinks=False):
+                continue
+            st = item.stat(follow_symlinks=False)
+        except OSError:
+            continue  # removed meanwhile by another attnviz
+        if is_entry:
+            entries.append((st.st_mtime_ns, item.name, st.st_size, Path(item.path)))
+        else:
+            temps.append((st.st_mtime, st.st_size, Path(item.path)))
+    return entries, temps
+
+
+def _remove(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False  # another attnviz got there first
+    except OSError as exc:
+        _unusable(path.parent, exc.strerror or exc)
+        return False
+    return True
+
+
+def _evict(folder: Path, limit: int, *, keep: Path) -> None:
+    """Remove least recently used entries until the total fits `limit`, and stale temp files."""
+    entries, temps = _scan(folder)
+    now = time.time()
+    for mtime, _, temp in temps:
+        if now - mtime > STALE_TEMP_S:
+            _remove(temp)
+    total = sum(size for _, _, size, _ in entries)
+    for _, _, size, path in sorted(entries):  # oldest use first
+        if total <= limit:
+            break
+        if path == keep:
+            continue
+        if _remove(path):
+            total -= size
+    if total > limit:  # the new entry alone is too big (npz overhead over the estimate)
+        _remove(keep)
+
+
+def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
+    """Where the cache is, how many entries it holds, their bytes, and the bound."""
+    folder = cache_dir(environ)
+    entries, _ = _scan(folder)
+    total = sum(size for _, _, size, _ in entries)
+    return CacheInfo(folder, len(entries), total, limit_bytes(environ))
+
+
+def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """Remove every entry (and leftover temp file) of the cache: (entries removed, bytes freed).
+
+    Other files in the folder are left alone.
+    """
+    folder = cache_dir(environ)
+    entries, temps = _scan(folder)
+    removed = freed = 0
+    for _, _, size, path in entries:
+        if _remove(path):
+            removed += 1
+            freed += size
+    for _, size, path in temps:
+        if _remove(path):
+            freed += size
+    return removed, freed

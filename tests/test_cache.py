@@ -1,0 +1,342 @@
+"""The attention cache: hits give back the same numbers, anything that changes them misses,
+bad entries and unusable folders never crash, and the size bound holds (LRU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz import cache
+
+KEY_ARGS: dict[str, Any] = dict(
+    text="The bank refused the loan.", pair=None, causal=False, dtype="float32"
+)
+
+
+@pytest.fixture(autouse=True)
+def cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
+    for name in ("ATTNVIZ_CACHE_MB", "ATTNVIZ_NO_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cache, "_warned", set())
+    return folder
+
+
+@pytest.fixture
+def model_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"num_hidden_layers": 2}')
+    (folder / "tokenizer.json").write_text('{"model": {}}')
+    (folder / "model.safetensors").write_bytes(b"\x01" * 1000)
+    return folder
+
+
+def attentions(seed: int, t: int = 7) -> tuple[np.ndarray, list[int]]:
+    rng = np.random.default_rng(seed)
+    att = rng.random((2, 3, t, t), dtype=np.float32)  # (L, H, T, T)
+    att /= att.sum(-1, keepdims=True)
+    return att, list(range(100 + seed, 100 + seed + t))
+
+
+def key(n: int) -> str:
+    return f"{n:064x}"
+
+
+def warnings_of(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return capsys.readouterr().err.splitlines()
+
+
+def test_store_then_load_gives_identical_array(cache_in_tmp: Path) -> None:
+    att, ids = attentions(1)
+    assert cache.load(key(1)) is None
+    cache.store(key(1), att, ids)
+    got = cache.load(key(1), expect_ids=ids)
+    assert got is not None
+    assert got.dtype == np.float32
+    assert np.array_equal(got, att)
+    assert [p.name for p in cache_in_tmp.iterdir()] == [f"{key(1)}.npz"]  # no temp left over
+    assert cache.load(key(2)) is None
+
+
+def test_other_ids_are_a_miss(capsys: pytest.CaptureFixture[str]) -> None:
+    att, ids = attentions(1)
+    cache.store(key(1), att, ids)
+    assert cache.load(key(1), expect_ids=[*ids[:-1], 999]) is None
+    assert cache.load(key(1), expect_ids=ids[:-1]) is None
+    assert cache.load(key(1), expect_ids=ids) is not None  # the entry is still there
+    assert warnings_of(capsys) == []
+
+
+def test_key_is_stable_and_ignores_hidden_files(model_folder: Path) -> None:
+    first = cache.cache_key(model_folder, truncate=False, **KEY_ARGS)
+    (model_folder / ".DS_Store").write_bytes(b"junk")
+    (model_folder / "1_Pooling").mkdir()
+    assert cache.cache_key(model_folder, truncate=False, **KEY_ARGS) == first
+    assert len(first) == 64 and int(first, 16) >= 0
+
+
+def test_key_changes_with_everything_that_changes_the_numbers(
+    model_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def k(**changes: object) -> str:
+        args: dict = {**KEY_ARGS, "truncate": False, **changes}
+        return cache.cache_key(model_folder, **args)
+
+    base = k()
+    keys = {
+        "text": k(text="The bank refused the loan!"),
+        "pair": k(pair="It had no funds."),
+        "empty pair": k(pair=""),
+        "causal": k(causal=True),
+        "dtype": k(dtype="float64"),
+        "truncate": k(truncate=True),
+    }
+    weights = model_folder / "model.safetensors"
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    keys["weights mtime"] = k()
+    weights.write_bytes(b"\x02" * 1001)
+    keys["weights content"] = k()
+    (model_folder / "vocab.txt").write_text("[PAD]\n")
+    keys["new tokenizer file"] = k()
+    monkeypatch.setattr(attnviz, "__version__", "99.0")
+    keys["version"] = k()
+    assert base not in keys.values()
+    assert len(set(keys.values())) == len(keys), keys
+
+
+def test_key_follows_symlinks_to_the_weights(tmp_path: Path, model_folder: Path) -> None:
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"\x03" * 10)
+    (model_folder / "pytorch_model.bin").symlink_to(blob)
+    before = cache.cache_key(model_folder, truncate=False, **KEY_ARGS)
+    blob.write_bytes(b"\x04" * 20)  # a new revision behind the same link
+    assert cache.cache_key(model_folder, truncate=False, **KEY_ARGS) != before
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _random(path: Path) -> None:
+    path.write_bytes(np.random.default_rng(0).bytes(path.stat().st_size))
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the attention values
+    path.write_bytes(bytes(data))
+
+
+def _other_arrays(path: Path) -> None:
+    with path.open("wb") as handle:
+        np.savez(handle, weights=np.zeros(3))
+
+
+def _not_a_zip(path: Path) -> None:
+    with path.open("wb") as handle:
+        np.save(handle, np.zeros((2, 3, 7, 7), np.float32))
+
+
+def _bad_shape(path: Path) -> None:
+    with path.open("wb") as handle:
+        np.savez(handle, attentions=np.zeros((3, 7, 7), np.float32), ids=np.arange(7))
+
+
+def _empty_zip(path: Path) -> None:
+    with zipfile.ZipFile(path, "w"):
+        pass
+
+
+@pytest.mark.parametrize(
+    "corrupt", [_truncate, _random, _flip_a_byte, _other_arrays, _not_a_zip, _bad_shape, _empty_zip]
+)
+def test_corrupt_entry_warns_is_removed_and_recomputed(
+    corrupt, cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    att, ids = attentions(1)
+    cache.store(key(1), att, ids)
+    path = cache_in_tmp / f"{key(1)}.npz"
+    corrupt(path)
+    assert cache.load(key(1), expect_ids=ids) is None
+    lines = warnings_of(capsys)
+    assert len(lines) == 1 and lines[0].startswith("warning: "), lines
+    assert not path.exists()
+    cache.store(key(1), att, ids)
+    got = cache.load(key(1), expect_ids=ids)
+    assert got is not None and np.array_equal(got, att)
+    assert warnings_of(capsys) == []
+
+
+def _entry_bytes() -> int:
+    att, ids = attentions(0)
+    cache.store(key(0), att, ids)
+    size = cache.info().bytes
+    cache.clear()
+    return size
+
+
+def test_bound_evicts_least_recently_used(
+    cache_in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    size = _entry_bytes()  # all test entries have the same shape, so the same size
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(3.5 * size / cache.MB))  # room for 3
+    for n in (1, 2, 3):
+        cache.store(key(n), *attentions(n))
+        path = cache_in_tmp / f"{key(n)}.npz"
+        os.utime(path, ns=(n * 10**15, n * 10**15))  # used in order 1, 2, 3 in 1970
+    assert cache.load(key(1)) is not None  # 1 is now the most recently used
+    cache.store(key(4), *attentions(4))
+    left = {p.name for p in cache_in_tmp.iterdir()}
+    assert left == {f"{key(n)}.npz" for n in (1, 3, 4)}  # 2 was the least recently used
+    state = cache.info()
+    assert state.entries == 3
+    assert state.bytes <= state.limit_bytes == int(3.5 * size)
+    for n in (5, 6, 7, 8):
+        cache.store(key(n), *attentions(n))
+        assert cache.info().bytes <= state.limit_bytes
+    assert cache.load(key(8)) is not None  # the entry just written is kept
+
+
+def test_entry_bigger_than_the_limit_is_not_kept_and_evicts_nothing(
+    cache_in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    size = _entry_bytes()
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(1.5 * size / cache.MB))
+    cache.store(key(1), *attentions(1))
+    cache.store(key(2), *attentions(2, t=40))  # about 30 times bigger
+    assert cache.load(key(2)) is None
+    assert cache.load(key(1)) is not None
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf", "1e999"])
+def test_bad_size_limit_warns_and_uses_the_default(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", value)
+    assert cache.info().limit_bytes == 512 * 2**20
+    cache.store(key(1), *attentions(1))
+    assert cache.load(key(1)) is not None
+    lines = warnings_of(capsys)
+    assert len(lines) == 1 and lines[0].startswith("warning: ATTNVIZ_CACHE_MB"), lines
+
+
+@pytest.mark.parametrize(("value", "limit"), [("0.05", int(0.05 * 2**20)), (" 2 ", 2 * 2**20)])
+def test_size_limit_is_in_mebibytes(value: str, limit: int) -> None:
+    assert cache.info({"ATTNVIZ_CACHE_DIR": "/x", "ATTNVIZ_CACHE_MB": value}).limit_bytes == limit
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "enabled"),
+    [
+        (False, {}, True),
+        (True, {}, False),
+        (False, {"ATTNVIZ_NO_CACHE": "1"}, False),
+        (False, {"ATTNVIZ_NO_CACHE": "yes"}, False),
+        (False, {"ATTNVIZ_NO_CACHE": "0"}, True),
+        (False, {"ATTNVIZ_NO_CACHE": ""}, True),
+        (True, {"ATTNVIZ_NO_CACHE": "0"}, False),
+    ],
+)
+def test_cache_enabled(flag: bool, env: dict[str, str], enabled: bool) -> None:
+    assert cache.cache_enabled(flag, env) is enabled
+
+
+def test_no_cache_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNVIZ_NO_CACHE", "1")
+    assert cache.cache_enabled(False) is False
+
+
+def test_cache_dir_precedence(tmp_path: Path) -> None:
+    home = Path.home()
+    assert cache.cache_dir({}) == home / ".cache" / "attnviz"
+    assert cache.cache_dir({"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/attnviz")
+    assert cache.cache_dir({"XDG_CACHE_HOME": "relative"}) == home / ".cache" / "attnviz"
+    both = {"XDG_CACHE_HOME": "/xdg", "ATTNVIZ_CACHE_DIR": str(tmp_path / "mine")}
+    assert cache.cache_dir(both) == tmp_path / "mine"
+
+
+def _unusable_store_and_load(capsys: pytest.CaptureFixture[str]) -> None:
+    att, ids = attentions(1)
+    cache.store(key(1), att, ids)
+    cache.store(key(2), *attentions(2))
+    assert cache.load(key(1), expect_ids=ids) is None
+    lines = warnings_of(capsys)
+    assert len(lines) == 1 and lines[0].startswith("warning: cannot use the attention cache")
+    assert "ATTNVIZ_CACHE_DIR" in lines[0]
+
+
+def test_cache_dir_that_is_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("mine")
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(a_file))
+    _unusable_store_and_load(capsys)
+    assert a_file.read_text() == "mine"
+    assert cache.info().entries == 0 and cache.clear() == (0, 0)
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(a_file / "below"))
+    cache.store(key(1), *attentions(1))
+    assert warnings_of(capsys)[0].startswith("warning: cannot use the attention cache")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_read_only_cache_dir(cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache_in_tmp.mkdir()
+    cache_in_tmp.chmod(0o500)
+    try:
+        _unusable_store_and_load(capsys)
+        assert list(cache_in_tmp.iterdir()) == []
+    finally:
+        cache_in_tmp.chmod(0o700)
+
+
+def test_info_and_clear_touch_only_cache_files(cache_in_tmp: Path) -> None:
+    cache.store(key(1), *attentions(1))
+    cache.store(key(2), *attentions(2))
+    sizes = sum(p.stat().st_size for p in cache_in_tmp.iterdir())
+    leftover = cache_in_tmp / f".{key(3)}.npz.abc123.tmp"  # a crashed write
+    leftover.write_bytes(b"x" * 10)
+    others = ["notes.txt", "results.npz", f"{key(4)}.npy", f"{key(5)}.npz.bak"]
+    for name in others:
+        (cache_in_tmp / name).write_text("user data")
+    state = cache.info()
+    assert (state.folder, state.entries, state.bytes) == (cache_in_tmp, 2, sizes)
+    assert cache.clear() == (2, sizes + 10)
+    assert sorted(p.name for p in cache_in_tmp.iterdir()) == sorted(others)
+    assert cache.info().entries == 0
+    assert cache.clear() == (0, 0)
+
+
+def test_store_removes_only_stale_temp_files(cache_in_tmp: Path) -> None:
+    cache_in_tmp.mkdir()
+    stale = cache_in_tmp / f".{key(3)}.npz.old.tmp"
+    fresh = cache_in_tmp / f".{key(4)}.npz.new.tmp"  # maybe another attnviz writing now
+    for path in (stale, fresh):
+        path.write_bytes(b"x")
+    os.utime(stale, (0, 0))
+    cache.store(key(1), *attentions(1))
+    assert not stale.exists() and fresh.exists()
+
+
+def test_clear_of_a_missing_folder(tmp_path: Path) -> None:
+    assert cache.clear({"ATTNVIZ_CACHE_DIR": str(tmp_path / "none")}) == (0, 0)
+
+
+def test_importing_the_cache_does_not_import_torch_or_transformers() -> None:
+    code = (
+        "import sys, attnviz.cache; "
+        "print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,158 @@
+"""The attention cache as users meet it: through the pipeline and the commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnviz.cli import app
+from attnviz.pipeline import compute, prepare
+from tests.conftest import TinyFactory
+
+runner = CliRunner()
+TEXT = "O trem estava cheio, mas ele conseguiu uma cadeira livre."
+
+
+@pytest.fixture()
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ATTNVIZ_NO_CACHE", raising=False)
+    return folder
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.npz")) if folder.is_dir() else []
+
+
+def test_hit_and_miss_give_identical_arrays(cache_dir: Path) -> None:
+    prepared = prepare(TEXT)
+    miss = compute(prepared, use_cache=True)
+    assert len(_entries(cache_dir)) == 1
+    hit = compute(prepared, use_cache=True)
+    assert np.array_equal(hit.attentions, miss.attentions)
+    assert hit.attentions.dtype == np.float32
+    assert np.array_equal(compute(prepared).attentions, miss.attentions)
+
+
+def test_pair_and_causal_mask_are_cached_apart(cache_dir: Path) -> None:
+    plain = compute(prepare(TEXT), use_cache=True).attentions
+    causal = compute(prepare(TEXT), causal=True, use_cache=True).attentions
+    paired = compute(prepare(TEXT, pair="Ele sentou."), use_cache=True).attentions
+    assert len(_entries(cache_dir)) == 3
+    assert not np.allclose(plain, causal)
+    assert paired.shape != plain.shape
+
+
+def _show_json(*args: str, env: dict[str, str] | None = None) -> dict:
+    result = runner.invoke(app, ["show", *args, "--json"], env=env)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_a_changed_model_file_invalidates(cache_dir: Path, tiny_bert: TinyFactory) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = tiny_bert("safetensors")
+    before = _show_json(TEXT, "--model", str(folder), "--head", "0")
+    path = folder / "model.safetensors"
+    state = load_file(str(path))
+    key = next(k for k in state if k.endswith("layer.1.attention.self.query.weight"))
+    state[key] = torch.randn_like(state[key]) * 3
+    save_file(state, str(path), metadata={"format": "pt"})
+    after = _show_json(TEXT, "--model", str(folder), "--head", "0")
+    assert not np.allclose(before["weights"], after["weights"], atol=1e-4)
+    fresh = _show_json(TEXT, "--model", str(folder), "--head", "0", "--no-cache")
+    np.testing.assert_allclose(after["weights"], fresh["weights"], atol=1e-7)
+
+
+def test_a_corrupt_entry_is_recomputed_with_a_warning(cache_dir: Path) -> None:
+    expected = _show_json(TEXT, "--head", "1")
+    (entry,) = _entries(cache_dir)
+    entry.write_bytes(b"not a zip file at all")
+    result = runner.invoke(app, ["show", TEXT, "--head", "1", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+    assert result.stderr.startswith("warning:")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_no_cache_writes_nothing(cache_dir: Path) -> None:
+    _show_json(TEXT, "--no-cache")
+    _show_json(TEXT, env={"ATTNVIZ_NO_CACHE": "1"})
+    assert _entries(cache_dir) == []
+
+
+def test_an_unusable_cache_folder_only_warns(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(blocker))
+    result = runner.invoke(app, ["show", TEXT, "--json"])
+    assert result.exit_code == 0
+    assert "warning: cannot use the attention cache" in result.stderr
+    assert json.loads(result.stdout)["weights"]
+
+
+def test_cache_info_and_clear(cache_dir: Path) -> None:
+    _show_json(TEXT)
+    _show_json("Outra frase.")
+    info = runner.invoke(app, ["cache", "info"])
+    assert info.exit_code == 0
+    assert str(cache_dir) in info.stdout and "entries  2" in info.stdout
+    cleared = runner.invoke(app, ["cache", "clear"])
+    assert cleared.exit_code == 0 and "removed 2 entries" in cleared.stdout
+    assert _entries(cache_dir) == []
+
+
+def test_the_bound_holds_through_the_commands(cache_dir: Path, monkeypatch) -> None:
+    compute(prepare(TEXT), use_cache=True)
+    (first,) = _entries(cache_dir)
+    size = first.stat().st_size
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", str(2.5 * size / 2**20))
+    for text in ("Uma frase.", "Outra frase qualquer.", "E mais uma, a terceira."):
+        compute(prepare(text), use_cache=True)
+    total = sum(p.stat().st_size for p in _entries(cache_dir))
+    assert total <= 2.5 * size
+    assert not first.exists()  # the least recently used entry went first
+
+
+def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> None:
+    code = (
+        "import sys\n"
+        "from attnviz.cli import app\n"
+        "for args in {runs!r}:\n"
+        "    try:\n"
+        "        app(args)\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "ATTNVIZ_CACHE_DIR": str(cache_dir), "COLUMNS": "100"}
+
+    def heavy(runs: list[list[str]]) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", code.format(runs=runs)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1]
+
+    assert heavy([["show", TEXT]]) == "['torch']"  # the miss computes
+    views = [
+        ["show", TEXT, "--layer", "2"],
+        ["heads", TEXT, "--layer", "0", "--units", "tokens"],
+        ["rollout", TEXT],
+        ["model", TEXT, "--heads", "0"],
+        ["export", TEXT, "--out", str(cache_dir.parent / "a.npz")],
+    ]
+    assert heavy(views) == "[]"
