@@ -117,7 +117,8 @@ def test_the_bound_holds_through_the_commands(cache_dir: Path, monkeypatch) -> N
     (first,) = _entries(cache_dir)
     size = first.stat().st_size
     monkeypatch.setenv("ATTNVIZ_CACHE_MB", str(2.5 * size / 2**20))
-    for text in ("Uma frase.", "Outra frase qualquer.", "E mais uma, a terceira."):
+    for ending in ("Uma frase.", "Outra frase qualquer.", "E mais uma, a terceira."):
+        text = f"{TEXT} {ending}"  # each entry larger than the first
         compute(prepare(text), use_cache=True)
     total = sum(p.stat().st_size for p in _entries(cache_dir))
     assert total <= 2.5 * size
