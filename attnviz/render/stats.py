@@ -1,0 +1,186 @@
+"""Head statistics and rollout sources in the terminal, as rich renderables.
+
+- `StatsTable`: one row per head (layer, head, entropy, the six shares, label),
+  two decimals and short headers so that it fits 80 columns.
+- `SourcesTable`: for each token, the input tokens it draws most from with their
+  shares (attention rollout), wrapped to the terminal width.
+
+Labels are made safe for one-line layout and shortened the same way as the
+heatmaps in `attnviz.render.terminal`. No torch, no matplotlib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attnviz.render.terminal import (
+    MAX_LABEL_CELLS,
+    _clean_labels,
+    _emit,
+    _pad,
+    _sanitize,
+    _title_lines,
+    _title_width,
+    _truncate,
+    _wrap_items,
+)
+from attnviz.stats import LABEL_SHARES, SHARES, HeadRecord
+
+__all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable"]
+
+# Column headers of StatsTable (73 columns wide in all); explained in its caption. On a
+# terminal narrower than that, the first three shrink to L, H, ent (64 columns).
+STATS_HEADERS: dict[str, str] = {
+    "layer": "layer",
+    "head": "head",
+    "entropy": "entropy",
+    "cls": "CLS",
+    "sep": "SEP",
+    "punct": "punct",
+    "self": "self",
+    "prev": "prev",
+    "next": "next",
+    "label": "label",
+}
+_COMPACT_HEADERS = {"layer": "L", "head": "H", "entropy": "ent"}
+_CAPTION = (
+    "entropy: mean over queries, in nats. CLS … next: mean attention weight to [CLS], "
+    "to [SEP], to punctuation, to the token itself, to the previous and to the next token."
+)
+_UNLIMITED = 10_000  # a width to measure a table's natural width with
+_BOLD = Style(bold=True)
+_DIM = Style(dim=True)
+_ARROW = " ← "
+_MIN_ITEMS_W = 24  # narrower than this beside the label, sources go on the lines below
+
+
+def _share_key(record: HeadRecord) -> str | None:
+    """The share that named the head (bold in the table), if a share did."""
+    return LABEL_SHARES.get(record["label"])
+
+
+class StatsTable:
+    """Head statistics as a table: one row per record, in the order given.
+
+    The share that named a head is bold. 73 columns wide; narrower terminals get the
+    short headers L, H, ent (64 columns), and below that rich shortens cells with `…`.
+    """
+
+    def __init__(self, records: Sequence[HeadRecord], title: str | None = None) -> None:
+        self.records = list(records)
+        self.title = title
+
+    def _table(self, compact: bool = False) -> Table:
+        headers = STATS_HEADERS | (_COMPACT_HEADERS if compact else {})
+        table = Table(
+            title=_sanitize(self.title) if self.title else None,
+            title_style=_BOLD,
+            caption=_CAPTION,
+            caption_style=_DIM,
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+            padding=(0, 1),
+        )
+        for key in ("layer", "head", "entropy", *SHARES):
+            table.add_column(headers[key], justify="right", no_wrap=True)
+        table.add_column(headers["label"], no_wrap=True)
+        for record in self.records:
+            named = _share_key(record)
+            cells: list[Text | str] = [str(record["layer"]), str(record["head"])]
+            cells.append(f"{record['entropy']:.2f}")
+            for key in SHARES:
+                value: float = record[key]  # type: ignore[literal-required]
+                cells.append(Text(f"{value:.2f}", style=_BOLD if key == named else ""))
+            cells.append(record["label"])
+            table.add_row(*cells)
+        return table
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._table())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self._table()
+        natural = Measurement.get(console, options.update_width(_UNLIMITED), table).maximum
+        if natural > options.max_width:
+            table = self._table(compact=True)
+        yield table
+
+
+class SourcesTable:
+    """For each token, the inputs it draws most from: `3 cheio ← 7 cheio 0.41  0 [CLS] 0.22`.
+
+    labels: one per token (row of the rollout); sources: for each token a list of
+    (input index, share), as `attnviz.rollout.top_sources` returns. The sources wrap
+    beside the label, or, on a narrow terminal, on indented lines below it. No line
+    is wider than the console.
+    """
+
+    def __init__(
+        self,
+        labels: Sequence[str],
+        sources: Sequence[Sequence[tuple[int, float]]],
+        title: str | None = None,
+    ) -> None:
+        if len(labels) != len(sources):
+            raise ValueError(f"{len(labels)} labels for {len(sources)} rows of sources")
+        self.labels = _clean_labels(labels)
+        self.sources = [list(row) for row in sources]
+        self.title = title
+        for row in self.sources:
+            for j, _ in row:
+                if not 0 <= j < len(self.labels):
+                    raise ValueError(f"source index {j} is outside 0..{len(self.labels) - 1}")
+
+    @property
+    def _index_w(self) -> int:
+        return len(str(max(len(self.labels) - 1, 0)))
+
+    @property
+    def _label_w(self) -> int:
+        return min(MAX_LABEL_CELLS, max((cell_len(label) for label in self.labels), default=0))
+
+    def _items(self, row: Sequence[tuple[int, float]]) -> list[str]:
+        return [
+            f"{str(j).rjust(self._index_w)} {_truncate(self.labels[j], MAX_LABEL_CELLS)} {s:.2f}"
+            for j, s in row
+        ]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        left = self._index_w + 1 + self._label_w + cell_len(_ARROW)
+        widest = max((cell_len("  ".join(self._items(row))) for row in self.sources), default=0)
+        maximum = max(left + widest, _title_width(self.title))
+        return Measurement(min(_MIN_ITEMS_W, maximum), maximum).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        lines = _title_lines(self.title, console, options)
+        index_w, label_w = self._index_w, self._label_w
+        left_w = index_w + 1 + label_w + cell_len(_ARROW)
+        beside = width - left_w >= _MIN_ITEMS_W
+        header = "token ← draws most from (input, share)"
+        lines.append([Segment(_truncate(header, width), _DIM)])
+        for i, (label, row) in enumerate(zip(self.labels, self.sources, strict=True)):
+            left = f"{str(i).rjust(index_w)} {_pad(_truncate(label, label_w), label_w)}"
+            items = self._items(row)
+            if beside:
+                wrapped = _wrap_items(items, width - left_w) or [""]
+                lines.append([Segment(left + _ARROW, _BOLD), Segment(wrapped[0])])
+                lines += [[Segment(" " * left_w + more)] for more in wrapped[1:]]
+            else:
+                indent = "    "
+                lines.append([Segment(_truncate(left.rstrip() + " ←", width), _BOLD)])
+                wrapped = _wrap_items(items, max(1, width - len(indent)))
+                lines += [[Segment(indent + more)] for more in wrapped]
+        yield from _emit(lines, width)

@@ -1,0 +1,119 @@
+"""Head statistics as one matplotlib figure: a layers × heads heatmap per statistic.
+
+Seven panels (entropy, then the attention shares to [CLS], [SEP], punctuation, the
+token itself, the previous and the next token), each with its own colour bar from
+0 to its largest value. Layer 0 is the top row, head 0 the left column. Built like
+`attnviz.render.image`: the Figure API without pyplot, colours from its themes, and
+saved with its `save_figure`. matplotlib is imported inside the function, so importing
+this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from attnviz.stats import STATISTICS, HeadRecord
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["PANEL_TITLES", "stats_figure", "stats_grids"]
+
+PANEL_TITLES: dict[str, str] = {
+    "entropy": "entropy (nats)",
+    "cls": "to [CLS]",
+    "sep": "to [SEP]",
+    "punct": "to punctuation",
+    "self": "to itself",
+    "prev": "to previous token",
+    "next": "to next token",
+}
+_PANEL_COLS = 4  # 7 panels: 4 on the first row, 3 on the second
+_CELL_IN = 0.24
+_MIN_PANEL_IN = 1.8
+_MAX_PANEL_IN = 4.5
+_MAX_TICKS = 12  # beyond this, every k-th layer or head is numbered
+
+
+def stats_grids(records: Sequence[HeadRecord], layers: int, heads: int) -> np.ndarray:
+    """The records as arrays: float (S, layers, heads) in STATISTICS order; NaN where none."""
+    grids = np.full((len(STATISTICS), layers, heads), np.nan)  # (S, L, H)
+    for record in records:
+        layer, head = record["layer"], record["head"]
+        if not (0 <= layer < layers and 0 <= head < heads):
+            raise ValueError(f"record for layer {layer}, head {head} outside {layers}×{heads}")
+        for s, name in enumerate(STATISTICS):
+            grids[s, layer, head] = record[name]  # type: ignore[literal-required]
+    return grids
+
+
+def _ticks(count: int) -> list[int]:
+    step = 1 if count <= _MAX_TICKS else math.ceil(count / _MAX_TICKS)
+    return list(range(0, count, step))
+
+
+def stats_figure(
+    records: Sequence[HeadRecord],
+    layers: int,
+    heads: int,
+    *,
+    title: str,
+    cmap: str = "viridis",
+    theme: str = "light",
+) -> Figure:
+    """One layers × heads heatmap per statistic, each with its own colour bar."""
+    import matplotlib
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+
+    from attnviz.render.image import (
+        _THEME_COLOURS,
+        _check_theme,
+        _colour_max,
+        _font_family,
+        _quiet_fonts,
+        _style_axes,
+        check_colormap,
+    )
+
+    check_colormap(cmap)
+    _check_theme(theme)
+    if layers < 1 or heads < 1:
+        raise ValueError(f"need at least one layer and one head, got {layers}, {heads}")
+    grids = stats_grids(records, layers, heads)  # (S, L, H)
+    colours = _THEME_COLOURS[theme]
+    fg = colours["text"]
+    panel_w = min(max(_CELL_IN * heads, _MIN_PANEL_IN), _MAX_PANEL_IN)
+    panel_h = min(max(_CELL_IN * layers, _MIN_PANEL_IN), _MAX_PANEL_IN)
+    n_rows = math.ceil(len(STATISTICS) / _PANEL_COLS)
+    fig_w = _PANEL_COLS * (panel_w + 1.3) + 0.4
+    fig_h = n_rows * (panel_h + 0.9) + 0.6
+
+    with _quiet_fonts():
+        fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
+        spec = fig.add_gridspec(n_rows, _PANEL_COLS)
+        colormap = matplotlib.colormaps[cmap].with_extremes(bad=colours["face"])
+        for s, name in enumerate(STATISTICS):
+            row, col = divmod(s, _PANEL_COLS)
+            ax = fig.add_subplot(spec[row, col])
+            ax.set_facecolor(colours["face"])
+            values = grids[s]  # (L, H)
+            norm = Normalize(vmin=0.0, vmax=_colour_max(values, None))
+            image = ax.imshow(
+                values, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest"
+            )
+            ax.set_xticks(_ticks(heads))
+            ax.set_yticks(_ticks(layers))
+            ax.set_xlabel("head", color=fg)
+            ax.set_ylabel("layer", color=fg)
+            ax.set_title(PANEL_TITLES[name], color=fg, fontsize=10)
+            _style_axes(ax, fg)
+            bar = fig.colorbar(image, ax=ax, pad=0.02, fraction=0.08)
+            bar.ax.tick_params(colors=fg, which="both", labelsize=8)
+            bar.outline.set_edgecolor(fg)
+        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=_font_family())
+    return fig

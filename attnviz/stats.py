@@ -1,0 +1,312 @@
+"""Head statistics over a corpus, after Clark et al. 2019 ("What Does BERT Look At?").
+
+For every layer and head, the mean over all query positions of all sentences of:
+
+- `entropy`: the entropy of the query's attention row, −Σ p·log p in nats (0·log 0 = 0);
+- `cls`, `sep`, `punct`: the attention weight the query puts on [CLS], on [SEP] (every
+  other special token) and on punctuation pieces;
+- `self`, `prev`, `next`: the weight on the query itself, on the token just before it
+  and on the token just after it (the first position counts 0 for `prev`, the last
+  counts 0 for `next`).
+
+Every piece is a query, special tokens included. Means are pooled: the sum over all
+query positions of all sentences divided by the number of query positions, so a long
+sentence weighs more than a short one.
+
+Memory stays bounded: `HeadStats` keeps running (L, H) sums and counters, never the
+attention arrays. Pure numpy; no torch here.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypedDict
+
+import numpy as np
+
+from attnviz.errors import AttnvizError, BadInput
+from attnviz.tokenize import Pieces
+
+__all__ = [
+    "BROAD_FRACTION",
+    "DOMINANT_SHARE",
+    "LABELS",
+    "LABEL_SHARES",
+    "SHARES",
+    "SORT_COLUMNS",
+    "STATISTICS",
+    "HeadRecord",
+    "HeadStats",
+    "TokenKinds",
+    "label_for",
+    "sort_records",
+    "token_kinds",
+]
+
+SHARES: tuple[str, ...] = ("cls", "sep", "punct", "self", "prev", "next")
+STATISTICS: tuple[str, ...] = ("entropy", *SHARES)
+
+# Labels. A head is named after a pattern when its mean share exceeds DOMINANT_SHARE;
+# when several do (they can overlap: [CLS] is also "self" for the first query), the
+# largest share wins, and an exact tie goes to the earlier entry of _PATTERNS. A head
+# with no dominant pattern is "broad" when its mean entropy is at least BROAD_FRACTION
+# of the entropy that uniform attention would have over the same queries (the pooled
+# mean of log T, see HeadStats.uniform_entropy), else "mixed".
+DOMINANT_SHARE = 0.5
+BROAD_FRACTION = 0.8
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("prev", "previous-token"),
+    ("next", "next-token"),
+    ("self", "self"),
+    ("cls", "[CLS]"),
+    ("sep", "[SEP]"),
+    ("punct", "punctuation"),
+)
+BROAD = "broad"
+MIXED = "mixed"
+LABELS: tuple[str, ...] = (*(label for _, label in _PATTERNS), BROAD, MIXED)
+LABEL_SHARES: dict[str, str] = {label: key for key, label in _PATTERNS}  # label -> its share
+
+# Columns `sort_records` accepts: "layer" is layer, head order; the rest are statistics.
+SORT_COLUMNS: tuple[str, ...] = ("layer", *STATISTICS)
+
+_PIECE_MARKS = ("##", "Ġ", "▁")  # continuation / word-start marks of WordPiece, BPE, SentencePiece
+
+
+class HeadRecord(TypedDict):
+    """One head's statistics: the shape of the `--json` output."""
+
+    layer: int
+    head: int
+    entropy: float
+    cls: float
+    sep: float
+    punct: float
+    self: float
+    prev: float
+    next: float
+    label: str
+
+
+# ---------------------------------------------------------------- token kinds
+
+
+@dataclass(frozen=True)
+class TokenKinds:
+    """Which pieces of one sentence are [CLS], [SEP] or punctuation: bool arrays (T,)."""
+
+    cls: np.ndarray  # (T,) bool
+    sep: np.ndarray  # (T,) bool
+    punct: np.ndarray  # (T,) bool
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+
+def is_punctuation(text: str) -> bool:
+    """True when `text` is not empty and every character is Unicode punctuation (P*)."""
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
+
+
+def _strip_marks(text: str) -> str:
+    for mark in _PIECE_MARKS:
+        if text.startswith(mark):
+            return text[len(mark) :]
+    return text
+
+
+def token_kinds(pieces: Pieces) -> TokenKinds:
+    """[CLS], [SEP] and punctuation pieces of one tokenized input.
+
+    [CLS] is a special token at position 0; [SEP] is every other special token (so
+    RoBERTa's <s> and </s> count too). A piece is punctuation when its original text
+    (or, without one, its token), stripped of a leading `##`, `Ġ` or `▁` and of
+    spaces, is made only of Unicode punctuation; special tokens never are.
+    """
+    special = np.array([seq is None for seq in pieces.sequence_ids], dtype=bool)  # (T,)
+    cls = np.zeros_like(special)
+    cls[0] = special[0]
+    sep = special & ~cls
+    punct = np.array(
+        [
+            not special[i]
+            and is_punctuation(_strip_marks(pieces.labels[i] or pieces.tokens[i]).strip())
+            for i in range(len(pieces))
+        ],
+        dtype=bool,
+    )  # (T,)
+    return TokenKinds(cls=cls, sep=sep, punct=punct)
+
+
+# ---------------------------------------------------------------- accumulator
+
+
+class HeadStats:
+    """Running sums of the head statistics over many sentences.
+
+    Feed sentences with `add` (one at a time) or `add_batch` (a padded batch), then
+    read `result()`. Only (L, H) sums and counters are kept. `sentences` and
+    `queries` count what was added.
+    """
+
+    def __init__(self, layers: int, heads: int) -> None:
+        if layers < 1 or heads < 1:
+            raise ValueError(f"need at least one layer and one head, got {layers}, {heads}")
+        self.layers = layers
+        self.heads = heads
+        self.sentences = 0
+        self.queries = 0
+        self._sums = np.zeros((len(STATISTICS), layers, heads), dtype=np.float64)  # (S, L, H)
+        self._log_t_sum = 0.0  # Σ over queries of log T (T = its sentence's length)
+
+    @property
+    def uniform_entropy(self) -> float:
+        """The mean entropy uniform attention would have: the pooled mean of log T."""
+        return self._log_t_sum / self.queries if self.queries else 0.0
+
+    def add(self, attentions: np.ndarray, kinds: TokenKinds) -> None:
+        """Add one sentence: attentions (L, H, T, T), rows are queries summing to 1."""
+        values = np.asarray(attentions)
+        if values.ndim != 4:
+            raise ValueError(f"attentions must be (L, H, T, T), got shape {values.shape}")
+        self.add_batch(values[:, None], [values.shape[-1]], [kinds])  # (L, 1, H, T, T)
+
+    def add_batch(
+        self, attentions: np.ndarray, lengths: Sequence[int], kinds: Sequence[TokenKinds]
+    ) -> None:
+        """Add a padded batch: attentions (L, B, H, Tmax, Tmax).
+
+        Sentence b is real in its first `lengths[b]` rows and columns; padding keys
+        must carry weight 0 (padding query rows are ignored, whatever they hold).
+        Vectorised over the batch and the heads; loops over layers only, which bounds
+        the temporaries to one layer's array.
+        """
+        values = np.asarray(attentions)  # (L, B, H, Tmax, Tmax)
+        self._check_batch(values, lengths, kinds)
+        L, B, _, Tmax, _ = values.shape
+        if B == 0:
+            return
+        real = np.arange(Tmax)[None, :] < np.asarray(lengths)[:, None]  # (B, Tmax) bool
+        key_kinds = np.zeros((B, Tmax, 3), dtype=values.dtype)  # (B, Tmax, 3): cls, sep, punct
+        for b, (n, kind) in enumerate(zip(lengths, kinds, strict=True)):
+            key_kinds[b, :n] = np.stack([kind.cls, kind.sep, kind.punct], axis=-1)
+        q_real = real[:, None, :]  # (B, 1, Tmax) for (B, H, Tmax) rows
+
+        for layer in range(L):
+            A = values[layer]  # (B, H, Tmax, Tmax)
+            positive = A > 0
+            plogp = np.where(positive, A * np.log(np.where(positive, A, 1)), 0)  # (B, H, T, T)
+            entropy = -plogp.sum(axis=-1)  # (B, H, Tmax)
+            kinds_to = A @ key_kinds[:, None]  # (B, H, Tmax, 3): weight on cls, sep, punct
+            diag = np.diagonal(A, axis1=-2, axis2=-1)  # (B, H, Tmax): A[q, q]
+            prev = np.diagonal(A, offset=-1, axis1=-2, axis2=-1)  # (B, H, Tmax-1): A[q, q-1]
+            nxt = np.diagonal(A, offset=1, axis1=-2, axis2=-1)  # (B, H, Tmax-1): A[q, q+1]
+            per_query = {
+                "entropy": (entropy, q_real),
+                "cls": (kinds_to[..., 0], q_real),
+                "sep": (kinds_to[..., 1], q_real),
+                "punct": (kinds_to[..., 2], q_real),
+                "self": (diag, q_real),
+                "prev": (prev, q_real[..., 1:]),  # query q >= 1 real (key q-1 then is)
+                "next": (nxt, q_real[..., 1:]),  # key q+1 real (query q then is)
+            }
+            for s, name in enumerate(STATISTICS):
+                rows, keep = per_query[name]
+                kept = np.where(keep, rows, 0)  # padding queries dropped, even NaN ones
+                self._sums[s, layer] += np.sum(kept, axis=(0, 2), dtype=np.float64)
+        self.sentences += B
+        self.queries += int(sum(lengths))
+        self._log_t_sum += float(sum(n * math.log(n) for n in lengths))
+
+    def _check_batch(
+        self, values: np.ndarray, lengths: Sequence[int], kinds: Sequence[TokenKinds]
+    ) -> None:
+        if values.ndim != 5 or values.shape[3] != values.shape[4]:
+            raise ValueError(f"attentions must be (L, B, H, T, T), got shape {values.shape}")
+        L, B, H, Tmax, _ = values.shape
+        if (self.layers, self.heads) != (L, H):
+            raise ValueError(
+                f"attentions have {L} layers and {H} heads, the statistics {self.layers} "
+                f"and {self.heads}"
+            )
+        if len(lengths) != B or len(kinds) != B:
+            raise ValueError(f"{B} sentences but {len(lengths)} lengths and {len(kinds)} kinds")
+        for n, kind in zip(lengths, kinds, strict=True):
+            if not 1 <= n <= Tmax:
+                raise ValueError(f"sentence length {n} is outside 1..{Tmax}")
+            if len(kind) != n:
+                raise ValueError(f"token kinds for {len(kind)} pieces, sentence has {n}")
+
+    def means(self) -> np.ndarray:
+        """The pooled means, float64 (S, L, H) in the order of STATISTICS."""
+        if not self.queries:
+            raise AttnvizError(
+                "head statistics need at least one sentence, and none was added: "
+                "give a text with at least one non-empty line"
+            )
+        return self._sums / self.queries
+
+    def result(self) -> list[HeadRecord]:
+        """One record per head, in layer, head order, each with its label."""
+        means = self.means()  # (S, L, H)
+        reference = self.uniform_entropy
+        records: list[HeadRecord] = []
+        for layer in range(self.layers):
+            for head in range(self.heads):
+                values = {name: float(means[s, layer, head]) for s, name in enumerate(STATISTICS)}
+                records.append(
+                    HeadRecord(
+                        layer=layer,
+                        head=head,
+                        entropy=values["entropy"],
+                        cls=values["cls"],
+                        sep=values["sep"],
+                        punct=values["punct"],
+                        self=values["self"],
+                        prev=values["prev"],
+                        next=values["next"],
+                        label=label_for(values, reference),
+                    )
+                )
+        return records
+
+
+# ---------------------------------------------------------------- labels and sorting
+
+
+def label_for(values: dict[str, float], uniform_entropy: float) -> str:
+    """The head's label from its statistics (see DOMINANT_SHARE and BROAD_FRACTION)."""
+    best: tuple[float, str] | None = None
+    for key, label in _PATTERNS:
+        share = values[key]
+        if share > DOMINANT_SHARE and (best is None or share > best[0]):
+            best = (share, label)
+    if best is not None:
+        return best[1]
+    if uniform_entropy > 0 and values["entropy"] >= BROAD_FRACTION * uniform_entropy:
+        return BROAD
+    return MIXED
+
+
+def sort_records(
+    records: Iterable[HeadRecord], column: str, top: int | None = None
+) -> list[HeadRecord]:
+    """Records ordered by `column`, the first `top` of them (None: all).
+
+    "layer" keeps layer, head order. Shares sort descending (the heads that attend
+    most to that kind of token first). Entropy sorts ascending: the most focused
+    heads first, the broadest last. Ties keep layer, head order.
+    """
+    if column not in SORT_COLUMNS:
+        raise BadInput(f"cannot sort by {column!r}: use one of {', '.join(SORT_COLUMNS)}")
+    if top is not None and (isinstance(top, bool) or top < 1):
+        raise BadInput(f"--top must be at least 1, got {top}")
+    ordered = sorted(records, key=lambda r: (r["layer"], r["head"]))
+    if column == "entropy":
+        ordered.sort(key=lambda r: r["entropy"])
+    elif column != "layer":
+        ordered.sort(key=lambda r: r[column], reverse=True)  # type: ignore[literal-required]
+    return ordered if top is None else ordered[:top]
