@@ -56,6 +56,23 @@ class Mask(str, Enum):
     causal = "causal"
 
 
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class SortColumn(str, Enum):
+    layer = "layer"
+    entropy = "entropy"
+    cls = "cls"
+    sep = "sep"
+    punct = "punct"
+    self_ = "self"
+    prev = "prev"
+    next_ = "next"
+
+
 class View(str, Enum):
     show = "show"
     heads = "heads"
@@ -499,6 +516,121 @@ def rollout(
             as_json=as_json,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    texts: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Sentences. Omitted: --file, else lines from a pipe, else the sample sentences.",
+            show_default=False,
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", help="A UTF-8 text file, one sentence a line ('-' for stdin)."
+        ),
+    ] = None,
+    sort: Annotated[
+        SortColumn, typer.Option("--sort", help="Order heads by this column.")
+    ] = SortColumn.layer,
+    top: Annotated[
+        int | None, typer.Option("--top", help="Show only the first N heads.", min=1)
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of per-head records.")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    truncate: TruncateOpt = False,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="Sentences per padded batch.", min=1)
+    ] = 32,
+    device: Annotated[
+        Device,
+        typer.Option("--device", help="Where batches run; auto takes CUDA when present."),
+    ] = Device.auto,
+    threads: Annotated[
+        int | None,
+        typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
+    ] = None,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
+
+    For every layer and head: mean attention entropy (nats) and the mean weight on [CLS],
+    [SEP], punctuation, the token itself, the previous and the next token, over every
+    query position of every sentence; each head is labelled by its dominant pattern
+    (a share above 0.5, e.g. "previous-token"; else "broad" or "mixed").
+
+    [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
+    """
+    with _errors(debug):
+        from attnviz import commands
+
+        if annotate:
+            raise BadInput("--annotate does not apply to the statistics figure: drop it")
+        commands.stats(
+            _console(),
+            _corpus(texts, file),
+            model=model,
+            truncate=truncate,
+            sort=sort.value,
+            top=top,
+            as_json=as_json,
+            out=out,
+            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            batching=commands.BatchOptions(batch_size, device.value, threads),
+        )
+
+
+def _corpus(texts: list[str] | None, file: Path | None) -> list[str]:
+    """The sentences: arguments and --file lines; else stdin lines; else the samples."""
+    sentences = [_utf8(t, "a sentence") for t in texts or [] if t.strip()]
+    if texts and not sentences:
+        raise BadInput("the sentences are empty: pass some text, or use --file")
+    if file is not None:
+        sentences += _lines(file)
+    elif not texts:
+        if _stdin_is_data():
+            sentences = _lines(Path("-"))
+        else:
+            from attnviz.samples import sample_sentences
+
+            sentences = sample_sentences()
+    return sentences
+
+
+def _lines(file: Path) -> list[str]:
+    """The non-blank lines of a UTF-8 file ('-' is stdin)."""
+    name = "standard input" if str(file) == "-" else str(file)
+    try:
+        data = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise _not_utf8(name) from None
+    except FileNotFoundError:
+        raise BadInput(f"cannot read {name}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"cannot read {name}: it is a folder; give a text file") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {name}: {exc.strerror or exc}") from None
+    lines = [line.strip() for line in data.splitlines() if line.strip()]
+    if not lines:
+        raise BadInput(f"{name} has no sentences: write one sentence a line")
+    return [_utf8(line, name) for line in lines]
 
 
 @app.command()
