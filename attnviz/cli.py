@@ -466,6 +466,77 @@ def model_view(
         )
 
 
+class Lang(str, Enum):
+    en = "en"
+    pt = "pt"
+
+
+@app.command()
+def explain(
+    text: TextArg = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            "-t",
+            help="The query: a word of the text, any case (ele#2 for its second occurrence).",
+            show_default=False,
+        ),
+    ] = None,
+    index: Annotated[
+        int | None,
+        typer.Option(
+            "--index",
+            "-i",
+            help="The query as a piece index, as 'attnviz tokens' numbers them.",
+            show_default=False,
+        ),
+    ] = None,
+    layer: LayerOpt = -1,
+    head: Annotated[int, typer.Option("--head", help="Head, 0-based; negative from the end.")] = 0,
+    lang: Annotated[
+        Lang | None,
+        typer.Option(
+            "--lang",
+            help="Language of the explanation. Default: pt when $LANG starts with pt, else en.",
+            show_default=False,
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """How one token's attention is computed, step by step, on the real weights.
+
+    Embeddings, Q/K/V projections, the split into heads, scores q·k, the 1/√d_k scale,
+    the mask, softmax, the weighted sum of values (with each key's contribution norm,
+    Kobayashi et al. 2020), the join of heads and the output projection.
+
+    [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
+    conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
+    """
+    with _errors(debug):
+        from attnviz import commands
+        from attnviz.i18n import default_lang
+
+        if (token is None) == (index is None):
+            raise BadInput(
+                "say which token to explain: pass --token WORD or --index N (not both); "
+                "'attnviz tokens TEXT' lists them"
+            )
+        commands.explain(
+            _console(),
+            _source(text, model, truncate, pair, mask),
+            token=token,
+            index=index,
+            layer=layer,
+            head=head,
+            lang=lang.value if lang is not None else default_lang(),
+        )
+
+
 @app.command()
 def rollout(
     ctx: typer.Context,

@@ -299,6 +299,34 @@ def model_view(
         print(f"wrote {out}", file=sys.stderr)
 
 
+def explain(
+    console: Console,
+    source: Source,
+    *,
+    token: str | None,
+    index: int | None,
+    layer: int,
+    head: int,
+    lang: str,
+) -> None:
+    """One query's attention, step by step, on the model's own numbers."""
+    from attnviz.explain import explain as explain_query
+    from attnviz.explain import find_query
+    from attnviz.i18n import check_lang
+
+    lang = check_lang(lang)
+    prepared = _prepare(source)
+    choice = find_query(prepared.pieces, token=token, index=index, lang=lang)
+    resolve_index(layer, prepared.num_layers, "layer")
+    resolve_index(head, prepared.num_heads, "head")
+    explanation = explain_query(
+        prepared, layer=layer, head=head, query=choice.index, causal=source.causal
+    )
+    from attnviz.render.explain import ExplanationView
+
+    console.print(ExplanationView(explanation, lang))
+
+
 def rollout(
     console: Console,
     source: Source,
