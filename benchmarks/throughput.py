@@ -132,7 +132,10 @@ def measure(count: int, tokens: int, batch_size: int, threads: int, rounds: int)
     torch.set_num_threads(threads)
     corpus = corpus_of(count, tokens)
     gflop = work_gflop(corpus)
-    runners = {"attnviz": ours(corpus, batch_size), "transformers": transformers_eager(corpus, batch_size)}
+    runners = {
+        "attnviz": ours(corpus, batch_size),
+        "transformers": transformers_eager(corpus, batch_size),
+    }
     for run in runners.values():
         run()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in runners}
