@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from attnviz import __version__
 from attnviz.errors import AttnvizError, BadInput
@@ -27,7 +28,35 @@ if TYPE_CHECKING:
 
     from attnviz.commands import ImageOptions, Source
 
+
+class _OneLineUsageErrors(TyperGroup):
+    """Usage errors (an unknown option, a bad choice, a missing value) as one line on stderr.
+
+    Typer would draw a multi-line box with the usage; attnviz keeps every error to one
+    line that names the problem and where to look, with exit code 2.
+    """
+
+    def main(  # type: ignore[override]
+        self, args: Any = None, prog_name: str | None = None, **kwargs: Any
+    ) -> Any:
+        if not kwargs.pop("standalone_mode", True):
+            return super().main(args, prog_name, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **kwargs)
+        except typer.TyperException as exc:  # click's UsageError and BadParameter
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            typer.echo(f"Error: {_one_line(message)}{where}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     name="attnviz",
     help=(
         "Look inside transformer attention: heatmaps of a real BERT's attention weights, "

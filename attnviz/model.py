@@ -1,12 +1,17 @@
-"""A BERT encoder written from scratch, built on one multi-head attention.
+"""A BERT-family encoder written from scratch, built on one multi-head attention.
 
 The attention follows the steps of the lesson, each a visible line: project the
 queries, keys and values; split them into heads; score every query against every
 key with a dot product; divide by sqrt(d_k); hide masked keys; softmax; take the
 weighted sum of the values; join the heads; apply the output projection.
 
+The BERT family differs only around that attention: RoBERTa and XLM-RoBERTa
+number positions after the padding index, DistilBERT has no token types,
+ELECTRA and ALBERT embed in a narrower width E and project up to C, and ALBERT
+runs one layer's weights L times. `EncoderConfig` names each difference.
+
 Names used throughout: B batch, T tokens, C embedding width (hidden size),
-nh heads, hs head size (C // nh), L layers.
+E embedding table width, nh heads, hs head size (C // nh), L layers.
 """
 
 from __future__ import annotations
@@ -23,21 +28,33 @@ from torch import nn
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """The shape of a BERT encoder; everything the modules below need."""
+    """The shape of a BERT-family encoder; everything the modules below need.
+
+    The defaults are BERT's; each later field is one way a family departs from it.
+    """
 
     vocab_size: int
     hidden_size: int
     num_layers: int
     num_heads: int
     intermediate_size: int
-    max_positions: int
-    type_vocab_size: int = 2
+    max_positions: int  # rows of the position table
+    type_vocab_size: int = 2  # 0: no token type table (DistilBERT)
     layer_norm_eps: float = 1e-12
     hidden_act: str = "gelu"
+    embedding_size: int | None = None  # E when the tables are narrower than C (ELECTRA, ALBERT)
+    project_embeddings: bool = False  # a Linear E -> C after the embedding LayerNorm
+    pad_position: int | None = None  # RoBERTa: real tokens sit at pad + 1, pad + 2, ...
+    shared_layers: bool = False  # ALBERT: one layer's weights in every one of the L slots
 
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """E, the width of the embedding tables (C unless the family factorises them)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
 
 def _quick_gelu(x: torch.Tensor) -> torch.Tensor:
@@ -108,21 +125,35 @@ class MultiHeadAttention(nn.Module):
 
 
 class Embeddings(nn.Module):
-    """Word + position + token type embeddings, then LayerNorm."""
+    """Word + position (+ token type) embeddings, LayerNorm, then (ELECTRA, ALBERT) E -> C."""
 
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
-        self.word = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.position = nn.Embedding(cfg.max_positions, cfg.hidden_size)
-        self.token_type = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
-        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        E = cfg.embedding_width
+        self.pad_position = cfg.pad_position
+        self.word = nn.Embedding(cfg.vocab_size, E)
+        self.position = nn.Embedding(cfg.max_positions, E)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, E) if cfg.type_vocab_size else None
+        self.norm = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        self.project = nn.Linear(E, cfg.hidden_size) if cfg.project_embeddings else None
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        T = input_ids.shape[1]
-        positions = torch.arange(T, device=input_ids.device)  # (T,)
-        x = self.word(input_ids) + self.token_type(token_type_ids)  # (B, T, C)
-        x = x + self.position(positions)  # (B, T, C) + (T, C)
-        return self.norm(x)
+    def positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Each piece's row in the position table: (1, T) counting from 0, or (B, T) RoBERTa's."""
+        if self.pad_position is None:
+            return torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
+        real = (input_ids != self.pad_position).long()  # (B, T): 1 for a real token
+        # RoBERTa (after fairseq): real tokens count from pad + 1, padding stays at pad.
+        return real.cumsum(dim=1) * real + self.pad_position  # (B, T)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        x = self.word(input_ids)  # (B, T, E)
+        if self.token_type is not None:
+            if token_type_ids is None or self.token_type.num_embeddings == 1:
+                token_type_ids = torch.zeros_like(input_ids)  # one segment: every piece is type 0
+            x = x + self.token_type(token_type_ids)  # (B, T, E)
+        x = x + self.position(self.positions(input_ids))  # (B, T, E) + (1 or B, T, E)
+        x = self.norm(x)  # (B, T, E)
+        return self.project(x) if self.project is not None else x  # (B, T, C)
 
 
 class EncoderLayer(nn.Module):
@@ -171,13 +202,20 @@ class EncoderOutput(NamedTuple):
 
 
 class Encoder(nn.Module):
-    """A BERT encoder that returns its last hidden states and every attention weight."""
+    """A BERT-family encoder that returns its last hidden states and every attention weight.
+
+    With `shared_layers` (ALBERT) the same `EncoderLayer` object fills all L slots.
+    """
 
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
         self.config = cfg
         self.embeddings = Embeddings(cfg)
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
+        if cfg.shared_layers:
+            shared = EncoderLayer(cfg)
+            self.layers = nn.ModuleList([shared] * cfg.num_layers)
+        else:
+            self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
 
     def forward(
         self,
@@ -188,10 +226,10 @@ class Encoder(nn.Module):
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
 
-        `causal` hides every later key from each query, a what-if the real model never does.
+        `token_type_ids` (B, T) default to 0; a family with one segment (RoBERTa) or none
+        (DistilBERT) ignores them. `causal` hides every later key from each query, a
+        what-if the real model never does.
         """
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
         weights, inputs = [], []

@@ -2,8 +2,18 @@
 
 The `tokenizers` library reads a model's `tokenizer.json` without importing
 transformers; only a model without that file falls back to transformers'
-AutoTokenizer (whose fast tokenizer wraps the same object). Labels are cut from
-the original text, so an uncased model still shows `João`, not `joao`.
+AutoTokenizer (whose fast tokenizer wraps the same object).
+
+Labels are cut from the original text, so an uncased model still shows `João`,
+not `joao`, whatever the tokenizer. The three kinds mark words differently:
+WordPiece (BERT, DistilBERT, ELECTRA) marks a piece that continues a word with
+`##`; byte-level BPE (RoBERTa) and sentencepiece (XLM-RoBERTa, ALBERT) instead
+mark a piece that starts a word with `Ġ` or `▁`. Labels use one convention for
+all: a piece that starts a word shows its text bare, a piece that continues a
+word already begun shows `##` and its text (`un`, `##believ`, `##able`). A piece
+that is only the word-start mark (a lone `Ġ` or `▁`, carrying the space before a
+word) is shown as `▁`. Special tokens (`[CLS]`, `<s>`, `</s>`) show their names;
+the byte-level pieces of one character (an emoji split over bytes) each show it.
 """
 
 from __future__ import annotations
@@ -16,6 +26,14 @@ from attnviz.errors import AttnvizError, BadInput
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
+
+
+# Tokenizer files other than tokenizer.json that transformers can build a fast tokenizer from:
+# WordPiece, byte-level BPE (with merges.txt), XLM-RoBERTa's and ALBERT's sentencepiece models.
+TOKENIZER_FILES = ("vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
+CONTINUES = "##"  # the mark on a label whose piece continues a word
+SPACE = "▁"  # the label of a piece that is only a word-start mark
+_WORD_START_MARKS = "Ġ▁"  # byte-level BPE's and sentencepiece's marks in the vocabulary
 
 
 @dataclass(frozen=True)
@@ -42,7 +60,7 @@ class Pieces:
     labels: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "labels", [self._label(i) for i in range(len(self.tokens))])
+        object.__setattr__(self, "labels", self._labels())
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -51,12 +69,33 @@ class Pieces:
         """The original text that piece `i` came from."""
         return self.pair if self.sequence_ids[i] == 1 and self.pair is not None else self.text
 
-    def _label(self, i: int) -> str:
-        start, end = self.offsets[i]
-        original = self.source(i)[start:end] if self.sequence_ids[i] is not None else ""
-        if not original:
-            return self.tokens[i]
-        return "##" + original if self.tokens[i].startswith("##") else original
+    def _labels(self) -> list[str]:
+        """Each piece's text from the original, `##` on pieces that continue a word."""
+        labels: list[str] = []
+        begun: set[tuple[int | None, int]] = set()  # words whose text a piece has shown
+        for i, token in enumerate(self.tokens):
+            seq, word = self.sequence_ids[i], self.word_ids[i]
+            if seq is None:  # a special token
+                labels.append(token)
+                continue
+            if token and not token.strip(_WORD_START_MARKS):  # only the space before a word
+                labels.append(SPACE)
+                continue
+            start, end = self.offsets[i]
+            original = self.source(i)[start:end].strip()  # sentencepiece spans may hold the space
+            if not original:
+                labels.append(token)
+                continue
+            if token.startswith(CONTINUES):  # WordPiece marks continuations itself
+                continues = True
+            elif token.startswith(tuple(_WORD_START_MARKS)):  # BPE / sentencepiece word start
+                continues = False
+            else:
+                continues = word is not None and (seq, word) in begun
+            labels.append(CONTINUES + original if continues else original)
+            if word is not None:
+                begun.add((seq, word))
+        return labels
 
     def words(self) -> list[Word]:
         """Pieces grouped into words; each special token is a word of its own."""
@@ -75,17 +114,17 @@ class Pieces:
         first, last = pieces[0], pieces[-1]
         if self.word_ids[first] is None:
             return self.labels[first]
-        text = self.source(first)[self.offsets[first][0] : self.offsets[last][1]]
+        text = self.source(first)[self.offsets[first][0] : self.offsets[last][1]].strip()
         return text or self.labels[first]
 
 
 def load_tokenizer(folder: Path) -> Tokenizer:
     """The model's fast tokenizer, with its own padding and truncation switched off."""
     path = folder / "tokenizer.json"
-    if not path.is_file() and not (folder / "vocab.txt").is_file():
+    if not path.is_file() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise AttnvizError(
-            f"{folder} has no tokenizer.json or vocab.txt: copy the tokenizer files that came "
-            "with the checkpoint next to its config.json"
+            f"{folder} has no tokenizer.json or vocab.txt (nor vocab.json or a sentencepiece "
+            "model): copy the tokenizer files that came with the checkpoint next to its config.json"
         )
     try:
         if path.is_file():
@@ -99,7 +138,7 @@ def load_tokenizer(folder: Path) -> Tokenizer:
     except Exception as exc:
         raise AttnvizError(
             f"cannot read the tokenizer in {folder} ({str(exc)[:120]}): the model folder needs "
-            "tokenizer.json or vocab.txt"
+            "tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a sentencepiece model)"
         ) from exc
     tokenizer.no_padding()  # never pad a single sentence
     tokenizer.no_truncation()  # the model's position limit applies, not the tokenizer's

@@ -1,4 +1,4 @@
-"""Shared fixtures: the embedded model, and tiny random BERT checkpoints written here.
+"""Shared fixtures: the embedded model, and tiny random BERT-family checkpoints written here.
 
 Nothing downloads: the Hub is switched off for the whole session, and tiny
 checkpoints are written with transformers into temporary folders.
@@ -116,6 +116,200 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) -
             "special_tokens_map.json",
         ):
             shutil.copy(embedded_folder / name, folder / name)
+        made[key] = folder
+        return folder
+
+    return make
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiny checkpoints of every family attnviz computes, with real tokenizer files built here.
+
+FAMILY_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert")
+TOKENIZER_CORPUS = [
+    *SENTENCES,
+    "The quick brown fox jumps over the lazy dog, unbelievably.",
+    "Eles estavam juntos no banco; o trem não estava cheio.",
+    "Unbelievable things happen when the bank refuses a loan.",
+]
+
+
+def _byte_level_bpe(folder: Path) -> int:
+    """A RoBERTa tokenizer (byte-level BPE, `Ġ` marks word starts) trained on a few sentences."""
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import RobertaTokenizer
+
+    special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's order: pad is 1
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte: nothing is unknown
+        show_progress=False,
+    )
+    bpe.train_from_iterator(TOKENIZER_CORPUS, trainer)
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    tokenizer = RobertaTokenizer(vocab=model["vocab"], merges=merges)
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer)
+
+
+def _unigram(folder: Path, family: str) -> int:
+    """A sentencepiece-style Unigram tokenizer (`▁` marks word starts), XLM-R's or ALBERT's."""
+    import json
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import AlbertTokenizer, XLMRobertaTokenizer
+
+    if family == "albert":  # ALBERT's order (unk is 1) and its lowercasing normalizer
+        special = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    else:  # XLM-RoBERTa's order (pad is 1, unk is 3)
+        special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    unigram = Tokenizer(models.Unigram())
+    if family == "albert":
+        unigram.normalizer = normalizers.Sequence(
+            [normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase()]
+        )
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(
+        vocab_size=180, special_tokens=special, unk_token="<unk>", show_progress=False
+    )
+    unigram.train_from_iterator(TOKENIZER_CORPUS, trainer)
+    vocab = [tuple(v) for v in json.loads(unigram.to_str())["model"]["vocab"]]
+    cls = AlbertTokenizer if family == "albert" else XLMRobertaTokenizer
+    tokenizer = cls(vocab=vocab)
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer)
+
+
+def _wordpiece(folder: Path, embedded_folder: Path) -> int:
+    """The embedded model's WordPiece tokenizer (BERT, DistilBERT and ELECTRA use WordPiece)."""
+    for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(embedded_folder / name, folder / name)
+    return 30522
+
+
+_CLASSES = {
+    "bert": (
+        "Bert",
+        {"model": "Model", "mlm": "ForMaskedLM", "classifier": "ForSequenceClassification"},
+    ),
+    "roberta": (
+        "Roberta",
+        {"model": "Model", "mlm": "ForMaskedLM", "classifier": "ForSequenceClassification"},
+    ),
+    "xlm-roberta": (
+        "XLMRoberta",
+        {"model": "Model", "mlm": "ForMaskedLM", "classifier": "ForSequenceClassification"},
+    ),
+    "distilbert": (
+        "DistilBert",
+        {"model": "Model", "mlm": "ForMaskedLM", "classifier": "ForSequenceClassification"},
+    ),
+    "electra": (
+        "Electra",
+        {
+            "model": "Model",
+            "mlm": "ForMaskedLM",
+            "classifier": "ForSequenceClassification",
+            "pretraining": "ForPreTraining",
+        },
+    ),
+    "albert": (
+        "Albert",
+        {
+            "model": "Model",
+            "mlm": "ForMaskedLM",
+            "classifier": "ForSequenceClassification",
+            "pretraining": "ForPreTraining",
+        },
+    ),
+}
+
+
+def _settings(family: str, vocab: int) -> dict:
+    """A tiny shape: 2 layers, 4 heads, hidden 32; ELECTRA and ALBERT embed in 16.
+
+    Weights are drawn 10x wider than transformers' default (std 0.2, not 0.02) so that
+    attention is far from uniform: a wrong position or token type would show.
+    """
+    if family == "distilbert":
+        return dict(
+            vocab_size=vocab,
+            dim=32,
+            n_layers=2,
+            n_heads=4,
+            hidden_dim=48,
+            max_position_embeddings=64,
+            initializer_range=0.2,
+        )
+    settings = dict(
+        vocab_size=vocab,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
+    if family in ("roberta", "xlm-roberta"):
+        settings.update(type_vocab_size=1, pad_token_id=1)
+    if family in ("electra", "albert"):
+        settings.update(embedding_size=16)
+    if family == "albert":
+        settings.update(pad_token_id=0, hidden_act="gelu_new")
+    return settings
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) -> TinyFactory:
+    """Write a tiny random checkpoint of `family` (a model_type in FAMILY_TYPES); return its folder.
+
+    `arch` is the transformers class saved: "model" (the bare encoder, e.g. RobertaModel),
+    "mlm", "classifier", or for ELECTRA and ALBERT "pretraining" (keys under the family's
+    prefix, heads beside them). `fmt` is "safetensors" (transformers' own save) or "bin"
+    (a plain `torch.save(state_dict)`); `dtype` ("float16", "bfloat16") stores the weights
+    in that precision. Other keywords override the config. RoBERTa gets a byte-level BPE
+    tokenizer, XLM-RoBERTa and ALBERT sentencepiece-style Unigram ones, trained here; the
+    WordPiece families reuse the embedded model's.
+    """
+    import torch
+    import transformers
+
+    made: dict[tuple, Path] = {}
+
+    def make(
+        family: str,
+        fmt: str = "safetensors",
+        arch: str = "model",
+        dtype: str | None = None,
+        **overrides,
+    ) -> Path:
+        key = (family, fmt, arch, dtype, tuple(sorted(overrides.items())))
+        if key in made:
+            return made[key]
+        folder = tmp_path_factory.mktemp(f"tiny-{family}")
+        if family in ("xlm-roberta", "albert"):
+            vocab = _unigram(folder, family)
+        elif family == "roberta":
+            vocab = _byte_level_bpe(folder)
+        else:
+            vocab = _wordpiece(folder, embedded_folder)
+        stem, archs = _CLASSES[family]
+        config = getattr(transformers, f"{stem}Config")(**{**_settings(family, vocab), **overrides})
+        torch.manual_seed(0)
+        model = getattr(transformers, stem + archs[arch])(config).eval()
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype))
+        if fmt == "safetensors":
+            model.save_pretrained(folder)
+        else:
+            config.save_pretrained(folder)
+            torch.save(model.state_dict(), folder / "pytorch_model.bin")
         made[key] = folder
         return folder
 

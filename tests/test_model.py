@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.model import MultiHeadAttention
+from attnviz.model import Embeddings, Encoder, EncoderConfig, MultiHeadAttention
 
 B, T, C, NH = 2, 7, 24, 4
 
@@ -92,3 +92,60 @@ def test_rows_sum_to_one_and_hidden_rows_are_zero_not_nan() -> None:
 def test_rejects_width_not_divisible_by_heads() -> None:
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_hidden_rows_are_zero_not_nan_in_half_precision(dtype: torch.dtype) -> None:
+    ours, _ = _pair()
+    ours = ours.to(dtype)
+    x = torch.randn(1, T, C, dtype=dtype)
+    mask = torch.zeros(1, 1, T, T, dtype=torch.bool)
+    mask[..., 4, :] = True  # query 4 may see nothing
+    out, weights = ours(x, x, x, mask=mask)
+    assert weights.dtype == dtype
+    assert not torch.isnan(weights).any() and not torch.isnan(out).any()
+    assert torch.all(weights[..., 4, :] == 0)
+
+
+def _config(**changes: object) -> EncoderConfig:
+    settings: dict = dict(
+        vocab_size=10,
+        hidden_size=8,
+        num_layers=3,
+        num_heads=2,
+        intermediate_size=12,
+        max_positions=16,
+    )
+    return EncoderConfig(**{**settings, **changes})
+
+
+def test_roberta_positions_count_after_the_padding_index() -> None:
+    from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
+
+    ids = torch.tensor([[0, 5, 6, 2, 1, 1], [0, 7, 2, 1, 1, 1]])  # (2, 6), right-padded with 1
+    ours = Embeddings(_config(pad_position=1)).positions(ids)
+    theirs = RobertaEmbeddings.create_position_ids_from_input_ids(ids, padding_idx=1)
+    assert ours.tolist() == theirs.tolist() == [[2, 3, 4, 5, 1, 1], [2, 3, 4, 1, 1, 1]]
+    assert Embeddings(_config()).positions(ids).tolist() == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_factorised_embeddings_project_up_and_shared_layers_fill_every_slot() -> None:
+    encoder = Encoder(_config(embedding_size=4, project_embeddings=True, shared_layers=True))
+    assert encoder.embeddings.word.weight.shape == (10, 4)  # (vocab, E)
+    assert all(layer is encoder.layers[0] for layer in encoder.layers)
+    out = encoder(torch.tensor([[1, 2, 3]]))
+    assert out.attentions.shape == (3, 1, 2, 3, 3) and out.layer_inputs.shape == (3, 1, 3, 8)
+    own = sum(p.numel() for p in encoder.layers[0].parameters())
+    assert sum(p.numel() for p in encoder.parameters()) == own + sum(
+        p.numel() for p in encoder.embeddings.parameters()
+    )
+
+
+def test_without_token_types_the_type_ids_are_ignored() -> None:
+    encoder = Encoder(_config(type_vocab_size=0)).eval()
+    assert encoder.embeddings.token_type is None
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        plain = encoder(ids).attentions
+        typed = encoder(ids, torch.tensor([[0, 0, 1, 1]])).attentions
+    assert torch.equal(plain, typed)

@@ -15,7 +15,7 @@ from transformers import BertModel
 from attnviz.pipeline import analyse
 from attnviz.tokenize import load_tokenizer, tokenize
 from attnviz.weights import load_encoder
-from tests.conftest import SENTENCES, TinyFactory
+from tests.conftest import FAMILY_TYPES, SENTENCES, TinyFactory
 
 TOLERANCE = 1e-5
 
@@ -122,3 +122,26 @@ def test_tiny_checkpoints_match_transformers(tiny_bert: TinyFactory, variant: di
         ref = reference(torch.tensor([analysis.pieces.ids]), output_attentions=True)
     diff = _max_diff(torch.from_numpy(analysis.attentions)[:, None], ref.attentions)
     assert diff <= TOLERANCE
+
+
+@pytest.mark.parametrize("family", FAMILY_TYPES)
+def test_every_family_through_the_pipeline_matches_transformers(
+    tiny_model: TinyFactory, family: str
+) -> None:
+    """`analyse` on a sentence pair: tokenizer, token types and encoder of each family."""
+    from transformers import AutoModel
+
+    folder = tiny_model(family)
+    analysis = analyse(
+        "O banco negou o empréstimo.", pair="Ele estava sem fundos!", model=str(folder)
+    )
+    reference = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    ids = torch.tensor([analysis.pieces.ids])
+    types = (
+        {}
+        if family == "distilbert"
+        else {"token_type_ids": torch.tensor([analysis.pieces.type_ids])}
+    )
+    with torch.inference_mode():
+        ref = reference(ids, output_attentions=True, **types)
+    assert _max_diff(torch.from_numpy(analysis.attentions)[:, None], ref.attentions) <= TOLERANCE

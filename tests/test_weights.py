@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,7 +129,10 @@ def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"model_type": "gpt2"}, "model types: bert"),
+        (
+            {"model_type": "gpt2"},
+            "computes BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT",
+        ),
         ({"is_decoder": True}, "decoder"),
         ({"position_embedding_type": "relative_key"}, "absolute"),
         ({"hidden_act": "mish"}, "hidden_act='mish'"),
@@ -206,3 +211,28 @@ def test_unknown_local_path_and_unreachable_hub(tmp_path: Path) -> None:
 
 def test_config_check_knows_exactly_the_activations_the_encoder_computes() -> None:
     assert set(ACTIVATION_NAMES) == set(ACTIVATIONS)
+
+
+def test_describe_gives_the_embedded_models_shape_without_torch(embedded_folder: Path) -> None:
+    from attnviz.weights import ModelShape, describe
+
+    shape = describe(read_config(embedded_folder))
+    assert shape == ModelShape(
+        family="BERT",
+        layers=6,
+        heads=12,
+        hidden=384,
+        head_size=32,
+        intermediate=1536,
+        vocab=30522,
+        max_tokens=512,
+        activation="gelu",
+        embedding_size=384,
+        type_vocab_size=2,
+    )
+    probe = (
+        "import sys, pathlib; from attnviz.weights import describe, read_config; "
+        f"describe(read_config(pathlib.Path({str(embedded_folder)!r}))); "
+        "assert 'torch' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
