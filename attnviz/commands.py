@@ -478,28 +478,30 @@ def info(console: Console, model: str | None) -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
 
-    from attnviz.weights import WEIGHT_FILES, count_parameters, locate, read_config
+    from attnviz.weights import WEIGHT_FILES, count_parameters, describe, locate, read_config
 
     source = locate(model)
-    raw = read_config(source.folder)
-    layers, heads_ = raw.get("num_hidden_layers", 12), raw.get("num_attention_heads", 12)
-    hidden = raw.get("hidden_size", 768)
+    shape = describe(read_config(source.folder))
     weights = next((n for n in WEIGHT_FILES if (source.folder / n).is_file()), "none")
     rows: list[tuple[str, Any]] = [
         ("model", source.name),
-        ("family", "BERT"),
-        ("layers", layers),
-        ("heads per layer", heads_),
-        ("hidden size", hidden),
-        ("head size", hidden // heads_),
-        ("feed-forward size", raw.get("intermediate_size", 3072)),
-        ("vocabulary", raw.get("vocab_size", 30522)),
-        ("max positions", raw.get("max_position_embeddings", 512)),
-        ("activation", raw.get("hidden_act", "gelu")),
+        ("family", shape.family),
+        ("layers", shape.layers),
+        ("heads per layer", shape.heads),
+        ("hidden size", shape.hidden),
+        ("head size", shape.head_size),
+        ("feed-forward size", shape.intermediate),
+        ("vocabulary", shape.vocab),
+        ("max tokens", shape.max_tokens),
+        ("activation", shape.activation),
         ("parameters", f"{count_parameters(source.folder):,} (encoder)"),
         ("weights", weights),
         ("loaded from", f"{source.folder} ({source.origin})"),
     ]
+    if shape.embedding_size != shape.hidden:
+        rows.insert(5, ("embedding size", shape.embedding_size))
+    if shape.shared_layers:
+        rows.insert(3, ("layer weights", "one set, shared by every layer"))
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")

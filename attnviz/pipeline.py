@@ -14,7 +14,7 @@ import numpy as np
 
 from attnviz.errors import AttnvizError
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
-from attnviz.weights import ModelSource, locate, read_config
+from attnviz.weights import ModelShape, ModelSource, describe, locate, read_config
 
 if TYPE_CHECKING:
     from attnviz.model import Encoder
@@ -30,12 +30,16 @@ class Prepared:
     truncate: bool = False
 
     @property
+    def shape(self) -> ModelShape:
+        return describe(self.config)
+
+    @property
     def num_layers(self) -> int:
-        return int(self.config.get("num_hidden_layers", 12))
+        return self.shape.layers
 
     @property
     def num_heads(self) -> int:
-        return int(self.config.get("num_attention_heads", 12))
+        return self.shape.heads
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,9 @@ def prepare(
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
-    limit = int(config.get("max_position_embeddings", 512))
-    pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate)
-    vocab_size = int(config.get("vocab_size", 30522))
+    shape = describe(config)
+    pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
+    vocab_size = shape.vocab
     if max(pieces.ids) >= vocab_size:
         raise AttnvizError(
             f"the tokenizer in {source.folder} gives id {max(pieces.ids)} but the model's "
@@ -152,7 +156,7 @@ def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
-    limit = int(config.get("max_position_embeddings", 512))
+    limit = describe(config).max_tokens
     pieces = []
     for number, text in enumerate(texts, start=1):
         try:

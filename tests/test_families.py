@@ -10,9 +10,11 @@ allocated, that a pickle cannot run code, and that half-precision weights load.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModel
@@ -374,3 +376,41 @@ def test_integer_weights_are_named_not_loaded(tiny_model: TinyFactory, tmp_path:
     save_file(state, folder / "model.safetensors")
     with pytest.raises(AttnvizError, match=f"not floating point: {key} \\(int64\\)"):
         load_encoder(folder)
+
+
+@pytest.mark.parametrize(
+    ("family", "name"),
+    [
+        ("roberta", "RoBERTa"),
+        ("xlm-roberta", "XLM-RoBERTa"),
+        ("distilbert", "DistilBERT"),
+        ("electra", "ELECTRA"),
+        ("albert", "ALBERT"),
+    ],
+)
+def test_every_command_runs_on_each_family(
+    family: str, name: str, tiny_model: TinyFactory, tmp_path: Path
+) -> None:
+    """info names the family; show, stats and explain give the family's own attention."""
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+    from attnviz.pipeline import analyse
+
+    folder = str(tiny_model(family))
+    runner = CliRunner()
+
+    def ok(*args: str) -> str:
+        result = runner.invoke(app, list(args), env={"COLUMNS": "100"})
+        assert result.exit_code == 0, (args, result.stderr)
+        return result.stdout
+
+    info = ok("info", "--model", folder)
+    assert re.search(rf"family +{re.escape(name)}\b", info)
+    text = "the bank refused the loan"
+    record = json.loads(ok("show", text, "--model", folder, "--units", "tokens", "--json"))
+    expected = analyse(text, model=folder).attentions[-1].mean(axis=0)
+    np.testing.assert_allclose(record["weights"], expected, atol=1e-6)
+    assert len(json.loads(ok("stats", text, "the loan", "--model", folder, "--json"))) > 0
+    ok("explain", text, "--model", folder, "--token", "bank", "--lang", "en")
+    ok("rollout", text, "--model", folder)
