@@ -238,7 +238,7 @@ def explain(
     input_ids = torch.tensor([pieces.ids])  # (1, T)
     type_ids = torch.tensor([pieces.type_ids])  # (1, T)
     with torch.inference_mode():
-        out = encoder(input_ids, type_ids, causal=causal)
+        out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
         x = out.layer_inputs[layer, 0]  # (T, C): what this layer's attention reads
         C = x.shape[-1]
         Q = attention.split_heads(attention.q_proj(x)[None])[0]  # (nh, T, dk)

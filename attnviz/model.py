@@ -104,20 +104,25 @@ class MultiHeadAttention(nn.Module):
         keys: torch.Tensor,
         values: torch.Tensor,
         mask: torch.Tensor | None = None,
+        weights_out: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy)."""
         B, Tq, C = queries.shape
         q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
         k = self.split_heads(self.k_proj(keys))  # (B, nh, Tk, hs)
         v = self.split_heads(self.v_proj(values))  # (B, nh, Tk, hs)
 
-        scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk)
-        scores = scores / math.sqrt(self.head_size)
+        q = q / math.sqrt(self.head_size)  # the 1/sqrt(d_k) scale, on Tq·hs numbers, not Tq·Tk
+        scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
         if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
-        weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
-        if mask is not None:
+            scores.masked_fill_(mask, float("-inf"))
+        if weights_out is None:
+            weights = torch.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
+        else:
+            weights = torch.softmax(scores, dim=-1, out=weights_out)
+        if mask is not None and bool(mask.all(dim=-1).any()):
             # A query that may see no key at all gets zeros, not NaN.
-            weights = weights.nan_to_num(0.0)
+            weights.nan_to_num_(0.0)
 
         heads = weights @ v  # (B, nh, Tq, hs)
         joined = heads.transpose(1, 2).reshape(B, Tq, C)  # (B, Tq, C)
@@ -169,9 +174,12 @@ class EncoderLayer(nn.Module):
         self.activation = ACTIVATIONS[cfg.hidden_act]
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        weights_out: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, weights = self.attention(x, x, x, mask)  # (B, T, C), (B, nh, T, T)
+        attended, weights = self.attention(x, x, x, mask, weights_out)  # (B, T, C), (B, nh, T, T)
         x = self.attention_norm(x + attended)  # (B, T, C)
         hidden = self.activation(self.ff_in(x))  # (B, T, intermediate)
         x = self.ff_norm(x + self.ff_out(hidden))  # (B, T, C)
@@ -198,7 +206,7 @@ def hiding_mask(
 class EncoderOutput(NamedTuple):
     hidden_states: torch.Tensor  # (B, T, C), the last layer's output
     attentions: torch.Tensor  # (L, B, nh, T, T)
-    layer_inputs: torch.Tensor  # (L, B, T, C), what each layer's attention read
+    layer_inputs: torch.Tensor | None  # (L, B, T, C), what each layer read (keep_inputs=True)
 
 
 class Encoder(nn.Module):
@@ -223,18 +231,22 @@ class Encoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         causal: bool = False,
+        keep_inputs: bool = False,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
 
         `token_type_ids` (B, T) default to 0; a family with one segment (RoBERTa) or none
         (DistilBERT) ignores them. `causal` hides every later key from each query, a
-        what-if the real model never does.
+        what-if the real model never does. `keep_inputs` also returns what each layer read.
         """
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
-        weights, inputs = [], []
-        for layer in self.layers:
-            inputs.append(x)
-            x, w = layer(x, mask)
-            weights.append(w)
-        return EncoderOutput(x, torch.stack(weights), torch.stack(inputs))
+        B, T, _ = x.shape
+        # Each layer's softmax writes straight into its slice: no copy of T·T arrays.
+        weights = x.new_empty(len(self.layers), B, self.config.num_heads, T, T)  # (L, B, nh, T, T)
+        inputs = []
+        for i, layer in enumerate(self.layers):
+            if keep_inputs:
+                inputs.append(x)
+            x, _ = layer(x, mask, weights[i])
+        return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)

@@ -48,7 +48,7 @@ def forward(prepared: Prepared, encoder: Any) -> dict[bool, Any]:
     ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     types = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     with torch.inference_mode():
-        return {causal: encoder(ids, types, causal=causal) for causal in (False, True)}
+        return {c: encoder(ids, types, causal=c, keep_inputs=True) for c in (False, True)}
 
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ def test_factorised_embeddings_project_up_and_shared_layers_fill_every_slot() ->
     encoder = Encoder(_config(embedding_size=4, project_embeddings=True, shared_layers=True))
     assert encoder.embeddings.word.weight.shape == (10, 4)  # (vocab, E)
     assert all(layer is encoder.layers[0] for layer in encoder.layers)
-    out = encoder(torch.tensor([[1, 2, 3]]))
+    out = encoder(torch.tensor([[1, 2, 3]]), keep_inputs=True)
     assert out.attentions.shape == (3, 1, 2, 3, 3) and out.layer_inputs.shape == (3, 1, 3, 8)
     own = sum(p.numel() for p in encoder.layers[0].parameters())
     assert sum(p.numel() for p in encoder.parameters()) == own + sum(
