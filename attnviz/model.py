@@ -93,6 +93,31 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        # Set by fuse_projections(); buffers, so that .to(device) moves them too.
+        self.fused_weight: torch.Tensor | None
+        self.fused_bias: torch.Tensor | None
+        self.register_buffer("fused_weight", None, persistent=False)
+        self.register_buffer("fused_bias", None, persistent=False)
+
+    def fuse_projections(self) -> None:
+        """Keep W_Q, W_K, W_V (and biases) in one (3C, C) tensor; q_proj etc. become views of it.
+
+        Self-attention then projects with one matmul instead of three, which runs
+        faster on a CPU; the numbers are the same, and `q_proj`, `k_proj`, `v_proj`
+        still hold (views of) the model's weights for anyone who reads them.
+        """
+        if self.fused_weight is not None:
+            return  # ALBERT's shared layer sits in every slot: fuse once
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight.detach() for p in projections])  # (3C, C)
+        self.fused_weight = weight
+        for i, p in enumerate(projections):
+            p.weight = nn.Parameter(weight[i * self.embed_dim : (i + 1) * self.embed_dim])
+        if self.q_proj.bias is not None:
+            bias = torch.cat([p.bias.detach() for p in projections])  # (3C,)
+            self.fused_bias = bias
+            for i, p in enumerate(projections):
+                p.bias = nn.Parameter(bias[i * self.embed_dim : (i + 1) * self.embed_dim])
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -108,9 +133,14 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy)."""
         B, Tq, C = queries.shape
-        q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
-        k = self.split_heads(self.k_proj(keys))  # (B, nh, Tk, hs)
-        v = self.split_heads(self.v_proj(values))  # (B, nh, Tk, hs)
+        if self.fused_weight is not None and queries is keys is values:
+            qkv = F.linear(queries, self.fused_weight, self.fused_bias)  # (B, T, 3C)
+            qkv = qkv.view(B, Tq, 3, self.num_heads, self.head_size)  # (B, T, 3, nh, hs)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, nh, T, hs)
+        else:
+            q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
+            k = self.split_heads(self.k_proj(keys))  # (B, nh, Tk, hs)
+            v = self.split_heads(self.v_proj(values))  # (B, nh, Tk, hs)
 
         q = q / math.sqrt(self.head_size)  # the 1/sqrt(d_k) scale, on Tq·hs numbers, not Tq·Tk
         scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
@@ -250,3 +280,9 @@ class Encoder(nn.Module):
                 inputs.append(x)
             x, _ = layer(x, mask, weights[i])
         return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
+
+    def fuse_projections(self) -> None:
+        """One Q/K/V matmul per layer from now on (see MultiHeadAttention.fuse_projections)."""
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.fuse_projections()

@@ -711,6 +711,7 @@ def load_encoder(
         state = _fill_slots(state, cfg.num_layers)
     encoder.load_state_dict(state, strict=True, assign=True)
     encoder.eval()
+    encoder.fuse_projections()  # one Q/K/V matmul per layer
     if target != torch.float32:
         _check_computes(encoder, dtype)
     return encoder

@@ -149,3 +149,19 @@ def test_without_token_types_the_type_ids_are_ignored() -> None:
         plain = encoder(ids).attentions
         typed = encoder(ids, torch.tensor([[0, 0, 1, 1]])).attentions
     assert torch.equal(plain, typed)
+
+
+def test_fused_projections_give_the_same_attention_and_keep_the_weights() -> None:
+    """One Q/K/V matmul (the fast path) computes what three separate ones do."""
+    torch.manual_seed(0)
+    encoder = Encoder(_config()).eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]])  # (2, 5)
+    real = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])  # (2, 5)
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    separate = encoder(ids, attention_mask=real, causal=True).attentions
+    encoder.fuse_projections()
+    fused = encoder(ids, attention_mask=real, causal=True).attentions
+    torch.testing.assert_close(fused, separate, atol=1e-6, rtol=0)
+    after = encoder.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], before[k]) for k in before)
