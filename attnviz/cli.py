@@ -85,6 +85,12 @@ class Mask(str, Enum):
     causal = "causal"
 
 
+class Dtype(str, Enum):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -176,6 +182,14 @@ HeadsOpt = Annotated[
         "--heads",
         help="Only these heads, comma-separated (e.g. 0,3,5; negative counts from the end).",
         show_default=False,
+    ),
+]
+DtypeOpt = Annotated[
+    Dtype,
+    typer.Option(
+        "--dtype",
+        help="What the encoder computes in. Half-precision weights are computed in float32 "
+        "unless this asks otherwise.",
     ),
 ]
 NoCacheOpt = Annotated[
@@ -334,6 +348,7 @@ def _source(
     pair: str | None = None,
     mask: Mask = Mask.none,
     no_cache: bool = True,
+    dtype: Dtype = Dtype.float32,
 ) -> Source:
     from attnviz.cache import cache_enabled
     from attnviz.commands import Source
@@ -343,7 +358,7 @@ def _source(
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = _utf8(pair, "--pair")
     cache = cache_enabled(no_cache)
-    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal, cache)
+    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal, cache, dtype.value)
 
 
 def _head_list(heads: str | None) -> list[int] | None:
@@ -393,6 +408,7 @@ def show(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -411,7 +427,7 @@ def show(
 
         commands.show(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache),
+            _source(text, model, truncate, pair, mask, no_cache, dtype),
             layer=layer,
             head=head,
             words=units is Units.words,
@@ -434,6 +450,7 @@ def heads(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -450,7 +467,7 @@ def heads(
 
         commands.heads(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache),
+            _source(text, model, truncate, pair, mask, no_cache, dtype),
             layer=layer,
             words=units is Units.words,
             out=out,
@@ -471,6 +488,7 @@ def model_view(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -487,7 +505,7 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache),
+            _source(text, model, truncate, pair, mask, no_cache, dtype),
             words=units is Units.words,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -588,6 +606,7 @@ def rollout(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -608,7 +627,7 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache),
+            _source(text, model, truncate, pair, mask, no_cache, dtype),
             upto=upto,
             words=units is Units.words,
             top=top,
@@ -662,6 +681,7 @@ def stats(
         int | None,
         typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
     ] = None,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -693,7 +713,7 @@ def stats(
             as_json=as_json,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            batching=commands.BatchOptions(batch_size, device.value, threads),
+            batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
         )
 
 
@@ -785,6 +805,7 @@ def export(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -803,7 +824,7 @@ def export(
         from attnviz import commands
 
         commands.export(
-            _source(text, model, truncate, pair, mask, no_cache),
+            _source(text, model, truncate, pair, mask, no_cache, dtype),
             out=out,
             view=view.value,
             layer=layer,

@@ -44,6 +44,7 @@ class Source:
     pair: str | None = None
     causal: bool = False
     cache: bool = False  # read and write the attention cache
+    dtype: str = "float32"  # what the encoder computes in
 
 
 DPI_RANGE = (10, 1200)
@@ -100,6 +101,8 @@ class _Run:
     def model(self) -> str:
         """The model's name for titles, marked when a what-if mask changed it."""
         name = self.analysis.model.name
+        if self.analysis.dtype != "float32":
+            name += f" (in {self.analysis.dtype})"
         return f"{name} (modified: causal mask)" if self.analysis.causal else name
 
     def in_units(self, matrix: np.ndarray, words: bool) -> tuple[np.ndarray, list[str]]:
@@ -162,7 +165,7 @@ def _run(
     resolved_layer = resolve_index(layer, prepared.num_layers, "layer")
     resolved_head = None if head is None else resolve_index(head, prepared.num_heads, "head")
     subset = resolve_heads(heads, prepared.num_heads)
-    analysis = compute(prepared, causal=source.causal, use_cache=source.cache)
+    analysis = compute(prepared, causal=source.causal, use_cache=source.cache, dtype=source.dtype)
     return _Run(analysis, resolved_layer, resolved_head, subset)
 
 
@@ -368,6 +371,7 @@ class BatchOptions:
     batch_size: int = 32
     device: str = "auto"
     threads: int | None = None
+    dtype: str = "float32"
 
 
 def stats(
@@ -404,6 +408,7 @@ def stats(
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,
+            dtype=batching.dtype,
         ):
             accumulator.add_batch(
                 batch.attentions, batch.lengths, [kinds[i] for i in batch.indices]

@@ -51,6 +51,7 @@ class Analysis:
     pieces: Pieces
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
+    dtype: str = "float32"  # what the encoder computed in
 
 
 def prepare(
@@ -72,26 +73,29 @@ def prepare(
     return Prepared(source, config, pieces, truncate)
 
 
-def compute(prepared: Prepared, *, causal: bool = False, use_cache: bool = False) -> Analysis:
+def compute(
+    prepared: Prepared, *, causal: bool = False, use_cache: bool = False, dtype: str = "float32"
+) -> Analysis:
     """Run the prepared input through the from-scratch encoder (with a causal mask if asked).
 
     With `use_cache`, attentions computed before for the same model files, text,
     pair, mask and options come from the cache, and torch is never imported.
+    `dtype` is what the encoder computes in ("float32", "float16", "bfloat16").
     """
-    key = _cache_key(prepared, causal) if use_cache else None
+    key = _cache_key(prepared, causal, dtype) if use_cache else None
     if key is not None:
         from attnviz import cache
 
         hit = cache.load(key, expect_ids=prepared.pieces.ids)
         if hit is not None:
-            return Analysis(prepared.model, prepared.pieces, hit, causal)
-    analysis = _encode(prepared, causal)
+            return Analysis(prepared.model, prepared.pieces, hit, causal, dtype)
+    analysis = _encode(prepared, causal, dtype)
     if key is not None:
         cache.store(key, analysis.attentions, prepared.pieces.ids)
     return analysis
 
 
-def _cache_key(prepared: Prepared, causal: bool) -> str | None:
+def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
     from attnviz import cache
 
     try:
@@ -100,7 +104,7 @@ def _cache_key(prepared: Prepared, causal: bool) -> str | None:
             text=prepared.pieces.text,
             pair=prepared.pieces.pair,
             causal=causal,
-            dtype="float32",
+            dtype=dtype,
             truncate=prepared.truncate,
         )
     except OSError as exc:
@@ -108,7 +112,7 @@ def _cache_key(prepared: Prepared, causal: bool) -> str | None:
         return None
 
 
-def _encode(prepared: Prepared, causal: bool) -> Analysis:
+def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
     import torch
 
     from attnviz.weights import load_encoder
@@ -116,11 +120,11 @@ def _encode(prepared: Prepared, causal: bool) -> Analysis:
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     with _threads_for(len(prepared.pieces)):
-        encoder = load_encoder(prepared.model.folder, prepared.config)
+        encoder = load_encoder(prepared.model.folder, prepared.config, dtype)
         with torch.inference_mode():
             out = encoder(input_ids, type_ids, causal=causal)
     attentions = out.attentions[:, 0].float().numpy()  # (L, H, T, T)
-    return Analysis(prepared.model, prepared.pieces, attentions, causal)
+    return Analysis(prepared.model, prepared.pieces, attentions, causal, dtype)
 
 
 def analyse(
@@ -209,6 +213,7 @@ def compute_batches(
     device: str = "auto",
     threads: int | None = None,
     encoder: Encoder | None = None,
+    dtype: str = "float32",
 ) -> Iterator[Batch]:
     """Run the corpus through the encoder in padded batches, shortest sentences first.
 
@@ -224,7 +229,7 @@ def compute_batches(
         torch.set_num_threads(threads)
     where = pick_device(device, batched=True)
     if encoder is None:
-        encoder = load_encoder(corpus.model.folder, corpus.config)
+        encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
     encoder = encoder.to(where)
     pad_id = int(corpus.config.get("pad_token_id") or 0)
     order = sorted(range(len(corpus.pieces)), key=lambda i: len(corpus.pieces[i]))

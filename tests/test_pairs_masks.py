@@ -145,3 +145,13 @@ def test_export_npz_of_a_causal_pair(tmp_path: Path) -> None:
     data = np.load(out, allow_pickle=False)
     expected = analyse(A, pair=B, causal=True).attentions
     np.testing.assert_allclose(data["attentions"], expected, atol=1e-6)
+
+
+def test_dtype_bfloat16_is_close_to_float32_and_says_so() -> None:
+    import json
+
+    half = run("show", A, "--dtype", "bfloat16", "--head", "0", "--json", "--no-cache")
+    full = json.loads(ok("show", A, "--head", "0", "--json"))
+    assert half.exit_code == 0, half.stderr
+    np.testing.assert_allclose(json.loads(half.stdout)["weights"], full["weights"], atol=3e-2)
+    assert "(in bfloat16)" in ok("show", A, "--dtype", "bfloat16")
