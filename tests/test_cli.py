@@ -222,6 +222,29 @@ BAD = [
     (["show", SHORT, "--model", ""], 2, "--model is empty"),
     (["show", SHORT, "--model", "@no-tokenizer"], 1, "no tokenizer.json or vocab.txt"),
     (["show", SHORT, "--model", "@small-vocab"], 1, "do not belong together"),
+    # usage errors are one line too
+    (["show", SHORT, "--lyer", "2"], 2, "No such option: --lyer"),
+    (["show", SHORT, "--layer", "two"], 2, "'two' is not a valid int"),
+    (["show", SHORT, "--mask", "future"], 2, "Invalid value for '--mask'"),
+    (["show", SHORT, "--dtype", "int8"], 2, "Invalid value for '--dtype'"),
+    (["export", SHORT], 2, "Missing option '--out'"),
+    (["draw", SHORT], 2, "No such command 'draw'"),
+    (["cache", "empty"], 2, "No such command 'empty'"),
+    # the newer commands and options
+    (["show", SHORT, "--pair", ""], 2, "--pair is empty"),
+    (["heads", SHORT, "--heads", "0,,1"], 2, "not a list of head numbers"),
+    (["model", SHORT, "--heads", "3,3"], 2, "names head 3 twice"),
+    (["model", SHORT, "--out", "{tmp}/m.gif"], 2, "unknown extension .gif"),
+    (["explain", SHORT, "--token", "Pedro"], 2, "Pedro"),
+    (["explain", SHORT, "--index", "40"], 2, "40"),
+    (["explain", SHORT], 2, "pass --token WORD or --index N"),
+    (["rollout", SHORT, "--upto", "-9"], 2, "layer -9 is out of range"),
+    (["rollout", SHORT, "--top", "0"], 2, "Invalid value for '--top'"),
+    (["stats", "--file", "{tmp}/none.txt"], 2, "no such file"),
+    (["stats", "--file", "{tmp}"], 2, "it is a folder"),
+    (["stats", "--threads", "0"], 2, "Invalid value for '--threads'"),
+    (["stats", "--out", "{tmp}/s.npz"], 2, "unknown extension"),
+    (["stats", SHORT, "--model", "@gpt2"], 1, "model types: bert"),
 ]
 
 
@@ -373,3 +396,20 @@ def test_help_and_tokens_import_no_heavy_module() -> None:
 
 def test_show_does_not_import_matplotlib_or_transformers() -> None:
     assert _heavy_modules_after([["show", "ok"]], ("matplotlib", "transformers")) == "[]"
+
+
+@pytest.mark.parametrize("columns", ["5", "12", "20"])
+def test_a_very_narrow_terminal_still_works(columns: str) -> None:
+    """COLUMNS=5 is a degraded environment, not bad input: the smallest output that fits."""
+    for args in (["show", SHORT], ["heads", SHORT], ["stats", SHORT], ["rollout", SHORT]):
+        result = runner.invoke(app, args, env={"COLUMNS": columns})
+        assert result.exit_code == 0, (args, result.stderr)
+        assert "Traceback" not in result.output
+
+
+def test_an_empty_corpus_file_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n   \n", encoding="utf-8")
+    result = run("stats", "--file", str(empty))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"Error: {empty} has no sentences: write one sentence a line"
