@@ -115,7 +115,7 @@ def corpus_file(folder: Path, count: int) -> Path:
     samples = sample_sentences()
     lines = []
     for i in range(count):
-        joined = 1 + i % 4  # one to four sample sentences on a line
+        joined = 1 + i % 2  # one or two sample sentences on a line
         lines.append(" ".join(samples[(i + j) % len(samples)] for j in range(joined)))
     path = folder / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
