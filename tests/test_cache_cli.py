@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ def test_a_changed_model_file_invalidates(cache_dir: Path, tiny_bert: TinyFactor
     import torch
     from safetensors.torch import load_file, save_file
 
-    folder = tiny_bert("safetensors")
+    folder = cache_dir.parent / "model"
+    shutil.copytree(tiny_bert("safetensors"), folder)  # the fixture's folder is shared
     before = _show_json(TEXT, "--model", str(folder), "--head", "0")
     path = folder / "model.safetensors"
     state = load_file(str(path))
