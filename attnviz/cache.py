@@ -185,6 +185,8 @@ def load(key: str, *, expect_ids: Sequence[int] | None = None) -> np.ndarray | N
         return None
     except Exception as exc:  # any failure to read is a bad entry, never a crash
         reason = getattr(exc, "strerror", None) or exc
+        if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
+            reason = "not an .npz archive of arrays"
         warn(f"cached attentions {path} are unreadable ({reason}); discarded, computing again")
         with contextlib.suppress(OSError):
             path.unlink()

@@ -44,9 +44,11 @@ class _OneLineUsageErrors(TyperGroup):
         try:
             code = super().main(args, prog_name, standalone_mode=False, **kwargs)
         except typer.TyperException as exc:  # click's UsageError and BadParameter
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            if not message.strip():  # no arguments at all: the help was shown, nothing to add
+                sys.exit(getattr(exc, "exit_code", 2))
             ctx = getattr(exc, "ctx", None)
             where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             typer.echo(f"Error: {_one_line(message)}{where}", err=True)
             sys.exit(getattr(exc, "exit_code", 2))
         except typer.Abort:
@@ -347,7 +349,7 @@ def _source(
     truncate: bool,
     pair: str | None = None,
     mask: Mask = Mask.none,
-    no_cache: bool = True,
+    no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
 ) -> Source:
     from attnviz.cache import cache_enabled

@@ -22,7 +22,7 @@ from rich.text import Text
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, atomic_write
 from attnviz.pipeline import Analysis, Prepared, compute, prepare
-from attnviz.views import merge_words, resolve_index, select
+from attnviz.views import merge_words, pair_marked, resolve_index, select
 
 
 @dataclass(frozen=True)
@@ -105,15 +105,30 @@ class _Run:
             name += f" (in {self.analysis.dtype})"
         return f"{name} (modified: causal mask)" if self.analysis.causal else name
 
-    def in_units(self, matrix: np.ndarray, words: bool) -> tuple[np.ndarray, list[str]]:
-        """`matrix` (..., T, T) over pieces, or merged into words, with its labels."""
+    def in_units(
+        self, matrix: np.ndarray, words: bool, *, marked: bool = True
+    ) -> tuple[np.ndarray, list[str]]:
+        """`matrix` (..., T, T) over pieces, or merged into words, with its labels.
+
+        `marked` labels the first piece (or word) of a sentence pair's B with `B:`, for
+        display; data (JSON) gets the plain labels and `pair_start` instead.
+        """
+        if words:
+            matrix = merge_words(matrix, [w.pieces for w in self.analysis.pieces.words()])
+        return matrix, self.labels(words, marked=marked)
+
+    def labels(self, words: bool, *, marked: bool = True) -> list[str]:
+        """The labels of pieces or words (B's start marked `B:` when `marked`)."""
         pieces = self.analysis.pieces
-        if not words:
-            return matrix, pair_marked(pieces.labels, pieces.sequence_ids)
-        groups = pieces.words()
-        starts = [pieces.sequence_ids[w.pieces[0]] for w in groups]
-        merged = merge_words(matrix, [w.pieces for w in groups])
-        return merged, pair_marked([w.label for w in groups], starts)
+        labels = [w.label for w in pieces.words()] if words else list(pieces.labels)
+        return pair_marked(labels, self.pair_start(words)) if marked else labels
+
+    def pair_start(self, words: bool) -> int | None:
+        """Where sentence B starts, in pieces or words; None without a pair."""
+        pieces = self.analysis.pieces
+        firsts = [w.pieces[0] for w in pieces.words()] if words else range(len(pieces))
+        seqs = [pieces.sequence_ids[i] for i in firsts]
+        return next((i for i, seq in enumerate(seqs) if seq == 1), None)
 
     def heatmap(self, words: bool) -> tuple[np.ndarray, list[str], str]:
         """The chosen head (or the head mean) of the chosen layer, its labels and title."""
@@ -130,18 +145,6 @@ class _Run:
         which = f"all {H} heads" if self.heads is None else f"heads {_listing(chosen)}"
         title = f"{self.model} · layer {self.layer} · {which}"
         return matrices, labels, [f"head {h}" for h in chosen], title
-
-
-PAIR_MARK = "B:"
-
-
-def pair_marked(labels: Sequence[str], sequence_ids: Sequence[int | None]) -> list[str]:
-    """`labels` with the first piece (or word) of a sentence pair's B marked `B:`."""
-    marked = list(labels)
-    first_b = next((i for i, seq in enumerate(sequence_ids) if seq == 1), None)
-    if first_b is not None:
-        marked[first_b] = PAIR_MARK + marked[first_b]
-    return marked
 
 
 def _listing(numbers: Sequence[int]) -> str:
@@ -241,7 +244,8 @@ def show(
             "model": run.model,
             "layer": run.layer,
             "head": run.head,
-            "tokens": labels,
+            "tokens": run.labels(words, marked=False),
+            "pair_start": run.pair_start(words),
             "weights": matrix.tolist(),
         }
         print(json.dumps(record, ensure_ascii=False))
@@ -352,7 +356,12 @@ def rollout(
     if out is not None:
         _write_heatmap(out, matrix, labels, title, images)
     if as_json:
-        print(json.dumps({"tokens": labels, "rollout": matrix.tolist()}, ensure_ascii=False))
+        record = {
+            "tokens": run.labels(words, marked=False),
+            "pair_start": run.pair_start(words),
+            "rollout": matrix.tolist(),
+        }
+        print(json.dumps(record, ensure_ascii=False))
     else:
         from attnviz.render.stats import SourcesTable
         from attnviz.render.terminal import Heatmap
@@ -416,8 +425,11 @@ def stats(
             advance(len(batch.indices))
     records = accumulator.result()
     name = corpus.model.name
+    if batching.dtype != "float32":
+        name += f" (in {batching.dtype})"
+    n = accumulator.sentences
     title = (
-        f"{name} · head statistics over {accumulator.sentences} sentences "
+        f"{name} · head statistics over {n} sentence{'s' if n != 1 else ''} "
         f"({accumulator.queries} query positions)"
     )
     if out is not None:
@@ -539,16 +551,26 @@ def export(
 def write_data(out: Path, analysis: Analysis) -> None:
     """The raw attentions over the model's own pieces, as .npz (no pickle) or .json."""
     attentions = analysis.attentions.astype(np.float32)  # (L, H, T, T)
-    tokens_ = np.array(analysis.pieces.tokens, dtype=np.str_)
-    input_ids = np.array(analysis.pieces.ids, dtype=np.int64)
+    pieces = analysis.pieces
     if out.suffix.lower() == ".npz":
         with atomic_write(out, "wb") as handle:
-            np.savez(handle, attentions=attentions, tokens=tokens_, input_ids=input_ids)
+            np.savez(
+                handle,
+                attentions=attentions,
+                tokens=np.array(pieces.tokens, dtype=np.str_),
+                input_ids=np.array(pieces.ids, dtype=np.int64),
+                token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
+                causal=np.array(analysis.causal),
+                dtype=np.array(analysis.dtype, dtype=np.str_),
+            )
     else:
         record = {
             "model": analysis.model.name,
-            "tokens": analysis.pieces.tokens,
-            "input_ids": analysis.pieces.ids,
+            "causal": analysis.causal,
+            "dtype": analysis.dtype,
+            "tokens": pieces.tokens,
+            "input_ids": pieces.ids,
+            "token_type_ids": pieces.type_ids,
             "attentions": attentions.tolist(),
         }
         with atomic_write(out, "w") as handle:

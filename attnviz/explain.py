@@ -26,7 +26,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
-from attnviz.views import resolve_index
+from attnviz.views import pair_marked, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.model import Encoder, MultiHeadAttention
@@ -225,6 +225,7 @@ def explain(
     from attnviz.weights import load_encoder
 
     pieces = prepared.pieces
+    b_start = next((i for i, seq in enumerate(pieces.sequence_ids) if seq == 1), None)
     T = len(pieces)
     query = _piece_index(pieces, query)
     if encoder is None:
@@ -278,7 +279,7 @@ def explain(
         head=head,
         num_layers=len(encoder.layers),
         causal=causal,
-        labels=tuple(pieces.labels),
+        labels=tuple(pair_marked(pieces.labels, b_start)),
         words=tuple(word_of[i] for i in range(T)),
         query=query,
         word_pieces=tuple(query_word.pieces),

@@ -63,14 +63,18 @@ def prepare(
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
-    vocab_size = shape.vocab
-    if max(pieces.ids) >= vocab_size:
+    _check_vocabulary(pieces, shape, source)
+    return Prepared(source, config, pieces, truncate)
+
+
+def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
+    """Refuse ids the embedding table does not have: tokenizer and weights don't match."""
+    if max(pieces.ids) >= shape.vocab:
         raise AttnvizError(
             f"the tokenizer in {source.folder} gives id {max(pieces.ids)} but the model's "
-            f"vocabulary has {vocab_size} entries: the tokenizer files and the weights do not "
+            f"vocabulary has {shape.vocab} entries: the tokenizer files and the weights do not "
             "belong together"
         )
-    return Prepared(source, config, pieces, truncate)
 
 
 def compute(
@@ -87,6 +91,9 @@ def compute(
         from attnviz import cache
 
         hit = cache.load(key, expect_ids=prepared.pieces.ids)
+        if hit is not None and hit.shape[:2] != (prepared.num_layers, prepared.num_heads):
+            cache.warn(f"a cached entry has the wrong shape {hit.shape}; recomputing it")
+            hit = None
         if hit is not None:
             return Analysis(prepared.model, prepared.pieces, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
@@ -184,13 +191,17 @@ def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
-    limit = describe(config).max_tokens
+    shape = describe(config)
     pieces = []
     for number, text in enumerate(texts, start=1):
         try:
-            pieces.append(tokenize(tokenizer, text, max_positions=limit, truncate=truncate))
+            pieces.append(
+                tokenize(tokenizer, text, max_positions=shape.max_tokens, truncate=truncate)
+            )
+            _check_vocabulary(pieces[-1], shape, source)
         except AttnvizError as exc:
-            raise type(exc)(f"sentence {number}: {exc}") from None
+            quoted = text if len(text) <= 40 else text[:39] + "…"
+            raise type(exc)(f"sentence {number} ({quoted!r}): {exc}") from None
     return Corpus(source, config, pieces)
 
 
@@ -225,27 +236,50 @@ def compute_batches(
 
     from attnviz.weights import load_encoder
 
-    if threads is not None:
-        torch.set_num_threads(threads)
     where = pick_device(device, batched=True)
     if encoder is None:
         encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
     encoder = encoder.to(where)
+    shape = describe(corpus.config)
     pad_id = int(corpus.config.get("pad_token_id") or 0)
-    order = sorted(range(len(corpus.pieces)), key=lambda i: len(corpus.pieces[i]))
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = [corpus.pieces[i] for i in indices]
-        lengths = [len(p) for p in batch]
-        T = max(lengths)
-        ids = torch.full((len(batch), T), pad_id, dtype=torch.long)  # (B, T)
-        types = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
-        real = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T): 1 real, 0 padding
-        for b, p in enumerate(batch):
-            ids[b, : len(p)] = torch.tensor(p.ids)
-            types[b, : len(p)] = torch.tensor(p.type_ids)
-            real[b, : len(p)] = 1
-        with torch.inference_mode():
-            out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
-        attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
-        yield Batch(indices, lengths, attentions)
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
+            batch = [corpus.pieces[i] for i in indices]
+            lengths = [len(p) for p in batch]
+            T = max(lengths)
+            ids = torch.full((len(batch), T), pad_id, dtype=torch.long)  # (B, T)
+            types = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
+            real = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T): 1 real, 0 padding
+            for b, p in enumerate(batch):
+                ids[b, : len(p)] = torch.tensor(p.ids)
+                types[b, : len(p)] = torch.tensor(p.type_ids)
+                real[b, : len(p)] = 1
+            with torch.inference_mode():
+                out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
+            attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+            yield Batch(indices, lengths, attentions)
+    finally:
+        torch.set_num_threads(before)
+
+
+# A batch's attention array, L·B·H·T·T float32 numbers, stays under this many bytes: long
+# sentences run in smaller batches, so 512-piece inputs cannot take gigabytes at once.
+BATCH_ATTENTION_BYTES = 256 * 2**20
+
+
+def _batches(pieces: list[Pieces], batch_size: int, maps: int) -> Iterator[list[int]]:
+    """Sentence indices in batches, shortest first; `maps` is L·H, attention maps per sentence."""
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+    batch: list[int] = []
+    for i in order:
+        T = len(pieces[i])  # the longest so far, since the order is by length
+        fits = (len(batch) + 1) * maps * T * T * 4 <= BATCH_ATTENTION_BYTES
+        if batch and (len(batch) == batch_size or not fits):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch

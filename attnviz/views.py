@@ -48,3 +48,14 @@ def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarr
     to_words = matrix @ membership  # (..., T, W): sum over a key word's pieces
     mean_rows = membership / membership.sum(axis=0, keepdims=True)  # (T, W)
     return np.swapaxes(mean_rows, 0, 1) @ to_words  # (..., W, W): mean over a query word's pieces
+
+
+PAIR_MARK = "B:"
+
+
+def pair_marked(labels: Sequence[str], start: int | None) -> list[str]:
+    """`labels` with the first piece (or word) of a sentence pair's B, at `start`, marked `B:`."""
+    marked = list(labels)
+    if start is not None:
+        marked[start] = PAIR_MARK + marked[start]
+    return marked

@@ -135,3 +135,25 @@ def test_rollout_upto_out_of_range() -> None:
     result = run("rollout", "O trem.", "--upto", "6")
     assert result.exit_code == 2
     assert "layer 6 is out of range" in result.stderr
+
+
+def test_long_sentences_run_in_smaller_batches() -> None:
+    """A batch's attention array stays under the byte budget, whatever --batch-size says."""
+    from attnviz.pipeline import BATCH_ATTENTION_BYTES, Corpus, _batches
+
+    corpus = prepare_corpus(SENTENCES)
+    long = corpus.pieces[0]
+    fake = Corpus(corpus.model, corpus.config, [long] * 10)
+    maps = 6 * 12
+    per_sentence = maps * len(long) ** 2 * 4
+    budget_batches = list(_batches(fake.pieces, 32, maps))
+    assert sum(len(b) for b in budget_batches) == 10
+    assert all(
+        len(b) * per_sentence <= max(BATCH_ATTENTION_BYTES, per_sentence) for b in budget_batches
+    )
+
+
+def test_a_sentence_the_model_cannot_take_is_named() -> None:
+    result = run("stats", "Uma frase boa.", "\u200b\u200b")
+    assert result.exit_code == 2
+    assert "sentence 2" in result.stderr and "nothing the tokenizer keeps" in result.stderr

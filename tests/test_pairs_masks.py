@@ -155,3 +155,30 @@ def test_dtype_bfloat16_is_close_to_float32_and_says_so() -> None:
     assert half.exit_code == 0, half.stderr
     np.testing.assert_allclose(json.loads(half.stdout)["weights"], full["weights"], atol=3e-2)
     assert "(in bfloat16)" in ok("show", A, "--dtype", "bfloat16")
+
+
+def test_json_tokens_are_plain_and_say_where_the_pair_starts() -> None:
+    import json
+
+    record = json.loads(ok("show", A, "--pair", B, "--json"))
+    assert not any(t.startswith("B:") for t in record["tokens"])
+    assert record["tokens"][record["pair_start"]] == "Eles"
+    rolled = json.loads(ok("rollout", A, "--pair", B, "--json", "--units", "tokens"))
+    assert rolled["tokens"][rolled["pair_start"] - 1] == "[SEP]"
+    assert json.loads(ok("show", A, "--json"))["pair_start"] is None
+
+
+def test_exported_data_records_how_it_was_computed(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "pair.json"
+    result = run("export", A, "--pair", B, "--mask", "causal", "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["causal"] is True and record["dtype"] == "float32"
+    assert record["token_type_ids"] == prepare(A, pair=B).pieces.type_ids
+
+
+def test_explain_marks_where_the_pair_starts() -> None:
+    out = ok("explain", A, "--pair", B, "--token", "juntos", "--lang", "en")
+    assert "B:El" in out
