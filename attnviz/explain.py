@@ -198,12 +198,6 @@ class Explanation:
     def top_contribution(self) -> int:
         return int(np.argmax(self.contributions))
 
-    def rank_changes(self) -> int:
-        """How many keys sit at a different rank by weight than by contribution."""
-        by_weight = np.argsort(-self.weights, kind="stable")  # (T,)
-        by_contribution = np.argsort(-self.contributions, kind="stable")  # (T,)
-        return int(np.count_nonzero(by_weight != by_contribution))
-
 
 def explain(
     prepared: Prepared,

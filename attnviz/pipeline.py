@@ -18,6 +18,8 @@ from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 from attnviz.weights import ModelShape, ModelSource, describe, locate, read_config
 
 if TYPE_CHECKING:
+    import torch
+
     from attnviz.model import Encoder
 
 
@@ -248,21 +250,28 @@ def compute_batches(
     try:
         for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
             batch = [corpus.pieces[i] for i in indices]
-            lengths = [len(p) for p in batch]
-            T = max(lengths)
-            ids = torch.full((len(batch), T), pad_id, dtype=torch.long)  # (B, T)
-            types = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
-            real = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T): 1 real, 0 padding
-            for b, p in enumerate(batch):
-                ids[b, : len(p)] = torch.tensor(p.ids)
-                types[b, : len(p)] = torch.tensor(p.type_ids)
-                real[b, : len(p)] = 1
+            ids, types, real = padded(batch, pad_id)  # (B, T) each
             with torch.inference_mode():
                 out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
             attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
-            yield Batch(indices, lengths, attentions)
+            yield Batch(indices, [len(p) for p in batch], attentions)
     finally:
         torch.set_num_threads(before)
+
+
+def padded(batch: list[Pieces], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Input ids, token types and the attention mask (1 real, 0 padding) of a padded batch."""
+    import torch
+
+    T = max(len(p) for p in batch)
+    ids = torch.full((len(batch), T), pad_id, dtype=torch.long)  # (B, T)
+    types = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
+    real = torch.zeros((len(batch), T), dtype=torch.long)  # (B, T)
+    for b, p in enumerate(batch):
+        ids[b, : len(p)] = torch.tensor(p.ids)
+        types[b, : len(p)] = torch.tensor(p.type_ids)
+        real[b, : len(p)] = 1
+    return ids, types, real
 
 
 # A batch's attention array, L·B·H·T·T float32 numbers, stays under this many bytes: long

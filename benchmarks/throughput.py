@@ -71,16 +71,13 @@ def work_gflop(corpus: Corpus) -> float:
 
 
 def _batches(corpus: Corpus, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The corpus in padded batches of `batch_size`, as transformers takes them."""
+    from attnviz.pipeline import padded
+
     pad = int(corpus.config.get("pad_token_id") or 0)
     out = []
     for start in range(0, len(corpus.pieces), batch_size):
-        batch = corpus.pieces[start : start + batch_size]
-        T = max(len(p) for p in batch)
-        ids = torch.full((len(batch), T), pad, dtype=torch.long)
-        real = torch.zeros((len(batch), T), dtype=torch.long)
-        for b, p in enumerate(batch):
-            ids[b, : len(p)] = torch.tensor(p.ids)
-            real[b, : len(p)] = 1
+        ids, _, real = padded(corpus.pieces[start : start + batch_size], pad)
         out.append((ids, real))
     return out
 
