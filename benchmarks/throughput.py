@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attnviz.pipeline import Corpus, prepare_corpus
 from attnviz.samples import sample_sentences
 
@@ -113,8 +117,8 @@ def transformers_eager(corpus: Corpus, batch_size: int) -> Callable[[], None]:
     return run
 
 
-def matmul_roof(size: int = 2048, repeats: int = 5) -> float:
-    """GFLOP/s of a size × size float32 matmul at the current thread count."""
+def matmul_roof(size: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of a size × size float32 matmul at the current thread count (best run)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
     a @ b
     times = []
@@ -122,34 +126,58 @@ def matmul_roof(size: int = 2048, repeats: int = 5) -> float:
         start = time.perf_counter()
         a @ b
         times.append(time.perf_counter() - start)
-    return 2 * size**3 / statistics.median(times) / 1e9
+    return 2 * size**3 / min(times) / 1e9
+
+
+ENGINES = {"attnviz": ours, "transformers": transformers_eager}
+
+
+def _worker(engine: str, count: int, tokens: int, batch_size: int, threads: int) -> float:
+    """Seconds for one timed pass of `engine` over the corpus, after a warm-up pass."""
+    torch.set_num_threads(threads)
+    if engine == "roof":
+        return matmul_roof()
+    run = ENGINES[engine](corpus_of(count, tokens), batch_size)
+    run()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _in_fresh_process(engine: str, count: int, tokens: int, batch_size: int, threads: int) -> float:
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        engine,
+        *("--sentences", str(count), "--tokens", str(tokens)),
+        *("--batch-size", str(batch_size), "--threads", str(threads)),
+    ]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    return float(result.stdout.strip().splitlines()[-1])
 
 
 def measure(count: int, tokens: int, batch_size: int, threads: int, rounds: int) -> dict:
-    torch.set_num_threads(threads)
+    """Both engines, each in a fresh process per round, alternating; medians over rounds.
+
+    Separate processes keep one engine's memory and thread state from helping or
+    hurting the other, as for a user who runs either attnviz or a notebook.
+    """
+    times: dict[str, list[float]] = {name: [] for name in ENGINES}
+    for _ in range(rounds):
+        for name in ENGINES:
+            times[name].append(_in_fresh_process(name, count, tokens, batch_size, threads))
     corpus = corpus_of(count, tokens)
     gflop = work_gflop(corpus)
-    runners = {
-        "attnviz": ours(corpus, batch_size),
-        "transformers": transformers_eager(corpus, batch_size),
-    }
-    for run in runners.values():
-        run()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(rounds):
-        for name, run in runners.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
     results = {
         name: Throughput(name, statistics.median(t), len(corpus.pieces), gflop)
         for name, t in times.items()
     }
-    lengths = [len(p) for p in corpus.pieces]
+    roof = max(_in_fresh_process("roof", count, tokens, batch_size, threads) for _ in range(2))
     return {
         "results": results,
-        "roof": matmul_roof(),
-        "mean_tokens": statistics.mean(lengths),
+        "roof": roof,
+        "mean_tokens": statistics.mean(len(p) for p in corpus.pieces),
         "threads": threads,
         "batch_size": batch_size,
     }
@@ -162,7 +190,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--worker", choices=[*ENGINES, "roof"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        print(_worker(args.worker, args.sentences, args.tokens, args.batch_size, args.threads))
+        return
     m = measure(args.sentences, args.tokens, args.batch_size, args.threads, args.rounds)
     print(
         f"{args.sentences} sentences, mean {m['mean_tokens']:.0f} pieces, batch {m['batch_size']}, "
