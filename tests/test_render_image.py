@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import warnings
@@ -499,3 +500,130 @@ def test_failed_save_keeps_an_existing_file(tmp_path: Path, monkeypatch) -> None
         save_figure(fig, path)
     assert path.read_bytes() == b"previous"
     assert [p.name for p in tmp_path.iterdir()] == ["a.png"]
+
+
+# ---------------------------------------------------------------- long inputs, big grids
+
+
+def tick_label_problems(fig: Figure, min_pt: float) -> list[str]:
+    """Neighbouring tick labels that overlap as drawn (after the layout), or are too small.
+
+    Neighbouring key labels are parallel strips rotated by the same angle, so they clear
+    each other when the tick spacing times sin(angle) is at least the text height; query
+    labels are horizontal, so the spacing itself must be.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # missing glyphs; the product silences them on save
+        canvas.draw()
+    renderer = canvas.get_renderer()
+    problems = []
+    for n, ax in enumerate(panels(fig)):
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = [t for t in axis.get_ticklabels() if t.get_text()]
+            if len(labels) < 2:
+                continue
+            where = [
+                ax.transData.transform((p, p))[0 if name == "x" else 1] for p in axis.get_ticklocs()
+            ]
+            spacing = float(np.min(np.abs(np.diff(where))))  # display pixels between ticks
+            angle = math.radians(labels[0].get_rotation()) if name == "x" else math.pi / 2
+            props = labels[0].get_fontproperties()
+            _, height, _ = renderer.get_text_width_height_descent("Ágy", props, ismath=False)
+            if spacing * math.sin(angle) < height:
+                problems.append(f"panel {n} {name}: {spacing:.1f} px apart, text {height:.1f} px")
+            if min(t.get_fontsize() for t in labels) < min_pt:
+                problems.append(f"panel {n} {name}: labels smaller than {min_pt} pt")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def long_labels() -> list[str]:
+    """512 labels like a long text's pieces, CJK and ones cut to 20 characters among them."""
+    words = ["[CLS]", "João", "pens", "##ou", ":", "東京大学", "x" * 30, "é", "👍🏽", "مرحبا"]
+    return [words[i % len(words)] for i in range(512)]
+
+
+@pytest.mark.parametrize("count", [60, 61, 100, 300, 512])
+def test_long_heatmap_tick_labels_do_not_overlap(long_labels: list[str], count: int) -> None:
+    fig = heatmap_figure(softmax_rows((count, count)), long_labels[:count], title="long")
+    assert not tick_label_problems(fig, min_pt=8)
+    assert max(fig.get_size_inches()) <= 20
+
+
+def test_512_token_heatmap_saves_a_capped_readable_png(
+    tmp_path: Path, long_labels: list[str]
+) -> None:
+    fig = heatmap_figure(softmax_rows((512, 512)), long_labels, title="512 tokens")
+    save_figure(fig, tmp_path / "long.png", dpi=200)
+    with Image.open(tmp_path / "long.png") as image:
+        width, height = image.size
+    assert 2000 < max(width, height) <= 30 * 200  # big enough to read, not gigantic
+    assert (tmp_path / "long.png").stat().st_size < 8 * 2**20
+
+
+@pytest.mark.parametrize("count", [8, 60, 200, 512])
+def test_head_grid_tick_labels_do_not_overlap(long_labels: list[str], count: int) -> None:
+    titles = [f"head {h}" for h in range(12)]
+    fig = grid_figure(
+        softmax_rows((12, count, count)), long_labels[:count], panel_titles=titles, title="t"
+    )
+    assert not tick_label_problems(fig, min_pt=7)
+    assert max(fig.get_size_inches()) <= 30
+
+
+def test_12_heads_of_512_tokens_save_a_capped_png(tmp_path: Path, long_labels: list[str]) -> None:
+    titles = [f"head {h}" for h in range(12)]
+    fig = grid_figure(softmax_rows((12, 512, 512)), long_labels, panel_titles=titles, title="t")
+    save_figure(fig, tmp_path / "grid.png", dpi=200)
+    with Image.open(tmp_path / "grid.png") as image:
+        assert max(image.size) <= 30 * 200
+    assert (tmp_path / "grid.png").stat().st_size < 16 * 2**20
+
+
+def test_a_model_view_of_72_panels_shrinks_them_to_keep_the_figure_in_bounds(
+    long_labels: list[str],
+) -> None:
+    fig = grid_figure(
+        softmax_rows((72, 64, 64)),
+        long_labels[:64],
+        panel_titles=[f"L{h // 12} H{h % 12}" for h in range(72)],
+        title="every layer",
+        columns=12,
+    )
+    assert max(fig.get_size_inches()) <= 30
+    rows = {round(ax.get_position().y0, 3) for ax in panels(fig)}
+    assert len(rows) == 6  # one row of 12 panels per layer
+    assert not tick_label_problems(fig, min_pt=7)
+
+
+def test_a_long_title_wraps_instead_of_widening_the_image(tmp_path: Path) -> None:
+    title = "a-model-with-a-very-long-name/" * 30 + " · layer 3 · head 5"
+    labels = ["a-label-cut-at-twenty-characters", "b", "c"]  # a wide left margin
+    save_figure(heatmap_figure(np.eye(3), labels, title=title), tmp_path / "t.png", dpi=100)
+    save_figure(heatmap_figure(np.eye(3), labels, title="short"), tmp_path / "s.png", dpi=100)
+    with Image.open(tmp_path / "t.png") as wrapped, Image.open(tmp_path / "s.png") as short:
+        assert wrapped.width <= short.width * 1.1
+    ax = panels(heatmap_figure(np.eye(3), list("abc"), title=title))[0]
+    assert 2 <= ax.get_title().count("\n") + 1 <= 3
+    assert ax.get_title().endswith("…")
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_odd_characters_in_labels_and_titles_save_in_every_format(
+    tmp_path: Path, suffix: str
+) -> None:
+    # U+FEFF (a byte-order mark) crashed the PDF writer, U+FFFE made the SVG invalid XML,
+    # a lone surrogate (an undecodable byte) crashed FreeType
+    odd = ["\ufeffbom", "non\ufffechar", "caf\udcff", "\u202eevil", "tab\t"]
+    fig = grid_figure(softmax_rows((2, 5, 5)), odd, panel_titles=odd[:2], title="".join(odd))
+    save_figure(fig, tmp_path / f"odd{suffix}")
+    if suffix == ".svg":
+        text = ET.parse(tmp_path / "odd.svg").getroot().itertext()
+        drawn = "".join(text)
+        assert "bom" in drawn and "\\ufffe" in drawn and "\\udcff" in drawn and "\\t" in drawn
+        assert "\u202e" not in drawn
+    fig = heatmap_figure(softmax_rows((5, 5)), odd, title="".join(odd))
+    save_figure(fig, tmp_path / f"odd{suffix}")

@@ -370,3 +370,76 @@ def test_zero_width_joiner_is_kept_only_inside_emoji() -> None:
     output = render(Heatmap(np.ones((2, 2)), ["a\u200db", family]), 80, colour=False)
     assert "a\u200db" not in output and " ab " in output
     assert family in output
+
+
+# ---------------------------------------------------------------------------
+# Long input: 512 pieces of real text
+
+
+@pytest.fixture(scope="module")
+def long_labels(embedded_folder) -> list[str]:
+    """The labels of the Portuguese sample sentence, repeated and cut to 512 pieces."""
+    from attnviz.samples import default_sentence
+    from attnviz.tokenize import load_tokenizer, tokenize
+
+    text = " ".join([default_sentence()] * 30)
+    pieces = tokenize(load_tokenizer(embedded_folder), text, max_positions=512, truncate=True)
+    assert len(pieces) == 512 and pieces.dropped > 0
+    return pieces.labels
+
+
+@pytest.mark.parametrize(("width", "colour"), [(80, True), (120, False)])
+def test_512_pieces_of_text_are_paged_within_the_width(
+    long_labels: list[str], width: int, colour: bool
+) -> None:
+    n = len(long_labels)
+    output = render(Heatmap(attention(n), long_labels, title="512 pieces"), width, colour=colour)
+    assert_fits(output, width)
+    text = ANSI.sub("", output)
+    pages = [(int(a), int(b)) for a, b in re.findall(r"keys (\d+)–(\d+) of 512", text)]
+    assert pages[0][0] == 0 and pages[-1][1] == n - 1
+    assert all(b + 1 == c for (_, b), (c, _) in itertools.pairwise(pages))
+    assert all(b - a + 1 >= 40 for a, b in pages[:-1])  # pages are not needlessly thin
+    rows = [line for line in plain_lines(output) if re.match(r"^\s*\d+ \S", line)]
+    for i in (0, 1, 255, 511):  # each row is on every page, with its label
+        label = long_labels[i]
+        on_pages = [row for row in rows if re.match(rf"^\s*{i} {re.escape(label[:5])}", row)]
+        assert len(on_pages) == len(pages), (i, label)
+
+
+def test_512_pieces_head_grid_points_to_a_single_head(long_labels: list[str]) -> None:
+    n = len(long_labels)
+    heads = np.stack([attention(n, seed) for seed in range(2)])  # (2, 512, 512)
+    grid = HeadGrid(heads, long_labels, panel_titles=["head 0", "head 1"], title="layer 0")
+    output = render(grid, 100, colour=True)
+    assert_fits(output, 100)
+    assert "--head" in ANSI.sub("", output) and "--out" in ANSI.sub("", output)
+
+
+@pytest.mark.parametrize("colour", [True, False])
+def test_on_a_narrow_terminal_the_legend_keeps_the_top_of_the_scale(colour: bool) -> None:
+    # the legend `0.000 ▕ ░▒▓█▏ 0.059` is 19 cells: at 15 it used to be cut to `… 0`
+    matrix = np.full((17, 17), 1 / 17)
+    output = render(Heatmap(matrix, SENTENCE), 15, colour=colour)
+    assert_fits(output, 15)
+    assert "0.059" in ANSI.sub("", output)
+
+
+@pytest.mark.parametrize("width", [2, 5, 10])
+def test_head_grid_on_a_very_narrow_terminal_is_one_short_line(width: int) -> None:
+    output = render(grid_12_heads(), width, colour=True)  # panels 14 cells wide
+    assert_fits(output, width)
+    assert len(plain_lines(output)) == 1
+    assert plain_lines(output)[0].startswith("(")
+
+
+def test_a_joiner_left_dangling_by_a_dropped_skin_tone_is_dropped_too() -> None:
+    # found by tests/test_properties.py: the lone skin tone after the last joiner was
+    # dropped but the joiner kept; ending the label, it swallowed the padding space after
+    # it (in rich's count) and shifted that row one cell left of the others
+    labels = ["\x06LO🧑\u200d🔬\u200d🏽", "a🏽\u200d🔬", "plain"]
+    output = render(Heatmap(np.ones((3, 3)), labels), 60, colour=False)
+    rows = [line for line in plain_lines(output) if "█" in line and "▕" not in line]
+    assert len(rows) == 3
+    assert len({cell_len(row[: row.index("█")]) for row in rows}) == 1
+    assert "\u200d " not in output and "a\u200d" not in output

@@ -18,6 +18,7 @@ import difflib
 import logging
 import math
 import sys
+import textwrap
 import unicodedata
 import warnings
 from collections.abc import Iterator, Sequence
@@ -62,6 +63,11 @@ _GRID_ANNOTATE_MAX_TOKENS = 8
 _GRID_TICK_PT = 7.0
 _GRID_TICK_SPACING_IN = 0.15
 _KEY_ROTATION = 60
+# No side of a figure grows past this (6000 px at 200 dpi): grid panels shrink to fit,
+# and long titles wrap onto at most _MAX_TITLE_LINES lines instead of widening the image.
+MAX_FIGURE_IN = 30.0
+_MIN_PANEL_IN = 0.6
+_MAX_TITLE_LINES = 3
 
 # Fonts tried, in this order, for glyphs missing from the default font. Only
 # those installed are used; colour-bitmap emoji fonts are left out because
@@ -160,21 +166,56 @@ def _font_family() -> list[str]:
     return [*([base] if isinstance(base, str) else base), *_installed_fallbacks()]
 
 
+def _undrawable(char: str) -> bool:
+    """A control character, a lone surrogate (an undecodable byte) or U+FFFE/U+FFFF:
+    FreeType cannot draw a surrogate, and none of them may appear in an SVG (XML) file."""
+    return unicodedata.category(char) in ("Cc", "Cs") or char in "\ufffe\uffff"
+
+
+# Invisible characters that are dropped: bidirectional controls (matplotlib ignores them,
+# but a browser showing an SVG obeys them and reverses or moves the text after them), and
+# U+FEFF, a byte-order mark at the start of a file, which crashes matplotlib's PDF writer.
+_DROPPED = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+)
+
+
+def _clean_text(text: str) -> str:
+    """`text` drawable on one line: undrawable characters escaped (`\\n`, `\\udcff`),
+    bidirectional controls and U+FEFF dropped."""
+    return "".join(
+        repr(ch)[1:-1] if _undrawable(ch) else ch for ch in str(text) if ch not in _DROPPED
+    )
+
+
 def _clean_label(label: str) -> str:
     """A label drawn literally on one line: control characters escaped, long ones cut."""
-    text = "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in str(label))
+    text = _clean_text(label)
     if len(text) > _MAX_LABEL_CHARS:
         text = text[: _MAX_LABEL_CHARS - 1] + "…"
     return text
 
 
+def _ems(text: str) -> float:
+    """Rough width of `text` in ems (wide East Asian characters count 1, others 0.6)."""
+    return sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.6 for ch in text)
+
+
 def _text_width_in(labels: Sequence[str], size_pt: float) -> float:
     """Rough width in inches of the widest label (wide East Asian characters count double)."""
-    widest = 0.0
-    for label in labels:
-        ems = sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.6 for ch in label)
-        widest = max(widest, ems)
-    return widest * size_pt / 72
+    return max((_ems(label) for label in labels), default=0.0) * size_pt / 72
+
+
+def _title_text(title: str, width_in: float, size_pt: float) -> str:
+    """The title, cleaned and wrapped to `width_in` on at most _MAX_TITLE_LINES lines (the
+    last cut with `…`), so that a long title cannot make the image wider than the figure."""
+    text = _clean_text(title)
+    em_per_char = max(0.6, _ems(text) / max(1, len(text)))
+    chars = max(10, int(width_in * 72 / (size_pt * em_per_char)))
+    lines = textwrap.wrap(text, chars, break_on_hyphens=False) or [text]
+    if len(lines) > _MAX_TITLE_LINES:
+        lines = [*lines[: _MAX_TITLE_LINES - 1], lines[_MAX_TITLE_LINES - 1][: chars - 1] + "…"]
+    return "\n".join(lines)
 
 
 def _tick_step(count: int, max_ticks: int) -> int:
@@ -300,7 +341,8 @@ def heatmap_figure(
 
     The colour scale runs from 0 to `vmax` (default: the matrix maximum). Cell
     values are written only when `annotate` and both sides have at most 20 tokens.
-    Beyond 60 tokens an axis labels every k-th token only (at most 48 labels).
+    Beyond 60 tokens an axis labels every k-th token only (at most 40 labels). A long
+    title wraps (at most 3 lines) instead of widening the image.
     """
     check_colormap(cmap)
     _check_theme(theme)
@@ -344,7 +386,13 @@ def heatmap_figure(
         _set_ticks(ax, "y", rows, y_step, y_pt)
         ax.set_xlabel(_axis_name("key", x_step), color=fg)
         ax.set_ylabel(_axis_name("query", y_step), color=fg)
-        ax.set_title(title, color=fg, fontsize=title_pt, parse_math=False, family=_font_family())
+        ax.set_title(
+            _title_text(title, ax_w + 2 * min(left, 1.1) - 0.4, title_pt),  # centred on the axes
+            color=fg,
+            fontsize=title_pt,
+            parse_math=False,
+            family=_font_family(),
+        )
         _style_axes(ax, fg)
         _colorbar(fig, image, ax, fg, ax_h)
         if write_values:
@@ -375,7 +423,8 @@ def grid_figure(
 
     The scale runs from 0 to the maximum over all heads and has one colour bar.
     Tokens are labelled on the outer panels only (left column, bottom of each
-    column). Cell values are written only when `annotate` and T <= 8.
+    column). Cell values are written only when `annotate` and T <= 8. Panels shrink
+    (down to 0.6 in) so that neither side of the figure passes MAX_FIGURE_IN.
     """
     check_colormap(cmap)
     _check_theme(theme)
@@ -393,12 +442,18 @@ def grid_figure(
     family = _font_family()
 
     write_values = annotate and n_q <= _GRID_ANNOTATE_MAX_TOKENS
+    if columns is not None and columns < 1:
+        raise ValueError(f"head grid: columns must be at least 1, got {columns}")
     n_rows, n_cols = _grid_shape(heads) if columns is None else (-(-heads // columns), columns)
-    side = min(max(2.2, (0.34 if write_values else 0.15) * n_q), 3.6)
-    step = _tick_step(n_q, int(side / _GRID_TICK_SPACING_IN))
+    sin_rot = math.sin(math.radians(_KEY_ROTATION))
+    widest_in = _text_width_in(tokens, _GRID_TICK_PT)  # at least the width of those shown
+    fit_w = (MAX_FIGURE_IN - widest_in - 1.7) / n_cols - 0.15  # panel sides that keep the
+    fit_h = (MAX_FIGURE_IN - widest_in * sin_rot - 1.3) / n_rows - 0.4  # figure in bounds
+    side = min(max(2.2, (0.34 if write_values else 0.15) * n_q), 3.6, fit_w, fit_h)
+    side = max(side, _MIN_PANEL_IN)
+    step = _tick_step(n_q, max(1, int(side / _GRID_TICK_SPACING_IN)))
     shown = [tokens[i] for i in range(0, n_q, step)]
     label_in = _text_width_in(shown, _GRID_TICK_PT)
-    sin_rot = math.sin(math.radians(_KEY_ROTATION))
     fig_w = label_in + 0.6 + n_cols * (side + 0.15) + 1.1
     fig_h = label_in * sin_rot + 0.6 + n_rows * (side + 0.4) + 0.7
 
@@ -420,14 +475,26 @@ def grid_figure(
             has_panel_below = head + n_cols < heads
             _set_ticks(ax, "x", tokens, step, _GRID_TICK_PT, show_labels=not has_panel_below)
             _set_ticks(ax, "y", tokens, step, _GRID_TICK_PT, show_labels=col == 0)
-            ax.set_title(panel_titles[head], color=fg, fontsize=9, parse_math=False, family=family)
+            ax.set_title(
+                _clean_label(panel_titles[head]),
+                color=fg,
+                fontsize=9,
+                parse_math=False,
+                family=family,
+            )
             _style_axes(ax, fg)
             if write_values:
                 _annotate(ax, values[head], colormap, norm, 6.0)
         assert image is not None  # heads >= 1, checked by _as_matrix
         fig.supxlabel(_axis_name("key", step), color=fg, fontsize=10)
         fig.supylabel(_axis_name("query", step), color=fg, fontsize=10)
-        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=family)
+        fig.suptitle(
+            _title_text(title, fig_w - 0.4, 13),
+            color=fg,
+            fontsize=13,
+            parse_math=False,
+            family=family,
+        )
         _colorbar(fig, image, axes, fg, n_rows * side)
     return fig
 

@@ -168,8 +168,9 @@ def _is_emoji(char: str) -> bool:
     return char == "\ufe0f" or char in _SKIN_TONES or _is_pictograph(char)
 
 
-def _stand_in(char: str, before: str, after: str) -> str:
-    """What one character of a label becomes (given its neighbours)."""
+def _stand_in(char: str) -> str:
+    """What one character of a label becomes (joiners and skin tones are left to
+    `_joined_only`, which looks at their neighbours)."""
     code = ord(char)
     if code < 0x20:
         return chr(0x2400 + code)  # control pictures: ␀ ␉ ␊ ...
@@ -181,24 +182,35 @@ def _stand_in(char: str, before: str, after: str) -> str:
         return "␤"
     if char in _DROPPED:
         return ""
-    if char == _ZWJ:
-        # rich counts "a\u200db" as 1 cell, terminals as 2: keep ZWJ only inside emoji
-        return char if before and after and _is_emoji(before) and _is_emoji(after) else ""
-    if char in _SKIN_TONES and not (before and _is_pictograph(before)):
-        return ""  # a lone modifier: rich counts 0 cells, terminals 2
     return char
+
+
+def _joined_only(text: str) -> str:
+    """`text` with emoji modifiers kept only where they modify something.
+
+    A skin tone stays only right after a pictograph (alone, rich counts 0 cells and
+    terminals 2), then a zero-width joiner only between two emoji: rich counts
+    "a\u200db" as 1 cell where terminals draw 2, and a joiner left at the end of a
+    label would swallow the space after it in rich's count, shifting the row.
+    """
+    toned = "".join(
+        char
+        for i, char in enumerate(text)
+        if char not in _SKIN_TONES or (i > 0 and _is_pictograph(text[i - 1]))
+    )
+    last = len(toned) - 1
+    return "".join(
+        char
+        for i, char in enumerate(toned)
+        if char != _ZWJ or (0 < i < last and _is_emoji(toned[i - 1]) and _is_emoji(toned[i + 1]))
+    )
 
 
 def _sanitize(text: str) -> str:
     """`text` with every character that could break a one-line layout replaced."""
     if text.isprintable() and text.isascii():
         return text
-    out = []
-    for i, char in enumerate(text):
-        before = text[i - 1] if i else ""
-        after = text[i + 1] if i + 1 < len(text) else ""
-        out.append(_stand_in(char, before, after))
-    return "".join(out)
+    return _joined_only("".join(_stand_in(char) for char in text))
 
 
 def _truncate(text: str, cells: int) -> str:
@@ -266,19 +278,38 @@ def _title_lines(title: str | None, console: Console, options: ConsoleOptions) -
 
 
 def _legend_lines(scale: _Scale, colour: bool, width: int) -> list[Line]:
-    """`0.00 ▕gradient▏ 0.63` with colour; the shade ramp with its ranges without."""
+    """`0.00 ▕gradient▏ 0.63` with colour; the shade ramp with its ranges without.
+
+    When that does not fit the width, the numbers go on a line of their own under the
+    ramp (`0.00–0.63`), so the top of the scale is never cut off.
+    """
     low, high = scale.fmt(0.0), scale.fmt(scale.vmax)
+    numbers = cell_len(low) + cell_len(high)
     if colour:
-        size = max(1, min(_LEGEND_MAX, width - cell_len(low) - cell_len(high) - 4))
+        room = width - numbers - 4  # cells left for the gradient beside both numbers
+        size = max(1, min(_LEGEND_MAX, room if room >= 1 else width - 2))
         levels = np.rint(np.linspace(0, _LEVELS - 1, size)).astype(int)
         gradient = [Segment(" ", _bg_style(int(level))) for level in levels]
-        return [[Segment(f"{low} ▕"), *gradient, Segment(f"▏ {high}")]]
+        if room >= 1:
+            return [[Segment(f"{low} ▕"), *gradient, Segment(f"▏ {high}")]]
+        return [[Segment("▕"), *gradient, Segment("▏")], *_range_lines(low, high, width)]
     steps = len(SHADES)
     bounds = [scale.fmt(scale.vmax * k / steps) for k in range(steps + 1)]
     ranges = "  ".join(f"▕{SHADES[k]}▏{bounds[k]}–{bounds[k + 1]}" for k in range(steps))
     if cell_len(ranges) <= width:
         return [[Segment(ranges)]]
-    return [[Segment(f"{low} ▕{SHADES}▏ {high}")]]  # five equal steps, compact
+    compact = f"{low} ▕{SHADES}▏ {high}"  # five equal steps
+    if cell_len(compact) <= width:
+        return [[Segment(compact)]]
+    return [[Segment(f"▕{SHADES}▏")], *_range_lines(low, high, width)]
+
+
+def _range_lines(low: str, high: str, width: int) -> list[Line]:
+    """`0.00–0.63` on one line, or on two when even that is too wide."""
+    joined = f"{low}–{high}"
+    if cell_len(joined) <= width:
+        return [[Segment(joined)]]
+    return [[Segment(f"{low}–")], [Segment(high)]]
 
 
 def _legend_min_width(scale: _Scale) -> int:
@@ -522,7 +553,8 @@ class HeadGrid:
     more lines of panels. Without colour: shade characters, one matrix row per line.
     Panels wrap left to right, each with its title above; below the grid come the legend
     and the token list. If one panel is wider than the terminal, a note is shown instead
-    suggesting `attnviz show --head N` or `--out FILE` (panels are not paged).
+    suggesting `attnviz show --head N` or `--out FILE` (panels are not paged); below 20
+    cells, just one cropped line, as for Heatmap.
     """
 
     def __init__(
@@ -568,15 +600,20 @@ class HeadGrid:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         n_tokens = self.values.shape[2]
-        lines = _title_lines(self.title, console, options)
         if self._slot(1) > width:
             message = (
                 f"(one head is {self._slot(1)} columns wide, the terminal {width}: "
                 "show a single head with `attnviz show --head N` or write an image "
                 "with --out FILE)"
             )
-            yield from _emit(lines + _note(message, width), width)
+            if width < _WRAP_MIN:  # one short line, as Heatmap shows
+                yield from _emit(_note(TOO_NARROW, width), width)
+                return
+            yield from _emit(
+                _title_lines(self.title, console, options) + _note(message, width), width
+            )
             return
+        lines = _title_lines(self.title, console, options)
         colour = _use_colour(console)
         cell_w = self._cell_w(width)
         slot = self._slot(cell_w)
