@@ -167,6 +167,13 @@ def tokenize(
     truncate: bool = False,
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit."""
+    for value in (text, pair):
+        try:
+            (value or "").encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: bytes that were not UTF-8
+            raise BadInput(
+                "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
+            ) from None
     encoding = tokenizer.encode(text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(

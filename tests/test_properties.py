@@ -399,12 +399,6 @@ def test_tokenizing_any_text_gives_pieces_inside_the_text(
     assert tokenize.tokenizer.truncation is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tokenize() passes lone surrogates to the Rust tokenizer, which raises "
-    "TypeError('TextInputSequence must be str') instead of BadInput; the CLI checks "
-    "argv first, library callers get the TypeError",
-)
 def test_tokenizing_undecodable_text_is_bad_input(tokenize: EmbeddedTokenizer) -> None:
     with pytest.raises(BadInput):
         tokenize("caf\udcff")
