@@ -26,6 +26,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
+from attnviz.imports import import_torch
 from attnviz.views import pair_marked, resolve_index
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ def explain(
     Negative `layer`, `head` and `query` count from the end. `encoder` is the loaded
     model for `prepared` (loaded here when None).
     """
+    import_torch()
     import torch
 
     from attnviz.model import hiding_mask

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import AttnvizError
+from attnviz.imports import import_torch
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 from attnviz.weights import ModelShape, ModelSource, describe, locate, read_config
 
@@ -123,6 +124,7 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
 
 
 def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
+    import_torch()
     import torch
 
     from attnviz.weights import load_encoder
@@ -235,6 +237,7 @@ def compute_batches(
     over and dropped before the next batch runs, so memory stays bounded by one
     batch however long the corpus is. `encoder` saves loading the weights again.
     """
+    import_torch()
     import torch
 
     from attnviz.weights import load_encoder

@@ -413,3 +413,26 @@ def test_an_empty_corpus_file_is_refused(tmp_path: Path) -> None:
     result = run("stats", "--file", str(empty))
     assert result.exit_code == 2
     assert result.stderr.strip() == f"Error: {empty} has no sentences: write one sentence a line"
+
+
+def test_heavy_imports_leave_the_garbage_collector_on() -> None:
+    """torch and matplotlib are imported with the collector paused, which must come back on."""
+    code = (
+        "import gc\n"
+        "from attnviz.cli import app\n"
+        "try:\n"
+        "    app(['show', 'ok', '--no-cache', '--out', {out!r}])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "import torch, matplotlib\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 100_000)\n"
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "x.png")
+        result = subprocess.run(
+            [sys.executable, "-c", code.format(out=out)], capture_output=True, text=True
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["True", "True"]
