@@ -303,7 +303,9 @@ def model_view(
         _write_grid(out, matrices, labels, panel_titles, title, images, columns=len(chosen))
     from attnviz.render.terminal import HeadGrid
 
-    console.print(HeadGrid(matrices, labels, panel_titles=panel_titles, title=title))
+    console.print(
+        HeadGrid(matrices, labels, panel_titles=panel_titles, title=title, columns=len(chosen))
+    )
     if out is not None:
         print(f"wrote {out}", file=sys.stderr)
 

@@ -443,3 +443,21 @@ def test_a_joiner_left_dangling_by_a_dropped_skin_tone_is_dropped_too() -> None:
     assert len(rows) == 3
     assert len({cell_len(row[: row.index("█")]) for row in rows}) == 1
     assert "\u200d " not in output and "a\u200d" not in output
+
+
+def test_head_grid_columns_keep_one_layer_per_line() -> None:
+    """The model view asks for 3 panels a line: a wide terminal still breaks after 3."""
+    import io
+
+    from rich.console import Console
+
+    from attnviz.render.terminal import HeadGrid
+
+    grid = np.full((6, 4, 4), 0.25)  # 2 layers x 3 heads
+    titles = [f"L{layer} H{head}" for layer in range(2) for head in range(3)]
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(
+        HeadGrid(grid, list("abcd"), panel_titles=titles, columns=3)
+    )
+    title_lines = [line for line in out.getvalue().splitlines() if "L0 H0" in line or "L1" in line]
+    assert len(title_lines) == 2 and "L1" not in title_lines[0]

@@ -564,7 +564,9 @@ class HeadGrid:
         *,
         panel_titles: Sequence[str],
         title: str | None = None,
+        columns: int | None = None,
     ) -> None:
+        """`columns`: panels per line when they fit, e.g. the heads of one layer per line."""
         values = np.asarray(matrices, dtype=float)  # (H, T, T)
         if values.ndim != 3 or 0 in values.shape or values.shape[1] != values.shape[2]:
             raise ValueError(f"matrices must be [H, T, T] and non-empty, got {values.shape}")
@@ -577,6 +579,16 @@ class HeadGrid:
         self.panel_titles = [_truncate(t, MAX_LABEL_CELLS) for t in _clean_labels(panel_titles)]
         self.title = title
         self.scale = _scale_for(values, None)
+        self.columns = columns
+
+    def _per_line(self, width: int, slot: int) -> int:
+        """Panels on one line: as many as fit, or `columns` (or an even share of it)."""
+        fit = _panels_per_line(width, slot)
+        if self.columns is None or self.columns < 1:
+            return fit
+        if fit >= self.columns:
+            return self.columns
+        return max(d for d in range(1, fit + 1) if self.columns % d == 0)
 
     def _slot(self, cell_w: int) -> int:
         """Cells one panel takes: its matrix or its title, whichever is wider."""
@@ -585,7 +597,7 @@ class HeadGrid:
     def _cell_w(self, width: int) -> int:
         """2 cells per column if that needs no more lines of panels than 1 does."""
         heads = self.values.shape[0]
-        rows = [math.ceil(heads / _panels_per_line(width, self._slot(w))) for w in (1, 2)]
+        rows = [math.ceil(heads / self._per_line(width, self._slot(w))) for w in (1, 2)]
         return 2 if self._slot(2) <= width and rows[1] <= rows[0] else 1
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -617,7 +629,7 @@ class HeadGrid:
         colour = _use_colour(console)
         cell_w = self._cell_w(width)
         slot = self._slot(cell_w)
-        per_line = _panels_per_line(width, slot)
+        per_line = self._per_line(width, slot)
         panels = self._panels(colour, cell_w)
         for start in range(0, len(panels), per_line):
             heads = range(start, min(start + per_line, len(panels)))
