@@ -583,18 +583,33 @@ def write_data(out: Path, analysis: Analysis) -> None:
 
 def cache_info(console: Console) -> None:
     """The cache's folder, entries, size and limit."""
+    import os
+
     from attnviz import cache
 
     state = cache.info()
-    enabled = cache.cache_enabled(False)
+    folder = state.folder
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not cache.cache_enabled(False):
+        status = "off (ATTNVIZ_NO_CACHE is set)"
+    elif not existing.is_dir() or not os.access(existing, os.W_OK):
+        status = f"unusable: {existing} is not a writable folder (set ATTNVIZ_CACHE_DIR)"
+    else:
+        status = "on"
     console.print(
         Text(
-            f"folder   {state.folder}\n"
+            f"folder   {folder}\n"
             f"entries  {state.entries}\n"
-            f"size     {state.bytes / cache.MB:.1f} MB of {state.limit_bytes / cache.MB:.0f} MB\n"
-            f"status   {'on' if enabled else 'off (ATTNVIZ_NO_CACHE is set)'}"
+            f"size     {_megabytes(state.bytes)} of {_megabytes(state.limit_bytes)}\n"
+            f"status   {status}"
         )
     )
+
+
+def _megabytes(size: int) -> str:
+    from attnviz.cache import MB
+
+    return f"{size / MB:.1f} MB" if size < 100 * MB else f"{size / MB:.0f} MB"
 
 
 def cache_clear(console: Console) -> None:
@@ -602,4 +617,4 @@ def cache_clear(console: Console) -> None:
     from attnviz import cache
 
     entries, size = cache.clear()
-    console.print(f"removed {entries} entries ({size / cache.MB:.1f} MB) from {cache.cache_dir()}")
+    console.print(f"removed {entries} entries ({_megabytes(size)}) from {cache.cache_dir()}")
