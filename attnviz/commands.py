@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.imports import paused_gc
+from attnviz.imports import import_quietly
 from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, atomic_write
 from attnviz.pipeline import Analysis, Prepared, compute, prepare
 from attnviz.views import merge_words, pair_marked, resolve_index, select
@@ -73,8 +73,8 @@ def check_output(out: Path, allowed: tuple[str, ...], images: ImageOptions) -> N
                 f"--dpi {images.dpi} is out of range: use {low}..{high} (200 is the default, "
                 "300 suits print)"
             )
-        with paused_gc():  # matplotlib's import, like torch's, is slowed by the collector
-            from attnviz.render.image import check_colormap
+        import_quietly("attnviz.render.image")  # matplotlib, like torch, slowed by the GC
+        from attnviz.render.image import check_colormap
 
         check_colormap(images.cmap)
 

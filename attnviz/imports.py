@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import sys
 from collections.abc import Iterator
 
@@ -28,9 +29,14 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def import_torch() -> None:
-    """Import torch (once) with the collector paused; later `import torch` lines are free."""
-    if "torch" in sys.modules:
+def import_quietly(module: str) -> None:
+    """Import `module` (once) with the collector paused; later imports of it are free."""
+    if module in sys.modules:
         return
     with paused_gc():
-        import torch  # noqa: F401
+        importlib.import_module(module)
+
+
+def import_torch() -> None:
+    """Import torch with the collector paused (see the module docstring)."""
+    import_quietly("torch")
