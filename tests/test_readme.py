@@ -37,10 +37,12 @@ def test_readme_terminal_output_is_real() -> None:
     assert [line.rstrip() for line in result.stdout.splitlines()] == expected
 
 
-def test_readme_example_image_exists_and_is_small() -> None:
-    image = Path(__file__).parent.parent / "docs" / "joao-layer5-head5.png"
-    assert image.is_file() and image.stat().st_size < 200_000
-    assert "docs/joao-layer5-head5.png" in README
+def test_readme_example_images_exist_and_are_small() -> None:
+    images = re.findall(r"\]\((docs/[^)]+\.png)\)", README)
+    assert "docs/joao-layer5-head5.png" in images and len(images) >= 3
+    for name in images:
+        image = Path(__file__).parent.parent / name
+        assert image.is_file() and image.stat().st_size < 200_000, name
 
 
 def test_readme_numbers_are_the_models() -> None:
