@@ -401,7 +401,7 @@ def stats(
     batching: BatchOptions,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
-    from attnviz.pipeline import compute_batches, prepare_corpus
+    from attnviz.pipeline import compute_batches, prepare_corpus, reuse_freed_memory
     from attnviz.stats import HeadStats, sort_records, token_kinds
 
     sort_records([], sort, top)  # reject a bad --sort or --top before any work
@@ -415,6 +415,7 @@ def stats(
     first = corpus.pieces[0]
     probe = Prepared(corpus.model, corpus.config, first)
     accumulator = HeadStats(probe.num_layers, probe.num_heads)
+    reuse_freed_memory()  # a command, not a library call: the process ends with it
     with _progress(len(texts)) as advance:
         for batch in compute_batches(
             corpus,

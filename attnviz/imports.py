@@ -19,6 +19,7 @@ from collections.abc import Iterator
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
     """Run the block with the garbage collector off; keep what it made out of later scans."""
+    gc.collect()  # what is garbage now must not be frozen with the rest
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 import torch
 import torch.nn.functional as F
@@ -104,20 +104,44 @@ class MultiHeadAttention(nn.Module):
 
         Self-attention then projects with one matmul instead of three, which runs
         faster on a CPU; the numbers are the same, and `q_proj`, `k_proj`, `v_proj`
-        still hold (views of) the model's weights for anyone who reads them.
+        still hold (views of) the model's weights for anyone who reads them. The fused
+        path is taken only while those views are intact and no gradient is wanted;
+        otherwise the three projections run as before.
         """
-        if self.fused_weight is not None:
+        if self._fused_in_sync():
             return  # ALBERT's shared layer sits in every slot: fuse once
         projections = (self.q_proj, self.k_proj, self.v_proj)
         weight = torch.cat([p.weight.detach() for p in projections])  # (3C, C)
         self.fused_weight = weight
         for i, p in enumerate(projections):
             p.weight = nn.Parameter(weight[i * self.embed_dim : (i + 1) * self.embed_dim])
+        self.fused_bias = None
         if self.q_proj.bias is not None:
             bias = torch.cat([p.bias.detach() for p in projections])  # (3C,)
             self.fused_bias = bias
             for i, p in enumerate(projections):
                 p.bias = nn.Parameter(bias[i * self.embed_dim : (i + 1) * self.embed_dim])
+
+    def _fused_in_sync(self) -> bool:
+        """Whether q_proj, k_proj and v_proj are still views of the fused tensors."""
+        weight, bias, C = self.fused_weight, self.fused_bias, self.embed_dim
+        if weight is None:
+            return False
+        for i, p in enumerate((self.q_proj, self.k_proj, self.v_proj)):
+            if p.weight.data_ptr() != weight[i * C].data_ptr() or p.weight.dtype != weight.dtype:
+                return False
+            if p.bias is not None and (bias is None or p.bias.data_ptr() != bias[i * C].data_ptr()):
+                return False
+        return True
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
+        """After .to(), .half() and the like, fuse again: the views would point at old memory."""
+        fused = self.fused_weight is not None
+        super()._apply(fn, recurse)
+        if fused:
+            self.fused_weight = None
+            self.fuse_projections()
+        return self
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -133,7 +157,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy)."""
         B, Tq, C = queries.shape
-        if self.fused_weight is not None and queries is keys is values:
+        fast = not torch.is_grad_enabled()  # in-place and fused steps have no gradient
+        if fast and queries is keys is values and self._fused_in_sync():
+            assert self.fused_weight is not None
             qkv = F.linear(queries, self.fused_weight, self.fused_bias)  # (B, T, 3C)
             qkv = qkv.view(B, Tq, 3, self.num_heads, self.head_size)  # (B, T, 3, nh, hs)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, nh, T, hs)
@@ -146,13 +172,13 @@ class MultiHeadAttention(nn.Module):
         scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
         if mask is not None:
             scores.masked_fill_(mask, float("-inf"))
-        if weights_out is None:
+        if weights_out is None or not fast or weights_out.dtype != scores.dtype:
             weights = torch.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
         else:
-            weights = torch.softmax(scores, dim=-1, out=weights_out)
+            weights = torch.softmax(scores, dim=-1, out=weights_out)  # no copy afterwards
         if mask is not None and bool(mask.all(dim=-1).any()):
             # A query that may see no key at all gets zeros, not NaN.
-            weights.nan_to_num_(0.0)
+            weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
 
         heads = weights @ v  # (B, nh, Tq, hs)
         joined = heads.transpose(1, 2).reshape(B, Tq, C)  # (B, Tq, C)
@@ -274,11 +300,14 @@ class Encoder(nn.Module):
         B, T, _ = x.shape
         # Each layer's softmax writes straight into its slice: no copy of T·T arrays.
         weights = x.new_empty(len(self.layers), B, self.config.num_heads, T, T)  # (L, B, nh, T, T)
-        inputs = []
+        inputs, written = [], []
         for i, layer in enumerate(self.layers):
             if keep_inputs:
                 inputs.append(x)
-            x, _ = layer(x, mask, weights[i])
+            x, w = layer(x, mask, weights[i])
+            written.append(w)
+        if any(w.data_ptr() != weights[i].data_ptr() for i, w in enumerate(written)):
+            weights = torch.stack(written)  # a path that could not write in place (autograd)
         return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
 
     def fuse_projections(self) -> None:

@@ -160,17 +160,8 @@ ONE_THREAD_TOKENS = 128
 @contextlib.contextmanager
 def _threads_for(tokens: int) -> Iterator[None]:
     """One torch thread for a short single sentence; torch's own choice otherwise."""
-    import torch
-
-    if tokens > ONE_THREAD_TOKENS:
+    with _threads(1 if tokens <= ONE_THREAD_TOKENS else None):
         yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -243,33 +234,44 @@ def compute_batches(
     from attnviz.weights import load_encoder
 
     where = pick_device(device, batched=True)
-    _reuse_freed_memory()
     if encoder is None:
         encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
     encoder = encoder.to(where)
     shape = describe(corpus.config)
     pad_id = int(corpus.config.get("pad_token_id") or 0)
+    for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
+        batch = [corpus.pieces[i] for i in indices]
+        ids, types, real = padded(batch, pad_id)  # (B, T) each
+        with torch.inference_mode(), _threads(threads):
+            out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
+        attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+        yield Batch(indices, [len(p) for p in batch], attentions)
+
+
+@contextlib.contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """torch's thread count set to `count` for the block (None leaves it alone)."""
+    import torch
+
+    if count is None:
+        yield
+        return
     before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(count)
     try:
-        for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
-            batch = [corpus.pieces[i] for i in indices]
-            ids, types, real = padded(batch, pad_id)  # (B, T) each
-            with torch.inference_mode():
-                out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
-            attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
-            yield Batch(indices, [len(p) for p in batch], attentions)
+        yield
     finally:
         torch.set_num_threads(before)
 
 
-def _reuse_freed_memory() -> None:
+def reuse_freed_memory() -> None:
     """Let glibc keep freed blocks for reuse instead of handing them back to the system.
 
     Each batch allocates the same large arrays again; by default glibc maps every one
     afresh and the first write to each page faults. Keeping them in the heap made the
-    batched path about 7% faster here. Elsewhere (not glibc) this does nothing.
+    batched path about 7% faster here. It lasts for the whole process (memory once
+    used stays with it), so the `stats` command calls it, not the library. Elsewhere
+    (not glibc) this does nothing.
     """
     import ctypes
     import ctypes.util

@@ -87,8 +87,10 @@ def _batches(corpus: Corpus, batch_size: int) -> list[tuple[torch.Tensor, torch.
 
 
 def ours(corpus: Corpus, batch_size: int) -> Callable[[], None]:
-    from attnviz.pipeline import compute_batches
+    from attnviz.pipeline import compute_batches, reuse_freed_memory
     from attnviz.weights import load_encoder
+
+    reuse_freed_memory()  # as `attnviz stats` does
 
     encoder = load_encoder(corpus.model.folder, corpus.config)
 

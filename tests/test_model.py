@@ -165,3 +165,43 @@ def test_fused_projections_give_the_same_attention_and_keep_the_weights() -> Non
     after = encoder.state_dict()
     assert after.keys() == before.keys()
     assert all(torch.equal(after[k], before[k]) for k in before)
+
+
+def test_the_loaded_encoder_is_differentiable_like_transformers(embedded_folder) -> None:
+    """Outside inference mode the fast paths step aside: gradients reach W_Q and match BERT's."""
+    from transformers import BertModel
+
+    from attnviz.weights import load_encoder
+
+    ids = torch.tensor([[101, 1037, 3899, 2001, 102]])  # (1, 5)
+    ours = load_encoder(embedded_folder)
+    out = ours(ids)
+    out.attentions[2, 0, 3].sum().backward()
+    reference = BertModel.from_pretrained(str(embedded_folder), attn_implementation="eager")
+    theirs = reference(ids, output_attentions=True)
+    theirs.attentions[2][0, 3].sum().backward()
+    ours_grad = ours.layers[2].attention.q_proj.weight.grad
+    theirs_grad = reference.encoder.layer[2].attention.self.query.weight.grad
+    assert ours_grad is not None and theirs_grad is not None
+    torch.testing.assert_close(ours_grad, theirs_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_fused_projections_follow_moves_and_edits(embedded_folder) -> None:
+    """After .double() or .to(), and after editing q_proj, the forward uses the new weights."""
+    from attnviz.weights import load_encoder
+
+    ids = torch.tensor([[101, 1037, 3899, 2001, 102]])  # (1, 5)
+    encoder = load_encoder(embedded_folder)
+    with torch.inference_mode():
+        before = encoder(ids).attentions
+    encoder = encoder.double().float()
+    with torch.no_grad():
+        encoder.layers[0].attention.q_proj.weight.mul_(2.0)
+    with torch.inference_mode():
+        after = encoder(ids).attentions
+    reference = Encoder(encoder.config).eval()
+    reference.load_state_dict(encoder.state_dict())
+    with torch.inference_mode():
+        expected = reference(ids).attentions  # never fused: three separate projections
+    torch.testing.assert_close(after, expected, atol=1e-6, rtol=0)
+    assert not torch.allclose(after[0], before[0], atol=1e-3)
