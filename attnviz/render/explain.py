@@ -170,10 +170,18 @@ class ExplanationView:
         yield from self._piece_list(options.max_width)
 
     def _piece_list(self, width: int) -> Iterator[Text]:
-        """`pieces: 0 [CLS]  1 João ...` wrapped to `width`, the query highlighted."""
+        """`pieces: 0 [CLS]  1 João ...` wrapped to `width`, the query highlighted.
+
+        A long text lists the pieces the tables show, with `…` for the ones left out.
+        """
         line = Text(self._t("pieces_heading"), style="dim")
-        for i, label in enumerate(self.x.labels):
+        previous = -1
+        for i in self.rows:
+            label = self.x.labels[i]
             item = _truncate(f"{i} {_clean(label)}", width)
+            if i > previous + 1:
+                item = "…  " + item
+            previous = i
             if line.cell_len and line.cell_len + 2 + cell_len(item) > width:
                 yield line
                 line = Text()
