@@ -48,7 +48,8 @@ class _OneLineUsageErrors(TyperGroup):
             if not message.strip():  # no arguments at all: the help was shown, nothing to add
                 sys.exit(getattr(exc, "exit_code", 2))
             ctx = getattr(exc, "ctx", None)
-            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            path = ctx.command_path if ctx is not None else f"{self.name or 'attnviz'} COMMAND"
+            where = f" (see '{path} --help')"
             typer.echo(f"Error: {_one_line(message)}{where}", err=True)
             sys.exit(getattr(exc, "exit_code", 2))
         except typer.Abort:
