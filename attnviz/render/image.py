@@ -141,12 +141,14 @@ def _image_format(path: Path) -> str:
 
 @contextlib.contextmanager
 def _quiet_fonts() -> Iterator[None]:
-    """Silence matplotlib's per-glyph and font-lookup complaints for labels in any script."""
+    """Silence matplotlib's per-glyph, font-lookup and layout complaints for odd labels."""
     logger = logging.getLogger("matplotlib.font_manager")
     level = logger.level
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"(?s).*Glyph .* missing from")
         warnings.filterwarnings("ignore", message=r"(?s).*Matplotlib currently does not support")
+        # Extreme labels can leave no room to lay out; the image is still written.
+        warnings.filterwarnings("ignore", message=r"constrained_layout not applied")
         logger.setLevel(logging.ERROR)
         try:
             yield
