@@ -1,27 +1,57 @@
 """The `attnviz` command line: thin Typer commands over `attnviz.commands`.
 
 Only typer and the standard library are imported at start-up, so `attnviz --help`
-is instant; each command imports what it needs when it runs. Errors are one line
-on stderr and an exit code (2 for bad arguments, 1 for failures while running);
-`--debug` shows the traceback instead.
+is instant; each command imports what it needs when it runs. The shared options
+live in `cli_options`, reading and checking input in `cli_input`, and turning
+failures into one line and an exit code in `cli_errors`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 import sys
-from collections.abc import Iterator
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer.core import TyperGroup
 
 from attnviz import __version__
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.cli_errors import (
+    OneLineUsageErrors,
+    debug_all,
+    failures,
+    os_error_line,
+    silence_stdout,
+)
+from attnviz.cli_input import check_image_options, corpus, head_list, read_text, utf8
+from attnviz.cli_options import (
+    AnnotateOpt,
+    CmapOpt,
+    DebugOpt,
+    Device,
+    DpiOpt,
+    Dtype,
+    DtypeOpt,
+    HeadOpt,
+    HeadsOpt,
+    Lang,
+    LayerOpt,
+    Mask,
+    MaskOpt,
+    ModelOpt,
+    NoCacheOpt,
+    OutOpt,
+    PairOpt,
+    SortColumn,
+    TextArg,
+    Theme,
+    ThemeOpt,
+    TransparentOpt,
+    TruncateOpt,
+    Units,
+    UnitsOpt,
+    View,
+)
+from attnviz.errors import BadInput
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,37 +59,8 @@ if TYPE_CHECKING:
     from attnviz.commands import ImageOptions, Source
 
 
-class _OneLineUsageErrors(TyperGroup):
-    """Usage errors (an unknown option, a bad choice, a missing value) as one line on stderr.
-
-    Typer would draw a multi-line box with the usage; attnviz keeps every error to one
-    line that names the problem and where to look, with exit code 2.
-    """
-
-    def main(  # type: ignore[override]
-        self, args: Any = None, prog_name: str | None = None, **kwargs: Any
-    ) -> Any:
-        if not kwargs.pop("standalone_mode", True):
-            return super().main(args, prog_name, standalone_mode=False, **kwargs)
-        try:
-            code = super().main(args, prog_name, standalone_mode=False, **kwargs)
-        except typer.TyperException as exc:  # click's UsageError and BadParameter
-            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-            if not message.strip():  # no arguments at all: the help was shown, nothing to add
-                sys.exit(getattr(exc, "exit_code", 2))
-            ctx = getattr(exc, "ctx", None)
-            path = ctx.command_path if ctx is not None else f"{self.name or 'attnviz'} COMMAND"
-            where = f" (see '{path} --help')"
-            typer.echo(f"Error: {_one_line(message)}{where}", err=True)
-            sys.exit(getattr(exc, "exit_code", 2))
-        except typer.Abort:
-            typer.echo("Aborted.", err=True)
-            sys.exit(1)
-        sys.exit(code if isinstance(code, int) else 0)
-
-
 app = typer.Typer(
-    cls=_OneLineUsageErrors,
+    cls=OneLineUsageErrors,
     name="attnviz",
     help=(
         "Look inside transformer attention: heatmaps of a real BERT's attention weights, "
@@ -71,138 +72,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-class Units(str, Enum):
-    words = "words"
-    tokens = "tokens"
-
-
-class Theme(str, Enum):
-    light = "light"
-    dark = "dark"
-
-
-class Mask(str, Enum):
-    none = "none"
-    causal = "causal"
-
-
-class Dtype(str, Enum):
-    float32 = "float32"
-    float16 = "float16"
-    bfloat16 = "bfloat16"
-
-
-class Device(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-
-
-class SortColumn(str, Enum):
-    layer = "layer"
-    entropy = "entropy"
-    cls = "cls"
-    sep = "sep"
-    punct = "punct"
-    self_ = "self"
-    prev = "prev"
-    next_ = "next"
-
-
-class View(str, Enum):
-    show = "show"
-    heads = "heads"
-
-
-_debug = {"on": False}
-
-TextArg = Annotated[
-    str | None,
-    typer.Argument(
-        help="The sentence. Omitted: read from a pipe or file on stdin, else the first "
-        "sample sentence.",
-        show_default=False,
-    ),
-]
-LayerOpt = Annotated[
-    int, typer.Option("--layer", "-l", help="Layer, 0-based; negative counts from the end.")
-]
-HeadOpt = Annotated[
-    int | None,
-    typer.Option("--head", help="Head, 0-based; negative counts from the end. Default: mean."),
-]
-UnitsOpt = Annotated[
-    Units, typer.Option("--units", "-u", help="Whole words (pieces merged) or raw word pieces.")
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="Local folder or Hugging Face Hub id. Default: $ATTNVIZ_MODEL, else the embedded "
-        "all-MiniLM-L6-v2.",
-        show_default=False,
-    ),
-]
-TruncateOpt = Annotated[
-    bool, typer.Option("--truncate", help="Keep the first positions of a text that is too long.")
-]
-OutOpt = Annotated[
-    Path | None,
-    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
-]
-DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
-CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
-ThemeOpt = Annotated[Theme, typer.Option("--theme", help="Image background.")]
-TransparentOpt = Annotated[
-    bool, typer.Option("--transparent", help="Image with a transparent background.")
-]
-AnnotateOpt = Annotated[
-    bool, typer.Option("--annotate", help="Write the values in the image's cells when they fit.")
-]
-PairOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--pair",
-        help="A second sentence B: the model reads [CLS] A [SEP] B [SEP] with token types; "
-        "labels mark B's first word with B:.",
-        show_default=False,
-    ),
-]
-MaskOpt = Annotated[
-    Mask,
-    typer.Option(
-        "--mask",
-        help="What-if: 'causal' lets each token see only itself and earlier tokens "
-        "(the model is modified; titles say so). 'none' is the real model.",
-    ),
-]
-HeadsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--heads",
-        help="Only these heads, comma-separated (e.g. 0,3,5; negative counts from the end).",
-        show_default=False,
-    ),
-]
-DtypeOpt = Annotated[
-    Dtype,
-    typer.Option(
-        "--dtype",
-        help="What the encoder computes in. Half-precision weights are computed in float32 "
-        "unless this asks otherwise.",
-    ),
-]
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-cache",
-        help="Compute afresh; don't read or write the attention cache (also ATTNVIZ_NO_CACHE=1).",
-    ),
-]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
 
 
 def _version(value: bool) -> None:
@@ -220,122 +89,7 @@ def _main(
     debug: DebugOpt = False,
 ) -> None:
     """Look inside transformer attention."""
-    _debug["on"] = debug
-
-
-@contextlib.contextmanager
-def _errors(debug: bool) -> Iterator[None]:
-    """Turn failures into one line on stderr and an exit code (unless debugging)."""
-    debug = debug or _debug["on"]
-    try:
-        yield
-    except (typer.Exit, typer.Abort):
-        raise
-    except AttnvizError as exc:
-        if debug:
-            raise
-        typer.echo(f"Error: {_one_line(str(exc))}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("Interrupted.", err=True)
-        raise typer.Exit(130) from None
-    except BrokenPipeError:
-        raise typer.Exit(_silence_stdout()) from None
-    except OSError as exc:
-        if debug:
-            raise
-        typer.echo(_os_error_line(exc), err=True)
-        raise typer.Exit(1) from None
-    except Exception as exc:
-        if debug:
-            raise
-        typer.echo(
-            f"Error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:200]} "
-            "(rerun with --debug for the traceback, and please report it)",
-            err=True,
-        )
-        raise typer.Exit(1) from None
-
-
-def _silence_stdout() -> int:
-    """The reader went away (`attnviz show --json | head`): stop quietly, code 141."""
-    with contextlib.suppress(Exception):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 141
-
-
-def _os_error_line(exc: OSError) -> str:
-    where = f": {exc.filename}" if exc.filename else ""
-    return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
-
-
-def _read_text(text: str | None) -> str:
-    """The argument; else stdin when it is a pipe or a file; else the first sample sentence."""
-    if text is not None:
-        if not text.strip():
-            raise BadInput("the text is empty: pass a sentence in quotes, or pipe one in")
-        return _utf8(text, "the text")
-    if _stdin_is_data():
-        try:
-            data = sys.stdin.read()
-        except UnicodeDecodeError:
-            raise _not_utf8("standard input") from None
-        if not data.strip():
-            raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
-        return _utf8(data.strip(), "standard input")
-    from attnviz.samples import default_sentence
-
-    return default_sentence()
-
-
-def _utf8(text: str, where: str) -> str:
-    """`text` if it is valid UTF-8 (undecodable bytes arrive as lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _not_utf8(where) from None
-    return text
-
-
-def _not_utf8(where: str) -> BadInput:
-    return BadInput(f"{where} is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8")
-
-
-IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")
-
-
-def _check_image_options(ctx: typer.Context, out: Path | None) -> None:
-    """Image options with no image to apply to would be silently ignored: say so instead."""
-    from attnviz.output import IMAGE_SUFFIXES
-
-    if out is not None and out.suffix.lower() in IMAGE_SUFFIXES:
-        return
-    given = [
-        f"--{name}"
-        for name in IMAGE_OPTIONS
-        # compared by name: typer may carry its own copy of click's ParameterSource
-        if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
-    ]
-    if given:
-        verb = "applies" if len(given) == 1 else "apply"
-        fix = (
-            "add --out FILE (.png, .svg or .pdf); the terminal uses its own palette"
-            if out is None
-            else f"{out.suffix} holds raw data; drop the option or write an image instead"
-        )
-        raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
-
-
-def _stdin_is_data() -> bool:
-    try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-    except (AttributeError, OSError, ValueError):
-        return False  # no real stdin (e.g. a test runner): treat as a terminal
-    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+    debug_all["on"] = debug
 
 
 def _console() -> Console:
@@ -359,24 +113,9 @@ def _source(
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
-        pair = _utf8(pair, "--pair")
+        pair = utf8(pair, "--pair")
     cache = cache_enabled(no_cache)
-    return Source(_read_text(text), model, truncate, pair, mask is Mask.causal, cache, dtype.value)
-
-
-def _head_list(heads: str | None) -> list[int] | None:
-    """`--heads 0,3,5` as numbers (checked against the model later)."""
-    if heads is None:
-        return None
-    parts = [part.strip() for part in heads.split(",")]
-    try:
-        numbers = [int(part) for part in parts]
-    except ValueError:
-        raise BadInput(
-            f"--heads {heads!r} is not a list of head numbers: write them comma-separated, "
-            "e.g. --heads 0,3,5"
-        ) from None
-    return numbers
+    return Source(read_text(text), model, truncate, pair, mask is Mask.causal, cache, dtype.value)
 
 
 def _images(
@@ -391,7 +130,7 @@ def _images(
     """The image options, refused when there is no image for them to apply to."""
     from attnviz.commands import ImageOptions
 
-    _check_image_options(ctx, out)
+    check_image_options(ctx, out)
     return ImageOptions(dpi, cmap, theme.value, transparent, annotate)
 
 
@@ -425,7 +164,7 @@ def show(
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.show(
@@ -465,7 +204,7 @@ def heads(
 
     [bold]Example:[/bold] attnviz heads --layer 3
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.heads(
@@ -475,7 +214,7 @@ def heads(
             words=units is Units.words,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            subset=_head_list(heads),
+            subset=head_list(heads),
         )
 
 
@@ -503,7 +242,7 @@ def model_view(
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.model_view(
@@ -512,13 +251,8 @@ def model_view(
             words=units is Units.words,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            subset=_head_list(heads),
+            subset=head_list(heads),
         )
-
-
-class Lang(str, Enum):
-    en = "en"
-    pt = "pt"
 
 
 @app.command()
@@ -567,7 +301,7 @@ def explain(
     [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
         from attnviz.i18n import default_lang
 
@@ -625,7 +359,7 @@ def rollout(
 
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.rollout(
@@ -701,14 +435,14 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
         commands.stats(
             _console(),
-            _corpus(texts, file),
+            corpus(texts, file),
             model=model,
             truncate=truncate,
             sort=sort.value,
@@ -718,42 +452,6 @@ def stats(
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
         )
-
-
-def _corpus(texts: list[str] | None, file: Path | None) -> list[str]:
-    """The sentences: arguments and --file lines; else stdin lines; else the samples."""
-    sentences = [_utf8(t, "a sentence") for t in texts or [] if t.strip()]
-    if texts and not sentences:
-        raise BadInput("the sentences are empty: pass some text, or use --file")
-    if file is not None:
-        sentences += _lines(file)
-    elif not texts:
-        if _stdin_is_data():
-            sentences = _lines(Path("-"))
-        else:
-            from attnviz.samples import sample_sentences
-
-            sentences = sample_sentences()
-    return sentences
-
-
-def _lines(file: Path) -> list[str]:
-    """The non-blank lines of a UTF-8 file ('-' is stdin)."""
-    name = "standard input" if str(file) == "-" else str(file)
-    try:
-        data = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise _not_utf8(name) from None
-    except FileNotFoundError:
-        raise BadInput(f"cannot read {name}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"cannot read {name}: it is a folder; give a text file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {name}: {exc.strerror or exc}") from None
-    lines = [line.strip() for line in data.splitlines() if line.strip()]
-    if not lines:
-        raise BadInput(f"{name} has no sentences: write one sentence a line")
-    return [_utf8(line, name) for line in lines]
 
 
 @app.command()
@@ -768,7 +466,7 @@ def tokens(
 
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.tokens(_console(), _source(text, model, truncate, pair))
@@ -780,7 +478,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.info(_console(), model)
@@ -823,7 +521,7 @@ def export(
 
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.export(
@@ -853,7 +551,7 @@ def cache_info(debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz cache info
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.cache_info(_console())
@@ -865,7 +563,7 @@ def cache_clear(debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz cache clear
     """
-    with _errors(debug):
+    with failures(debug):
         from attnviz import commands
 
         commands.cache_clear(_console())
@@ -880,7 +578,7 @@ def main() -> None:
     try:
         app()
     except BrokenPipeError:
-        sys.exit(_silence_stdout())
+        sys.exit(silence_stdout())
     except OSError as exc:
-        print(_os_error_line(exc), file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         sys.exit(1)

@@ -1,0 +1,100 @@
+"""How the command line fails: one line on stderr and an exit code, never a traceback.
+
+Exit code 2 is a bad argument (usage errors included), 1 a failure while running,
+130 an interrupt, 141 a closed pipe. `--debug` (global or per command) re-raises so
+the traceback shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from attnviz.errors import AttnvizError
+
+debug_all = {"on": False}  # set by the global --debug
+
+
+class OneLineUsageErrors(TyperGroup):
+    """Usage errors (an unknown option, a bad choice, a missing value) as one line on stderr.
+
+    Typer would draw a multi-line box with the usage; attnviz keeps every error to one
+    line that names the problem and where to look, with exit code 2.
+    """
+
+    def main(  # type: ignore[override]
+        self, args: Any = None, prog_name: str | None = None, **kwargs: Any
+    ) -> Any:
+        if not kwargs.pop("standalone_mode", True):
+            return super().main(args, prog_name, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **kwargs)
+        except typer.TyperException as exc:  # click's UsageError and BadParameter
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            if not message.strip():  # no arguments at all: the help was shown, nothing to add
+                sys.exit(getattr(exc, "exit_code", 2))
+            ctx = getattr(exc, "ctx", None)
+            path = ctx.command_path if ctx is not None else f"{self.name or 'attnviz'} COMMAND"
+            where = f" (see '{path} --help')"
+            typer.echo(f"Error: {one_line(message)}{where}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextlib.contextmanager
+def failures(debug: bool) -> Iterator[None]:
+    """Turn failures into one line on stderr and an exit code (unless debugging)."""
+    debug = debug or debug_all["on"]
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except AttnvizError as exc:
+        if debug:
+            raise
+        typer.echo(f"Error: {one_line(str(exc))}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("Interrupted.", err=True)
+        raise typer.Exit(130) from None
+    except BrokenPipeError:
+        raise typer.Exit(silence_stdout()) from None
+    except OSError as exc:
+        if debug:
+            raise
+        typer.echo(os_error_line(exc), err=True)
+        raise typer.Exit(1) from None
+    except Exception as exc:
+        if debug:
+            raise
+        typer.echo(
+            f"Error: unexpected {type(exc).__name__}: {one_line(str(exc))[:200]} "
+            "(rerun with --debug for the traceback, and please report it)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+
+def silence_stdout() -> int:
+    """The reader went away (`attnviz show --json | head`): stop quietly, code 141."""
+    with contextlib.suppress(Exception):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
+
+
+def os_error_line(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split())

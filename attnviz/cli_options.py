@@ -1,0 +1,144 @@
+"""The options the `attnviz` commands share: choices as Enums, options as Annotated types."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class Units(str, Enum):
+    words = "words"
+    tokens = "tokens"
+
+
+class Theme(str, Enum):
+    light = "light"
+    dark = "dark"
+
+
+class Mask(str, Enum):
+    none = "none"
+    causal = "causal"
+
+
+class Dtype(str, Enum):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class SortColumn(str, Enum):
+    layer = "layer"
+    entropy = "entropy"
+    cls = "cls"
+    sep = "sep"
+    punct = "punct"
+    self_ = "self"
+    prev = "prev"
+    next_ = "next"
+
+
+class View(str, Enum):
+    show = "show"
+    heads = "heads"
+
+
+class Lang(str, Enum):
+    en = "en"
+    pt = "pt"
+
+
+TextArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="The sentence. Omitted: read from a pipe or file on stdin, else the first "
+        "sample sentence.",
+        show_default=False,
+    ),
+]
+LayerOpt = Annotated[
+    int, typer.Option("--layer", "-l", help="Layer, 0-based; negative counts from the end.")
+]
+HeadOpt = Annotated[
+    int | None,
+    typer.Option("--head", help="Head, 0-based; negative counts from the end. Default: mean."),
+]
+UnitsOpt = Annotated[
+    Units, typer.Option("--units", "-u", help="Whole words (pieces merged) or raw word pieces.")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Local folder or Hugging Face Hub id. Default: $ATTNVIZ_MODEL, else the embedded "
+        "all-MiniLM-L6-v2.",
+        show_default=False,
+    ),
+]
+TruncateOpt = Annotated[
+    bool, typer.Option("--truncate", help="Keep the first positions of a text that is too long.")
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
+]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
+CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
+ThemeOpt = Annotated[Theme, typer.Option("--theme", help="Image background.")]
+TransparentOpt = Annotated[
+    bool, typer.Option("--transparent", help="Image with a transparent background.")
+]
+AnnotateOpt = Annotated[
+    bool, typer.Option("--annotate", help="Write the values in the image's cells when they fit.")
+]
+PairOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pair",
+        help="A second sentence B: the model reads [CLS] A [SEP] B [SEP] with token types; "
+        "labels mark B's first word with B:.",
+        show_default=False,
+    ),
+]
+MaskOpt = Annotated[
+    Mask,
+    typer.Option(
+        "--mask",
+        help="What-if: 'causal' lets each token see only itself and earlier tokens "
+        "(the model is modified; titles say so). 'none' is the real model.",
+    ),
+]
+HeadsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--heads",
+        help="Only these heads, comma-separated (e.g. 0,3,5; negative counts from the end).",
+        show_default=False,
+    ),
+]
+DtypeOpt = Annotated[
+    Dtype,
+    typer.Option(
+        "--dtype",
+        help="What the encoder computes in. Half-precision weights are computed in float32 "
+        "unless this asks otherwise.",
+    ),
+]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Compute afresh; don't read or write the attention cache (also ATTNVIZ_NO_CACHE=1).",
+    ),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
