@@ -436,11 +436,11 @@ def stats(
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz import stats_command
 
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
-        commands.stats(
+        stats_command.stats(
             _console(),
             corpus(texts, file),
             model=model,
@@ -450,7 +450,7 @@ def stats(
             as_json=as_json,
             out=out,
             images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
+            batching=stats_command.BatchOptions(batch_size, device.value, threads, dtype.value),
         )
 
 
