@@ -115,7 +115,23 @@ def cache_key(
     """
     import attnviz  # read at call time, so a new version never serves old numbers
 
-    files = []
+    material = {
+        "format": FORMAT,
+        "version": attnviz.__version__,
+        "files": _model_files(folder),
+        "text": text,
+        "pair": pair,
+        "causal": causal,
+        "dtype": dtype,
+        "truncate": truncate,
+    }
+    blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()
+
+
+def _model_files(folder: Path) -> list[list[str | int]]:
+    """Name, resolved path, size and mtime (ns) of every non-hidden regular file in `folder`."""
+    files: list[list[str | int]] = []
     for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
         if entry.name.startswith("."):
             continue
@@ -126,18 +142,25 @@ def cache_key(
         if not stat.S_ISREG(st.st_mode):
             continue
         files.append([entry.name, str(entry.resolve()), st.st_size, st.st_mtime_ns])
-    material = {
-        "format": FORMAT,
-        "version": attnviz.__version__,
-        "files": files,
-        "text": text,
-        "pair": pair,
-        "causal": causal,
-        "dtype": dtype,
-        "truncate": truncate,
-    }
-    blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
-    return hashlib.sha256(blob.encode("ascii")).hexdigest()
+    return files
+
+
+TOKENIZERS = "tokenizers"  # subfolder for tokenizers that transformers had to convert
+_TOKENIZER = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the tokenizer.json converted for a model folder without one is kept.
+
+    Keyed like the attentions on the folder's files and the attnviz version, so a later
+    run reads it with the `tokenizers` library alone instead of importing transformers.
+    Raises OSError only if `folder` cannot be listed.
+    """
+    import attnviz
+
+    material = {"format": FORMAT, "version": attnviz.__version__, "files": _model_files(folder)}
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode("ascii")).hexdigest()
+    return cache_dir(environ) / TOKENIZERS / f"{digest}.json"
 
 
 def _entry_path(key: str) -> Path:
@@ -313,4 +336,11 @@ def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     for _, size, path in temps:
         if _remove(path):
             freed += size
+    converted = folder / TOKENIZERS
+    if converted.is_dir():
+        for path in converted.iterdir():
+            if _TOKENIZER.fullmatch(path.name):
+                size = path.stat().st_size
+                if _remove(path):
+                    freed += size
     return removed, freed

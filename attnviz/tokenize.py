@@ -18,11 +18,13 @@ the byte-level pieces of one character (an emoji split over bytes) each show it.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -146,6 +148,23 @@ def load_tokenizer(folder: Path) -> Tokenizer:
 
 
 def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
+    """transformers' fast tokenizer for a folder without tokenizer.json, converted once.
+
+    The conversion is kept in the attention cache's folder, so later runs load it with
+    the `tokenizers` library and never import transformers.
+    """
+    from tokenizers import Tokenizer
+
+    from attnviz import cache
+
+    saved = None
+    if cache.cache_enabled(False):
+        with contextlib.suppress(OSError):
+            saved = cache.tokenizer_path(folder)
+    if saved is not None and saved.is_file():
+        with contextlib.suppress(Exception):  # unreadable: convert again below
+            return Tokenizer.from_file(str(saved))
+
     from transformers import AutoTokenizer
 
     auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
@@ -155,6 +174,11 @@ def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
             f"{folder} has no tokenizer.json and its tokenizer has no fast version: "
             "add tokenizer.json (save the tokenizer with transformers)"
         )
+    if saved is not None:
+        with contextlib.suppress(OSError):  # an unusable cache only costs the next run time
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(saved, "w") as handle:
+                handle.write(backend.to_str())
     return backend
 
 

@@ -159,3 +159,41 @@ def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> 
         ["export", TEXT, "--out", str(cache_dir.parent / "a.npz")],
     ]
     assert heavy(views) == "[]"
+
+
+def test_a_folder_without_tokenizer_json_needs_transformers_only_once(
+    cache_dir: Path, tiny_bert: TinyFactory
+) -> None:
+    """The converted tokenizer is kept: a later cache hit imports no torch nor transformers."""
+    folder = cache_dir.parent / "vocab-only"
+    shutil.copytree(tiny_bert("safetensors"), folder)
+    (folder / "tokenizer.json").unlink()
+    code = (
+        "import sys\n"
+        "from attnviz.cli import app\n"
+        f"args = ['show', {TEXT!r}, '--model', {str(folder)!r}, '--json']\n"
+        "try:\n"
+        "    app(args)\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "ATTNVIZ_CACHE_DIR": str(cache_dir)}
+
+    def run_once() -> tuple[dict, str]:
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env
+        )
+        assert result.returncode == 0, result.stderr
+        *output, modules = result.stdout.strip().splitlines()
+        return json.loads("\n".join(output)), modules
+
+    first, first_modules = run_once()
+    assert first_modules == "['torch', 'transformers']"
+    assert len(list((cache_dir / "tokenizers").glob("*.json"))) == 1
+    second, second_modules = run_once()
+    assert second_modules == "[]"
+    assert second == first
+    cleared = runner.invoke(app, ["cache", "clear"])
+    assert cleared.exit_code == 0
+    assert list((cache_dir / "tokenizers").glob("*.json")) == []
