@@ -8,7 +8,6 @@ recomputation from the encoder's projections, and (for the contributions
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Any
 
@@ -16,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 from rich.cells import cell_len
-from rich.console import Console
 
 from attnviz.errors import BadInput
 from attnviz.explain import Explanation, explain, find_query
@@ -24,6 +22,7 @@ from attnviz.i18n import CATALOGUE, LANGS, default_lang, placeholders, text
 from attnviz.pipeline import Prepared, prepare
 from attnviz.render.explain import ExplanationView, bar, shown_rows
 from tests.conftest import PT_SENTENCE, TinyFactory
+from tests.rendering import render as render_view
 
 TWO_ELE = "Ele disse que ele viria, e ele veio."
 # (layer, head, query): the last layer's default head, a middle one, negative indices.
@@ -300,17 +299,7 @@ def test_unknown_lang_is_bad_input() -> None:
 
 
 def render(explanation: Explanation, lang: str, width: int = 80, colour: bool = False) -> str:
-    console = Console(
-        width=width,
-        file=io.StringIO(),
-        color_system="truecolor" if colour else None,
-        force_terminal=colour,
-        legacy_windows=False,
-    )
-    console.print(ExplanationView(explanation, lang), crop=False)
-    file = console.file
-    assert isinstance(file, io.StringIO)
-    return file.getvalue()
+    return render_view(ExplanationView(explanation, lang), width, colour=colour)
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -14,7 +14,6 @@ two-core machine. Set ATTNVIZ_PROPERTY_SCALE=10 (or more) for a deeper local run
 
 from __future__ import annotations
 
-import io
 import itertools
 import os
 import re
@@ -28,13 +27,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
-from rich.console import Console, RenderableType
 
 from attnviz.errors import BadInput
 from attnviz.render.terminal import HeadGrid, Heatmap
+from tests.rendering import ANSI, plain_lines, render
 
 SCALE = float(os.environ.get("ATTNVIZ_PROPERTY_SCALE", "1"))
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Characters that must never reach the terminal: controls (an ESC could start an escape
 # sequence), and bidirectional overrides or isolates, which move the text after them.
 FORBIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -146,26 +144,6 @@ def attention_arrays(draw: st.DrawFn, shape: tuple[int, ...]) -> np.ndarray:
     elif kind == "nan":
         values[..., rng.random(shape[-2]) < 0.2, :] = np.nan
     return values
-
-
-def render(renderable: RenderableType, width: int, *, colour: bool, height: int = 25) -> str:
-    """What a user sees, printed without cropping to a console of `width` cells."""
-    console = Console(
-        width=width,
-        height=height,
-        file=io.StringIO(),
-        color_system="truecolor" if colour else None,
-        force_terminal=colour,
-        legacy_windows=False,
-    )
-    console.print(renderable, crop=False)
-    file = console.file
-    assert isinstance(file, io.StringIO)
-    return file.getvalue()
-
-
-def plain_lines(output: str) -> list[str]:
-    return ANSI.sub("", output).splitlines()
 
 
 def assert_fits_and_is_safe(output: str, width: int) -> None:

@@ -20,6 +20,7 @@ from rich.console import Console, RenderableType
 from rich.segment import Segment
 
 from attnviz.render.terminal import SHADES, HeadGrid, Heatmap
+from tests.rendering import ANSI, plain_lines, render
 
 SENTENCE = [
     "[CLS]", "João", "pensou", ":", "O", "trem", "estava", "cheio", ",",
@@ -41,27 +42,6 @@ TRICKY_LABELS = [
     "日本語のテキストです",
     "\u200b",  # zero-width space only
 ]
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def render(renderable: RenderableType, width: int, *, colour: bool, no_color: bool = False) -> str:
-    """What a user sees: printed to a console of `width` cells, not cropped."""
-    console = Console(
-        width=width,
-        file=io.StringIO(),
-        color_system="truecolor" if colour else None,
-        force_terminal=colour,
-        no_color=no_color,
-        legacy_windows=False,
-    )
-    console.print(renderable, crop=False)
-    file = console.file
-    assert isinstance(file, io.StringIO)
-    return file.getvalue()
-
-
-def plain_lines(output: str) -> list[str]:
-    return ANSI.sub("", output).splitlines()
 
 
 def assert_fits(output: str, width: int) -> None:
