@@ -1,9 +1,80 @@
-"""attnviz: look inside transformer attention from the command line.
+"""attnviz: look inside transformer attention, from Python or the command line.
 
-Importing this package is cheap: torch, transformers and matplotlib are only
-imported by the modules that compute or draw.
+    >>> import attnviz
+    >>> a = attnviz.analyse("João pensou: O trem estava cheio, mas ele conseguiu uma cadeira.")
+    >>> a.attentions.shape                     # (layers, heads, pieces, pieces)
+    >>> view = a.view(layer=3, head=7)          # one head, in words; .matrix, .labels, .title
+    >>> view.save("head.png")                   # or a.figure("heads", layer=3)
+    >>> a.rollout().sources()                   # what each token draws most from
+    >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
+
+Importing this package is cheap: the names below are loaded on first use, and
+torch, transformers and matplotlib only when a call needs them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from attnviz.analysis import Analysis, ModelInfo, Prepared
+    from attnviz.api import analyse, head_stats, prepare
+    from attnviz.errors import AttnvizError, BadInput
+    from attnviz.explain import Explanation
+    from attnviz.stats import HeadRecord, HeadStats
+    from attnviz.tokenize import Word
+    from attnviz.views import AttentionView, HeadsView, RolloutView
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "analyse": "attnviz.api",
+    "prepare": "attnviz.api",
+    "head_stats": "attnviz.api",
+    "Analysis": "attnviz.analysis",
+    "Prepared": "attnviz.analysis",
+    "ModelInfo": "attnviz.analysis",
+    "AttentionView": "attnviz.views",
+    "HeadsView": "attnviz.views",
+    "RolloutView": "attnviz.views",
+    "Explanation": "attnviz.explain",
+    "HeadStats": "attnviz.stats",
+    "HeadRecord": "attnviz.stats",
+    "Word": "attnviz.tokenize",
+    "AttnvizError": "attnviz.errors",
+    "BadInput": "attnviz.errors",
+}
+
+__all__ = [
+    "Analysis",
+    "AttentionView",
+    "AttnvizError",
+    "BadInput",
+    "Explanation",
+    "HeadRecord",
+    "HeadStats",
+    "HeadsView",
+    "ModelInfo",
+    "Prepared",
+    "RolloutView",
+    "Word",
+    "__version__",
+    "analyse",
+    "head_stats",
+    "prepare",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -7,6 +7,8 @@ unless `--debug` is given.
 
 from __future__ import annotations
 
+import re
+
 
 class AttnvizError(Exception):
     """A failure while running (model not found, corrupt weights, unwritable path)."""
@@ -18,3 +20,12 @@ class BadInput(AttnvizError):
     """A bad argument: a value out of range, empty text, an unknown extension."""
 
     exit_code = 2
+
+
+def short_reason(exc: BaseException, limit: int = 160) -> str:
+    """A short reason from an exception's message, cut at a sentence or word boundary."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + "…"
+    return text.rstrip(".")

@@ -26,10 +26,12 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
-from attnviz.imports import import_torch
+from attnviz.perf import import_torch
 from attnviz.views import pair_marked, resolve_index
 
 if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
     from attnviz.model import Encoder, MultiHeadAttention
     from attnviz.pipeline import Prepared
     from attnviz.tokenize import Pieces
@@ -168,11 +170,18 @@ class Explanation:
     head_share: np.ndarray  # (C,) o @ W_O[:, head slice].T, this head's part of the output
     joined: np.ndarray  # (C,) every head's output for the query, side by side
     output: np.ndarray  # (C,) joined @ W_O.T + b_O, the attention's output for the query
+    lang: str = "en"  # the language it prints in: "en" or "pt"
 
     def __post_init__(self) -> None:
         for value in vars(self).values():
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """`rich.print(explanation)` prints it as `attnviz explain` does."""
+        from attnviz.render.explain import ExplanationView
+
+        yield ExplanationView(self, self.lang)
 
     @property
     def num_pieces(self) -> int:
@@ -225,7 +234,7 @@ def explain(
     T = len(pieces)
     query = _piece_index(pieces, query)
     if encoder is None:
-        encoder = load_encoder(prepared.model.folder, prepared.config)
+        encoder = load_encoder(prepared.source.folder, prepared.config)
     layer = resolve_index(layer, len(encoder.layers), "layer")
     attention = cast("MultiHeadAttention", encoder.layers[layer].attention)
     nh, dk = attention.num_heads, attention.head_size
@@ -266,7 +275,7 @@ def explain(
     words = pieces.words()
     word_of = {i: w.label for w in words for i in w.pieces}
     query_word = next(w for w in words if query in w.pieces)
-    name = prepared.model.name
+    name = prepared.source.name
     weights_np = numpy(weights[head])  # (T,)
     norms_np = numpy(transformed_norms)  # (T,)
     return Explanation(

@@ -1,4 +1,6 @@
-"""Write output files atomically: all of the file or nothing.
+"""Where output goes: checked paths and image options, and atomic writes.
+
+`check_output` refuses a bad path or image option before any work is done.
 
 Writers get a file object for a temporary file in the destination folder; it is
 renamed over the destination only when the writer returns. A writer that raises
@@ -12,13 +14,58 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import AttnvizError, BadInput
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
 DATA_SUFFIXES = (".npz", ".json")  # raw attention data
+DPI_RANGE = (10, 1200)
+
+
+@dataclass(frozen=True)
+class ImageStyle:
+    """How an image is drawn and written."""
+
+    dpi: int = 200
+    cmap: str = "viridis"
+    theme: str = "light"
+    transparent: bool = False
+    annotate: bool = False
+
+
+def check_output(out: Path, allowed: tuple[str, ...], style: ImageStyle | None = None) -> None:
+    """Refuse a bad output path or image option before any work is done."""
+    suffix = out.suffix.lower()
+    if suffix not in allowed:
+        raise BadInput(
+            f"cannot write {out}: unknown extension {out.suffix or '(none)'}; "
+            f"use one of {', '.join(allowed)}"
+        )
+    folder = out.parent if str(out.parent) else Path(".")
+    if folder.exists() and not folder.is_dir():
+        raise AttnvizError(f"cannot write {out}: {folder} is a file, not a folder")
+    if not folder.is_dir():
+        raise AttnvizError(f"cannot write {out}: folder {folder} does not exist; create it first")
+    if out.is_dir():
+        raise AttnvizError(f"cannot write {out}: it is a folder; give a file name inside it")
+    if suffix in IMAGE_SUFFIXES:
+        style = style or ImageStyle()
+        low, high = DPI_RANGE
+        dpi = style.dpi
+        if isinstance(dpi, bool) or not isinstance(dpi, int) or not low <= dpi <= high:
+            raise BadInput(
+                f"--dpi {style.dpi} is out of range: use {low}..{high} (200 is the default, "
+                "300 suits print)"
+            )
+        from attnviz.perf import import_quietly
+
+        import_quietly("attnviz.render.image")  # matplotlib, like torch, slowed by the GC
+        from attnviz.render.image import check_colormap
+
+        check_colormap(style.cmap)
 
 
 def _umask() -> int:

@@ -1,61 +1,30 @@
 """From text to attention weights: locate the model, tokenize, run the encoder.
 
-`prepare` does the cheap part (find the model, read its config, tokenize) so the
-CLI can reject bad input before torch is imported; `compute` runs the encoder.
+`prepare` does the cheap part (find the model, read its config, tokenize) so that
+bad input is refused before torch is imported; `compute` runs the encoder, or reads
+the cache. `prepare_corpus` and `compute_batches` do the same for many sentences,
+in padded batches.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import perf
+from attnviz.analysis import Analysis, Prepared
 from attnviz.errors import AttnvizError
-from attnviz.imports import import_torch
+from attnviz.families import ModelShape, describe, read_config
+from attnviz.locate import ModelSource, locate
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
-from attnviz.weights import ModelShape, ModelSource, describe, locate, read_config
 
 if TYPE_CHECKING:
     import torch
 
     from attnviz.model import Encoder
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A tokenized input and the model it is for; no weights loaded yet."""
-
-    model: ModelSource
-    config: dict[str, Any]
-    pieces: Pieces
-    truncate: bool = False
-
-    @property
-    def shape(self) -> ModelShape:
-        return describe(self.config)
-
-    @property
-    def num_layers(self) -> int:
-        return self.shape.layers
-
-    @property
-    def num_heads(self) -> int:
-        return self.shape.heads
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """The attention of one input, over the model's own pieces (special tokens included)."""
-
-    model: ModelSource
-    pieces: Pieces
-    attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
-    causal: bool = False  # computed with a causal mask: a what-if, not the real model
-    dtype: str = "float32"  # what the encoder computed in
 
 
 def prepare(
@@ -99,7 +68,7 @@ def compute(
             cache.warn(f"a cached entry has the wrong shape {hit.shape}; recomputing it")
             hit = None
         if hit is not None:
-            return Analysis(prepared.model, prepared.pieces, hit, causal, dtype)
+            return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
     if key is not None:
         cache.store(key, analysis.attentions, prepared.pieces.ids)
@@ -111,7 +80,7 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
 
     try:
         return cache.cache_key(
-            prepared.model.folder,
+            prepared.source.folder,
             text=prepared.pieces.text,
             pair=prepared.pieces.pair,
             causal=causal,
@@ -119,49 +88,24 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
             truncate=prepared.truncate,
         )
     except OSError as exc:
-        cache.warn(f"cannot read {prepared.model.folder} for the cache key ({exc}); not caching")
+        cache.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
         return None
 
 
 def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
-    import_torch()
+    perf.import_torch()
     import torch
 
     from attnviz.weights import load_encoder
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
-    with _threads_for(len(prepared.pieces)):
-        encoder = load_encoder(prepared.model.folder, prepared.config, dtype)
+    with perf.threads_for(len(prepared.pieces)):
+        encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
         with torch.inference_mode():
             out = encoder(input_ids, type_ids, causal=causal)
     attentions = out.attentions[:, 0].float().numpy()  # (L, H, T, T)
-    return Analysis(prepared.model, prepared.pieces, attentions, causal, dtype)
-
-
-def analyse(
-    text: str,
-    *,
-    model: str | None = None,
-    pair: str | None = None,
-    truncate: bool = False,
-    causal: bool = False,
-) -> Analysis:
-    """Every attention weight of `text` under `model` (the embedded default if None)."""
-    return compute(prepare(text, model=model, pair=pair, truncate=truncate), causal=causal)
-
-
-# A sentence this short runs fastest on one thread: each op is too small to share, and on
-# a busy machine every parallel op waits for a second core (measured: 3 pieces took 6 ms
-# on one thread, 300 ms on two, with the other core busy).
-ONE_THREAD_TOKENS = 128
-
-
-@contextlib.contextmanager
-def _threads_for(tokens: int) -> Iterator[None]:
-    """One torch thread for a short single sentence; torch's own choice otherwise."""
-    with _threads(1 if tokens <= ONE_THREAD_TOKENS else None):
-        yield
+    return Analysis(prepared, attentions, causal, dtype)
 
 
 @dataclass(frozen=True)
@@ -171,6 +115,10 @@ class Corpus:
     model: ModelSource
     config: dict[str, Any]
     pieces: list[Pieces]
+
+    @property
+    def shape(self) -> ModelShape:
+        return describe(self.config)
 
 
 @dataclass(frozen=True)
@@ -228,7 +176,7 @@ def compute_batches(
     over and dropped before the next batch runs, so memory stays bounded by one
     batch however long the corpus is. `encoder` saves loading the weights again.
     """
-    import_torch()
+    perf.import_torch()
     import torch
 
     from attnviz.weights import load_encoder
@@ -242,49 +190,10 @@ def compute_batches(
     for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
         batch = [corpus.pieces[i] for i in indices]
         ids, types, real = padded(batch, pad_id)  # (B, T) each
-        with torch.inference_mode(), _threads(threads):
+        with torch.inference_mode(), perf.threads(threads):
             out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
         attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
         yield Batch(indices, [len(p) for p in batch], attentions)
-
-
-@contextlib.contextmanager
-def _threads(count: int | None) -> Iterator[None]:
-    """torch's thread count set to `count` for the block (None leaves it alone)."""
-    import torch
-
-    if count is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def reuse_freed_memory() -> None:
-    """Let glibc keep freed blocks for reuse instead of handing them back to the system.
-
-    Each batch allocates the same large arrays again; by default glibc maps every one
-    afresh and the first write to each page faults. Keeping them in the heap made the
-    batched path about 7% faster here. It lasts for the whole process (memory once
-    used stays with it), so the `stats` command calls it, not the library. Elsewhere
-    (not glibc) this does nothing.
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None or not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: blocks under 1 GiB come from the heap
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: keep up to 1 GiB of freed heap
-    except (OSError, AttributeError):
-        return
 
 
 def padded(batch: list[Pieces], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -13,7 +13,7 @@ Every piece is a query, special tokens included. Means are pooled: the sum over 
 query positions of all sentences divided by the number of query positions, so a long
 sentence weighs more than a short one.
 
-Memory stays bounded: `HeadStats` keeps running (L, H) sums and counters, never the
+Memory stays bounded: `StatsAccumulator` keeps running (L, H) sums and counters, never the
 attention arrays. Pure numpy; no torch here.
 """
 
@@ -23,12 +23,17 @@ import math
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.tokenize import Pieces
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 __all__ = [
     "BROAD_FRACTION",
@@ -40,6 +45,7 @@ __all__ = [
     "STATISTICS",
     "HeadRecord",
     "HeadStats",
+    "StatsAccumulator",
     "TokenKinds",
     "label_for",
     "sort_records",
@@ -54,7 +60,7 @@ STATISTICS: tuple[str, ...] = ("entropy", *SHARES)
 # largest share wins, and an exact tie goes to the earlier entry of _PATTERNS. A head
 # with no dominant pattern is "broad" when its mean entropy is at least BROAD_FRACTION
 # of the entropy that uniform attention would have over the same queries (the pooled
-# mean of log T, see HeadStats.uniform_entropy), else "mixed".
+# mean of log T, see StatsAccumulator.uniform_entropy), else "mixed".
 DOMINANT_SHARE = 0.5
 BROAD_FRACTION = 0.8
 _PATTERNS: tuple[tuple[str, str], ...] = (
@@ -144,7 +150,7 @@ def token_kinds(pieces: Pieces) -> TokenKinds:
 # ---------------------------------------------------------------- accumulator
 
 
-class HeadStats:
+class StatsAccumulator:
     """Running sums of the head statistics over many sentences.
 
     Feed sentences with `add` (one at a time) or `add_batch` (a padded batch), then
@@ -310,3 +316,83 @@ def sort_records(
     elif column != "layer":
         ordered.sort(key=lambda r: r[column], reverse=True)  # type: ignore[literal-required]
     return ordered if top is None else ordered[:top]
+
+
+# ---------------------------------------------------------------- the result
+
+
+@dataclass(frozen=True, eq=False)
+class HeadStats:
+    """Head statistics over a corpus: one record per head, in layer, head order.
+
+    `attnviz.head_stats` returns it. `rich.print(stats)` prints the table `attnviz
+    stats` prints; `figure`/`save` draw a layers × heads panel per statistic.
+    """
+
+    records: list[HeadRecord]
+    model: str  # the model's name as titles show it
+    layers: int
+    heads: int
+    sentences: int
+    queries: int  # query positions pooled, special tokens included
+    dropped: int = 0  # pieces cut off by truncation, over all sentences
+
+    @property
+    def title(self) -> str:
+        n = self.sentences
+        return (
+            f"{self.model} · head statistics over {n} sentence{'s' if n != 1 else ''} "
+            f"({self.queries} query positions)"
+        )
+
+    def sorted(self, by: str = "layer", top: int | None = None) -> list[HeadRecord]:
+        """The records ordered by a column (see `sort_records`), the first `top` of them."""
+        return sort_records(self.records, by, top)
+
+    def record(self, layer: int, head: int) -> HeadRecord:
+        """The statistics of one head (0-based; negative counts from the end)."""
+        from attnviz.views import resolve_index
+
+        layer = resolve_index(layer, self.layers, "layer")
+        head = resolve_index(head, self.heads, "head")
+        return self.records[layer * self.heads + head]
+
+    def figure(self, *, cmap: str = "viridis", theme: str = "light") -> Figure:
+        """One layers × heads heatmap per statistic."""
+        from attnviz.render.stats_image import stats_figure
+
+        return stats_figure(
+            self.records, self.layers, self.heads, title=self.title, cmap=cmap, theme=theme
+        )
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        dpi: int = 200,
+        cmap: str = "viridis",
+        theme: str = "light",
+        transparent: bool = False,
+    ) -> Path:
+        """Write the figure as .png, .svg or .pdf, all or nothing."""
+        from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
+        from attnviz.render.image import save_figure
+
+        path = Path(path)
+        check_output(path, IMAGE_SUFFIXES, ImageStyle(dpi, cmap, theme, transparent))
+        save_figure(self.figure(cmap=cmap, theme=theme), path, dpi=dpi, transparent=transparent)
+        return path
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """The records as plain dicts, as `attnviz stats --json` prints them."""
+        return [dict(record) for record in self.records]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from attnviz.render.stats import StatsTable
+
+        yield StatsTable(self.records, title=self.title)
+
+    def _repr_png_(self) -> bytes:
+        from attnviz.render.image import figure_png
+
+        return figure_png(self.figure(), dpi=100)

@@ -43,8 +43,8 @@ class Throughput:
 
 def corpus_of(count: int, tokens: int) -> Corpus:
     """`count` sentences of `tokens` pieces or a few less, made of the sample sentences."""
+    from attnviz.locate import locate
     from attnviz.tokenize import load_tokenizer
-    from attnviz.weights import locate
 
     tokenizer = load_tokenizer(locate(None).folder)
     samples = sample_sentences()
@@ -87,7 +87,8 @@ def _batches(corpus: Corpus, batch_size: int) -> list[tuple[torch.Tensor, torch.
 
 
 def ours(corpus: Corpus, batch_size: int) -> Callable[[], None]:
-    from attnviz.pipeline import compute_batches, reuse_freed_memory
+    from attnviz.perf import reuse_freed_memory
+    from attnviz.pipeline import compute_batches
     from attnviz.weights import load_encoder
 
     reuse_freed_memory()  # as `attnviz stats` does

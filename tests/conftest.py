@@ -32,7 +32,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def embedded_folder() -> Path:
-    from attnviz.weights import locate
+    from attnviz.locate import locate
 
     return locate(None).folder
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnviz import analyse
 from attnviz.cli import app
-from attnviz.pipeline import analyse
 from attnviz.views import merge_words, select
 from tests.conftest import PT_SENTENCE, TinyFactory
 

@@ -14,7 +14,7 @@ from attnviz.cli import app
 from attnviz.pipeline import compute, compute_batches, prepare, prepare_corpus
 from attnviz.rollout import rollout
 from attnviz.samples import sample_sentences
-from attnviz.stats import HeadStats, token_kinds
+from attnviz.stats import StatsAccumulator, token_kinds
 from tests.conftest import SENTENCES
 
 runner = CliRunner()
@@ -45,7 +45,7 @@ def test_stats_json_equals_an_unbatched_accumulation() -> None:
     records = json.loads(result.stdout)
     assert len(records) == 6 * 12 and all(set(r) == KEYS for r in records)
 
-    reference = HeadStats(6, 12)
+    reference = StatsAccumulator(6, 12)
     for text in SENTENCES:
         analysis = compute(prepare(text))
         reference.add(analysis.attentions, token_kinds(analysis.pieces))

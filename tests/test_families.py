@@ -20,8 +20,9 @@ import torch
 from transformers import AutoModel
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.families import describe, read_config
 from attnviz.tokenize import load_tokenizer, tokenize
-from attnviz.weights import count_parameters, describe, load_encoder, read_config
+from attnviz.weights import count_parameters, load_encoder
 from tests.conftest import FAMILY_TYPES, PT_SENTENCE, TinyFactory
 
 TOLERANCE = 1e-5
@@ -394,8 +395,8 @@ def test_every_command_runs_on_each_family(
     """info names the family; show, stats and explain give the family's own attention."""
     from typer.testing import CliRunner
 
+    from attnviz import analyse
     from attnviz.cli import app
-    from attnviz.pipeline import analyse
 
     folder = str(tiny_model(family))
     runner = CliRunner()

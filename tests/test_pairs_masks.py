@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnviz import analyse
 from attnviz.cli import app
-from attnviz.pipeline import analyse, prepare
+from attnviz.pipeline import prepare
 
 runner = CliRunner()
 A = "Vi João e Maria ontem."
@@ -57,7 +58,7 @@ def test_causal_mask_equals_transformers_decoder_mask(embedded_folder: Path) -> 
     import torch
     from transformers import BertModel
 
-    analysis = analyse(A, causal=True)
+    analysis = analyse(A, mask="causal")
     T = len(analysis.pieces)
     above = np.triu(np.ones((T, T), dtype=bool), k=1)
     assert np.all(analysis.attentions[..., above] == 0.0)
@@ -143,7 +144,7 @@ def test_export_npz_of_a_causal_pair(tmp_path: Path) -> None:
     result = run("export", A, "--pair", B, "--mask", "causal", "--out", str(out))
     assert result.exit_code == 0, result.stderr
     data = np.load(out, allow_pickle=False)
-    expected = analyse(A, pair=B, causal=True).attentions
+    expected = analyse(A, pair=B, mask="causal").attentions
     np.testing.assert_allclose(data["attentions"], expected, atol=1e-6)
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import BertModel
 
-from attnviz.pipeline import analyse
+from attnviz import analyse
 from attnviz.tokenize import load_tokenizer, tokenize
 from attnviz.weights import load_encoder
 from tests.conftest import FAMILY_TYPES, SENTENCES, TinyFactory

@@ -57,3 +57,37 @@ def test_readme_numbers_are_the_models() -> None:
     row = record["weights"][record["tokens"].index("ele")]
     assert f"{row[record['tokens'].index('João')]:.2f}" == match.group(1)
     assert f"{row[record['tokens'].index('trem')]:.2f}" == match.group(2)
+
+
+def _python_blocks() -> list[str]:
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_python_api_walk_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API section's code runs as written, in order; a comment that is a Python
+    literal after an expression is what that expression gives."""
+    import ast
+
+    monkeypatch.chdir(tmp_path)
+    blocks = _python_blocks()
+    assert len(blocks) >= 4
+    namespace: dict = {}
+    checked = 0
+    for block in blocks:
+        for line in block.splitlines():
+            code, _, comment = line.partition("  # ")
+            if not code.strip() or code.lstrip().startswith("#"):
+                continue
+            try:
+                expected = ast.literal_eval(comment.strip()) if comment else None
+            except (ValueError, SyntaxError):
+                expected = None
+            if expected is None:
+                exec(code, namespace)
+                continue
+            assert eval(code, namespace) == expected, line
+            checked += 1
+    assert checked >= 8
+    assert (tmp_path / "he-john.png").stat().st_size > 0
+    assert (tmp_path / "sentence.npz").stat().st_size > 0

@@ -22,7 +22,7 @@ from attnviz.stats import (
     SORT_COLUMNS,
     STATISTICS,
     HeadRecord,
-    HeadStats,
+    StatsAccumulator,
     TokenKinds,
     label_for,
     sort_records,
@@ -70,7 +70,7 @@ def shift_by_one(T: int) -> np.ndarray:
 
 def stats_of(attentions: np.ndarray, kinds: TokenKinds) -> list[HeadRecord]:
     L, H = attentions.shape[:2]
-    stats = HeadStats(L, H)
+    stats = StatsAccumulator(L, H)
     stats.add(attentions, kinds)
     return stats.result()
 
@@ -146,7 +146,7 @@ def test_next_token_pattern() -> None:
 
 
 def test_means_are_pooled_over_every_query_of_every_sentence() -> None:
-    stats = HeadStats(1, 1)
+    stats = StatsAccumulator(1, 1)
     stats.add(single_pattern(shift_by_one(2), 1, 1), plain_kinds(2))
     stats.add(single_pattern(shift_by_one(4), 1, 1), plain_kinds(4))
     (record,) = stats.result()
@@ -186,7 +186,7 @@ def test_matches_the_definition_query_by_query() -> None:
     for T in (4, 9, 1, 6):
         sentences.append((softmax_rows((2, 3, T, T), rng), random_kinds(T, rng)))
     sentences[1][0][1, 2, 3] = 0.0  # a fully masked row
-    stats = HeadStats(2, 3)
+    stats = StatsAccumulator(2, 3)
     for attentions, kinds in sentences:
         stats.add(attentions, kinds)
     np.testing.assert_allclose(stats.means(), naive_stats(sentences), atol=1e-12)
@@ -199,7 +199,7 @@ def test_add_batch_with_padding_equals_one_sentence_at_a_time() -> None:
     sentences = [
         (softmax_rows((L, H, T, T), rng).astype(np.float32), random_kinds(T, rng)) for T in lengths
     ]
-    one_by_one = HeadStats(L, H)
+    one_by_one = StatsAccumulator(L, H)
     for attentions, kinds in sentences:
         one_by_one.add(attentions, kinds)
 
@@ -208,7 +208,7 @@ def test_add_batch_with_padding_equals_one_sentence_at_a_time() -> None:
         batch[:, b, :, :T, :] = 0.0  # padding keys of real queries weigh 0
         batch[:, b, :, :T, :T] = attentions
         batch[:, b, :, T:, :T] = 1.0 / T  # padding queries hold something (ignored)
-    batched = HeadStats(L, H)
+    batched = StatsAccumulator(L, H)
     batched.add_batch(batch[:, :2], lengths[:2], [k for _, k in sentences[:2]])
     batched.add_batch(batch[:, 2:], lengths[2:], [k for _, k in sentences[2:]])
 
@@ -222,7 +222,7 @@ def test_add_batch_with_padding_equals_one_sentence_at_a_time() -> None:
 
 
 def test_batches_must_match_the_model_shape() -> None:
-    stats = HeadStats(2, 3)
+    stats = StatsAccumulator(2, 3)
     with pytest.raises(ValueError, match="layers"):
         stats.add(np.zeros((3, 3, 4, 4)), plain_kinds(4))
     with pytest.raises(ValueError, match="pieces"):
@@ -233,7 +233,7 @@ def test_batches_must_match_the_model_shape() -> None:
 
 def test_no_sentences_is_an_error_not_nan() -> None:
     with pytest.raises(AttnvizError, match="at least one sentence"):
-        HeadStats(2, 2).result()
+        StatsAccumulator(2, 2).result()
 
 
 def test_records_have_the_json_shape() -> None:

@@ -547,3 +547,16 @@ def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = 
             )
     finally:
         _release(fig)
+
+
+def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
+    """`fig` as PNG bytes, for a notebook's rich display; the figure is closed afterwards."""
+    import io
+
+    buffer = io.BytesIO()
+    try:
+        with _quiet_fonts():
+            fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+    finally:
+        _release(fig)
+    return buffer.getvalue()

@@ -1,9 +1,10 @@
-"""The `attnviz` command line: thin Typer commands over `attnviz.commands`.
+"""The `attnviz` commands and their options, as Typer declares them.
 
 Only typer and the standard library are imported at start-up, so `attnviz --help`
-is instant; each command imports what it needs when it runs. The shared options
-live in `cli_options`, reading and checking input in `cli_input`, and turning
-failures into one line and an exit code in `cli_errors`.
+is instant; each command imports what it needs when it runs. Each command reads
+its input (`input`), turns its options into plain values and calls the function of
+the same name in `commands`, which calls the public API and prints. The shared
+options live in `options`; failures become one line and an exit code in `errors`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnviz import __version__
-from attnviz.cli_errors import (
+from attnviz.cli.errors import (
     OneLineUsageErrors,
     debug_all,
     failures,
     os_error_line,
     silence_stdout,
 )
-from attnviz.cli_input import check_image_options, corpus, head_list, read_text, utf8
-from attnviz.cli_options import (
+from attnviz.cli.input import check_image_options, corpus, head_list, read_text, utf8
+from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
     DebugOpt,
@@ -56,7 +57,8 @@ from attnviz.errors import BadInput
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnviz.commands import ImageOptions, Source
+    from attnviz.cli.commands import Input
+    from attnviz.output import ImageStyle
 
 
 app = typer.Typer(
@@ -98,7 +100,7 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
-def _source(
+def _input(
     text: str | None,
     model: str | None,
     truncate: bool,
@@ -106,16 +108,14 @@ def _source(
     mask: Mask = Mask.none,
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
-) -> Source:
-    from attnviz.cache import cache_enabled
-    from attnviz.commands import Source
+) -> Input:
+    from attnviz.cli.commands import Input
 
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = utf8(pair, "--pair")
-    cache = cache_enabled(no_cache)
-    return Source(read_text(text), model, truncate, pair, mask is Mask.causal, cache, dtype.value)
+    return Input(read_text(text), model, truncate, pair, mask.value, not no_cache, dtype.value)
 
 
 def _images(
@@ -126,12 +126,12 @@ def _images(
     theme: Theme,
     transparent: bool,
     annotate: bool,
-) -> ImageOptions:
+) -> ImageStyle:
     """The image options, refused when there is no image for them to apply to."""
-    from attnviz.commands import ImageOptions
+    from attnviz.output import ImageStyle
 
     check_image_options(ctx, out)
-    return ImageOptions(dpi, cmap, theme.value, transparent, annotate)
+    return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
 
 
 @app.command()
@@ -165,17 +165,17 @@ def show(
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.show(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
             layer=layer,
             head=head,
-            words=units is Units.words,
+            units=units.value,
             out=out,
             as_json=as_json,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -205,15 +205,15 @@ def heads(
     [bold]Example:[/bold] attnviz heads --layer 3
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.heads(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
             layer=layer,
-            words=units is Units.words,
+            units=units.value,
             out=out,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
         )
 
@@ -243,14 +243,14 @@ def model_view(
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.model_view(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache, dtype),
-            words=units is Units.words,
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            units=units.value,
             out=out,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
         )
 
@@ -302,7 +302,7 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
         from attnviz.i18n import default_lang
 
         if (token is None) == (index is None):
@@ -312,7 +312,7 @@ def explain(
             )
         commands.explain(
             _console(),
-            _source(text, model, truncate, pair, mask),
+            _input(text, model, truncate, pair, mask),
             token=token,
             index=index,
             layer=layer,
@@ -360,17 +360,17 @@ def rollout(
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.rollout(
             _console(),
-            _source(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
             upto=upto,
-            words=units is Units.words,
+            units=units.value,
             top=top,
             out=out,
             as_json=as_json,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -436,11 +436,11 @@ def stats(
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
     with failures(debug):
-        from attnviz import stats_command
+        from attnviz.cli import commands
 
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
-        stats_command.stats(
+        commands.stats(
             _console(),
             corpus(texts, file),
             model=model,
@@ -449,8 +449,8 @@ def stats(
             top=top,
             as_json=as_json,
             out=out,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            batching=stats_command.BatchOptions(batch_size, device.value, threads, dtype.value),
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
         )
 
 
@@ -467,9 +467,9 @@ def tokens(
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
-        commands.tokens(_console(), _source(text, model, truncate, pair))
+        commands.tokens(_console(), _input(text, model, truncate, pair))
 
 
 @app.command()
@@ -479,7 +479,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.info(_console(), model)
 
@@ -522,16 +522,16 @@ def export(
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.export(
-            _source(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
             out=out,
             view=view.value,
             layer=layer,
             head=head,
-            words=units is Units.words,
-            images=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            units=units.value,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
         )
 
 
@@ -552,7 +552,7 @@ def cache_info(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache info
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.cache_info(_console())
 
@@ -564,7 +564,7 @@ def cache_clear(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache clear
     """
     with failures(debug):
-        from attnviz import commands
+        from attnviz.cli import commands
 
         commands.cache_clear(_console())
 

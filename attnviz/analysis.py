@@ -1,0 +1,386 @@
+"""The public objects: a prepared input (`Prepared`) and its attention (`Analysis`).
+
+`attnviz.prepare` finds the model and tokenizes, without torch; `Prepared.analyse`
+runs the encoder (or reads the cache). An `Analysis` holds every attention weight
+`[layers, heads, T, T]` over the model's own pieces, and builds the views that the
+commands show: `view` (one head or the head mean), `heads`, `model_view`, `rollout`,
+`explain`; `figure` and `save` draw them; `save` also writes the raw data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.errors import BadInput
+from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, atomic_write, check_output
+from attnviz.views import (
+    AttentionView,
+    HeadsView,
+    RolloutView,
+    Source,
+    heads_view,
+    layer_view,
+    model_view,
+    resolve_heads,
+    resolve_index,
+    rollout_view,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+    from attnviz.explain import Explanation
+    from attnviz.families import ModelShape
+    from attnviz.locate import ModelSource
+    from attnviz.tokenize import Pieces, Word
+
+__all__ = ["MASKS", "VIEWS", "Analysis", "ModelInfo", "Prepared"]
+
+MASKS: tuple[str, ...] = ("none", "causal")
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+VIEWS: tuple[str, ...] = ("show", "heads", "model")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Which model computed the attention, and its shape."""
+
+    name: str  # what was asked for (a folder, a Hub id) or the embedded model's name
+    family: str  # "BERT", "RoBERTa", ...
+    layers: int
+    heads: int
+    folder: Path  # where its files are
+    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise BadInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+class _Input:
+    """What a tokenized input offers, with or without its attention."""
+
+    pieces: Pieces
+
+    @property
+    def text(self) -> str:
+        return self.pieces.text
+
+    @property
+    def pair(self) -> str | None:
+        return self.pieces.pair
+
+    @property
+    def tokens(self) -> list[str]:
+        """The model's vocabulary pieces, special tokens included: `[CLS]`, `joao`, `##ou`."""
+        return list(self.pieces.tokens)
+
+    @property
+    def labels(self) -> list[str]:
+        """Each piece as the text spells it: `João`, `pens`, `##ou` (special tokens as named)."""
+        return list(self.pieces.labels)
+
+    @property
+    def words(self) -> list[Word]:
+        """The words of the text, each with the indices of its pieces; a special token is a word."""
+        return self.pieces.words()
+
+    @property
+    def pair_start(self) -> int | None:
+        """The piece where sentence B starts; None without a pair."""
+        return next((i for i, seq in enumerate(self.pieces.sequence_ids) if seq == 1), None)
+
+    @property
+    def dropped(self) -> int:
+        """Pieces cut off the end by truncation."""
+        return self.pieces.dropped
+
+
+@dataclass(frozen=True)
+class Prepared(_Input):
+    """A tokenized input and the model it is for; no weights loaded, no torch imported."""
+
+    source: ModelSource
+    config: dict[str, Any] = field(repr=False)
+    pieces: Pieces
+    truncate: bool = False
+
+    @cached_property
+    def shape(self) -> ModelShape:
+        from attnviz.families import describe
+
+        return describe(self.config)
+
+    @property
+    def num_layers(self) -> int:
+        return self.shape.layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.shape.heads
+
+    @property
+    def model(self) -> ModelInfo:
+        shape, source = self.shape, self.source
+        return ModelInfo(
+            source.name, shape.family, shape.layers, shape.heads, source.folder, source.origin
+        )
+
+    def check(
+        self,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+    ) -> None:
+        """Refuse a layer, head or list of heads this model does not have, before computing."""
+        if layer is not None:
+            resolve_index(layer, self.num_layers, "layer")
+        if head is not None:
+            resolve_index(head, self.num_heads, "head")
+        resolve_heads(heads, self.num_heads)
+
+    def analyse(
+        self, *, mask: str = "none", dtype: str = "float32", cache: bool = True
+    ) -> Analysis:
+        """Every attention weight of this input: from the cache, or by running the encoder.
+
+        `mask="causal"` is a what-if: the encoder run with a causal mask. `dtype` is what
+        the encoder computes in. `cache` reads and writes the attention cache (unless
+        ATTNVIZ_NO_CACHE is set).
+        """
+        from attnviz.cache import cache_enabled
+        from attnviz.pipeline import compute
+
+        causal = _choice(mask, MASKS, "mask") == "causal"
+        _choice(dtype, DTYPES, "dtype")
+        return compute(self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype)
+
+    def explain(
+        self,
+        *,
+        token: str | None = None,
+        index: int | None = None,
+        layer: int = -1,
+        head: int = 0,
+        lang: str = "en",
+        mask: str = "none",
+    ) -> Explanation:
+        """One query's attention in one head, step by step (see `Analysis.explain`)."""
+        import dataclasses
+
+        from attnviz.explain import explain, find_query
+        from attnviz.i18n import check_lang
+
+        lang = check_lang(lang)
+        causal = _choice(mask, MASKS, "mask") == "causal"
+        choice = find_query(self.pieces, token=token, index=index, lang=lang)
+        self.check(layer=layer, head=head)
+        explanation = explain(self, layer=layer, head=head, query=choice.index, causal=causal)
+        return dataclasses.replace(explanation, lang=lang)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Analysis(_Input):
+    """The attention of one input, over the model's own pieces (special tokens included).
+
+    `attentions[l, h, i, j]` is how much piece i attends to piece j in head h of layer l;
+    each row sums to 1.
+    """
+
+    prepared: Prepared
+    attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
+    causal: bool = False  # computed with a causal mask: a what-if, not the real model
+    dtype: str = "float32"  # what the encoder computed in
+
+    @property
+    def pieces(self) -> Pieces:  # type: ignore[override]
+        return self.prepared.pieces
+
+    @property
+    def model(self) -> ModelInfo:
+        return self.prepared.model
+
+    @property
+    def title(self) -> str:
+        """The model's name as titles show it, marked when the numbers are not the plain model's."""
+        name = self.prepared.source.name
+        if self.dtype != "float32":
+            name += f" (in {self.dtype})"
+        return f"{name} (modified: causal mask)" if self.causal else name
+
+    def __repr__(self) -> str:
+        L, H, T, _ = self.attentions.shape
+        return (
+            f"<Analysis {self.model.name}: {L} layers × {H} heads × {T} pieces, "
+            f"text={_short(self.text)!r}{', causal' if self.causal else ''}>"
+        )
+
+    @property
+    def _source(self) -> Source:
+        return Source(self.attentions, self.pieces, self.title)
+
+    # ------------------------------------------------------------ views
+
+    def view(self, layer: int = -1, head: int | None = None, units: str = "words") -> AttentionView:
+        """One layer's head, or the mean over its heads when `head` is None.
+
+        Layers and heads count from 0; negative numbers count from the end. `units` is
+        "words" (pieces merged back into the words of the text) or "tokens".
+        """
+        return layer_view(self._source, layer, head, units)
+
+    def heads(
+        self, layer: int = -1, heads: Sequence[int] | None = None, units: str = "words"
+    ) -> HeadsView:
+        """Every head of one layer (or those listed in `heads`), side by side."""
+        return heads_view(self._source, layer, heads, units)
+
+    def model_view(self, heads: Sequence[int] | None = None, units: str = "words") -> HeadsView:
+        """Every layer and head at a glance (or the `heads` listed, in every layer)."""
+        return model_view(self._source, heads, units)
+
+    def rollout(self, upto: int | None = None, units: str = "words", top: int = 3) -> RolloutView:
+        """Attention rollout (Abnar & Zuidema 2020) through layer `upto` (None: the last).
+
+        `top` is how many inputs `sources()` lists for each token.
+        """
+        return rollout_view(self._source, upto, units, top)
+
+    def explain(
+        self,
+        token: str | None = None,
+        *,
+        index: int | None = None,
+        layer: int = -1,
+        head: int = 0,
+        lang: str = "en",
+    ) -> Explanation:
+        """How one query's attention in one head is computed, every intermediate kept.
+
+        Name the query by a word of the text (`token="ele"`, `"ele#2"` for the second)
+        or by a piece index (`index=`). `lang` ("en" or "pt") is the language the
+        explanation prints in. Runs the encoder again to read the layer's input.
+        """
+        return self.prepared.explain(
+            token=token,
+            index=index,
+            layer=layer,
+            head=head,
+            lang=lang,
+            mask="causal" if self.causal else "none",
+        )
+
+    def _pick(
+        self,
+        view: str,
+        layer: int,
+        head: int | None,
+        heads: Sequence[int] | None,
+        units: str,
+    ) -> AttentionView | HeadsView:
+        _choice(view, VIEWS, "view")
+        if view == "heads":
+            return self.heads(layer, heads, units)
+        if view == "model":
+            return self.model_view(heads, units)
+        return self.view(layer, head, units)
+
+    def figure(
+        self,
+        view: str = "show",
+        *,
+        layer: int = -1,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        cmap: str = "viridis",
+        theme: str = "light",
+        annotate: bool = False,
+    ) -> Figure:
+        """A matplotlib Figure of `view`: "show" (one head or the mean), "heads", "model"."""
+        chosen = self._pick(view, layer, head, heads, units)
+        return chosen.figure(cmap=cmap, theme=theme, annotate=annotate)
+
+    def save(
+        self,
+        path: str | Path,
+        view: str = "show",
+        *,
+        layer: int = -1,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        dpi: int = 200,
+        cmap: str = "viridis",
+        theme: str = "light",
+        transparent: bool = False,
+        annotate: bool = False,
+    ) -> Path:
+        """Write an image of `view` (.png, .svg, .pdf) or the raw attention (.npz, .json).
+
+        The data files are those `attnviz export` writes. All of the file or nothing.
+        """
+        path = Path(path)
+        style = ImageStyle(dpi, cmap, theme, transparent, annotate)
+        check_output(path, IMAGE_SUFFIXES + DATA_SUFFIXES, style)
+        if path.suffix.lower() in DATA_SUFFIXES:
+            self._write_data(path)
+            return path
+        chosen = self._pick(view, layer, head, heads, units)
+        return chosen.save(
+            path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent, annotate=annotate
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
+        return {
+            "model": self.model.name,
+            "causal": self.causal,
+            "dtype": self.dtype,
+            "tokens": self.tokens,
+            "input_ids": list(self.pieces.ids),
+            "token_type_ids": list(self.pieces.type_ids),
+            "attentions": self.attentions.astype(np.float32).tolist(),
+        }
+
+    def _write_data(self, out: Path) -> None:
+        """The raw attentions over the model's own pieces, as .npz (no pickle) or .json."""
+        if out.suffix.lower() != ".npz":
+            with atomic_write(out, "w") as handle:
+                json.dump(self.to_dict(), handle, ensure_ascii=False)
+            return
+        pieces = self.pieces
+        with atomic_write(out, "wb") as handle:
+            np.savez(
+                handle,
+                attentions=self.attentions.astype(np.float32),  # (L, H, T, T)
+                tokens=np.array(pieces.tokens, dtype=np.str_),
+                input_ids=np.array(pieces.ids, dtype=np.int64),
+                token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
+                causal=np.array(self.causal),
+                dtype=np.array(self.dtype, dtype=np.str_),
+            )
+
+    # ------------------------------------------------------------ display
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """`rich.print(analysis)` draws the last layer's head mean, as `attnviz show` does."""
+        yield self.view()
+
+    def _repr_png_(self) -> bytes:
+        return self.view()._repr_png_()
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

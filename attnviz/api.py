@@ -1,0 +1,123 @@
+"""The functions a notebook or a script starts from: `analyse`, `prepare`, `head_stats`.
+
+Each returns plain objects (numpy arrays, lists, dataclasses) that also draw
+themselves; the command line is built on the same calls. Errors are raised as
+`attnviz.AttnvizError` (a failure while running) or its subclass `attnviz.BadInput`
+(a bad argument), each with a one-line message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from attnviz.analysis import DTYPES, Analysis, Prepared, _choice
+from attnviz.errors import BadInput
+
+if TYPE_CHECKING:
+    from attnviz.stats import HeadStats
+
+__all__ = ["analyse", "head_stats", "prepare"]
+
+
+def prepare(
+    text: str, *, pair: str | None = None, model: str | None = None, truncate: bool = False
+) -> Prepared:
+    """Find the model and tokenize `text` for it, without loading weights or importing torch.
+
+    `model` is a local folder or a Hugging Face Hub id (None: `$ATTNVIZ_MODEL`, else the
+    embedded all-MiniLM-L6-v2). `pair` is a second sentence, read as BERT reads pairs.
+    A text longer than the model takes is refused, unless `truncate` keeps its start.
+    """
+    from attnviz.pipeline import prepare as _prepare
+
+    _text(text, "the text")
+    if pair is not None:
+        _text(pair, "the pair")
+    return _prepare(text, model=model, pair=pair, truncate=truncate)
+
+
+def analyse(
+    text: str,
+    *,
+    pair: str | None = None,
+    model: str | None = None,
+    mask: str = "none",
+    dtype: str = "float32",
+    truncate: bool = False,
+    cache: bool = True,
+) -> Analysis:
+    """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
+
+    `mask="causal"` runs the encoder with a causal mask (a what-if; titles say so).
+    `dtype` is what the encoder computes in: "float32", "float16" or "bfloat16".
+    `cache` reads and writes the attention cache, so a text seen before is not computed
+    again (off when ATTNVIZ_NO_CACHE is set).
+    """
+    return prepare(text, pair=pair, model=model, truncate=truncate).analyse(
+        mask=mask, dtype=dtype, cache=cache
+    )
+
+
+def head_stats(
+    texts: Iterable[str],
+    *,
+    model: str | None = None,
+    truncate: bool = False,
+    batch_size: int = 32,
+    device: str = "auto",
+    threads: int | None = None,
+    dtype: str = "float32",
+    progress: Callable[[int], None] | None = None,
+) -> HeadStats:
+    """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
+
+    The sentences run in padded batches of up to `batch_size`, shortest first, on
+    `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
+    torch's choice). Only running sums are kept, never the attention arrays.
+    `progress(n)` is called after each batch with the number of sentences it held.
+    """
+    from attnviz.pipeline import compute_batches, prepare_corpus
+    from attnviz.stats import HeadStats, StatsAccumulator, token_kinds
+
+    sentences = [_text(t, "a sentence") for t in texts]
+    if not sentences:
+        raise BadInput("no sentences: give at least one")
+    _whole(batch_size, "batch_size")
+    if threads is not None:
+        _whole(threads, "threads")
+    _choice(device, ("auto", "cpu", "cuda"), "device")
+    _choice(dtype, DTYPES, "dtype")
+    corpus = prepare_corpus(sentences, model=model, truncate=truncate)
+    kinds = [token_kinds(p) for p in corpus.pieces]
+    shape = corpus.shape
+    sums = StatsAccumulator(shape.layers, shape.heads)
+    for batch in compute_batches(
+        corpus, batch_size=batch_size, device=device, threads=threads, dtype=dtype
+    ):
+        sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
+        if progress is not None:
+            progress(len(batch.indices))
+    name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
+    return HeadStats(
+        records=sums.result(),
+        model=name,
+        layers=shape.layers,
+        heads=shape.heads,
+        sentences=sums.sentences,
+        queries=sums.queries,
+        dropped=sum(p.dropped for p in corpus.pieces),
+    )
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise BadInput(f"{what} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise BadInput(f"{what} is empty: pass a sentence")
+    return value
+
+
+def _whole(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadInput(f"{what} must be a whole number of at least 1, got {value!r}")

@@ -1,0 +1,413 @@
+"""Model families: what each BERT-family config.json says, and where each keeps its weights.
+
+The families computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT.
+`describe` reads any of their config.json files into one torch-free `ModelShape`,
+refusing absurd sizes before anything is allocated; `Family` names each family's
+config keys, state-dict names and quirks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnviz.errors import AttnvizError
+
+if TYPE_CHECKING:
+    from attnviz.model import EncoderConfig
+
+# The activations `attnviz.model.ACTIVATIONS` computes (named here so checking a
+# config needs no torch; a test keeps the two in step).
+ACTIVATION_NAMES = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "quick_gelu",
+    "relu",
+    "silu",
+    "swish",
+)
+# Sizes past these are not an encoder this tool can show; refuse before allocating.
+# Keyed by `ModelShape` field; messages name each family's own config key.
+LIMITS = {
+    "layers": 256,
+    "heads": 1024,
+    "hidden": 65536,
+    "intermediate": 262144,
+    "positions": 65536,
+    "vocab": 4_000_000,
+    "type_vocab_size": 1024,
+    "embedding_size": 65536,
+}
+# The dtypes `load_encoder` computes in; None means float32.
+
+# ---------------------------------------------------------------------------------------------
+# Families: where each keeps its sizes in config.json and its weights in the state dict.
+
+# HF BertModel names and this project's names, `{i}` standing for a layer number.
+_BERT_EMBEDDINGS = [
+    ("embeddings.word_embeddings.", "embeddings.word."),
+    ("embeddings.position_embeddings.", "embeddings.position."),
+    ("embeddings.token_type_embeddings.", "embeddings.token_type."),
+    ("embeddings.LayerNorm.", "embeddings.norm."),
+]
+_NAMES = [
+    *_BERT_EMBEDDINGS,
+    ("encoder.layer.{i}.attention.self.query.", "layers.{i}.attention.q_proj."),
+    ("encoder.layer.{i}.attention.self.key.", "layers.{i}.attention.k_proj."),
+    ("encoder.layer.{i}.attention.self.value.", "layers.{i}.attention.v_proj."),
+    ("encoder.layer.{i}.attention.output.dense.", "layers.{i}.attention.out_proj."),
+    ("encoder.layer.{i}.attention.output.LayerNorm.", "layers.{i}.attention_norm."),
+    ("encoder.layer.{i}.intermediate.dense.", "layers.{i}.ff_in."),
+    ("encoder.layer.{i}.output.dense.", "layers.{i}.ff_out."),
+    ("encoder.layer.{i}.output.LayerNorm.", "layers.{i}.ff_norm."),
+]
+# ELECTRA is BERT with narrower embeddings and a projection up to the hidden size.
+_ELECTRA_NAMES = [*_NAMES, ("embeddings_project.", "embeddings.project.")]
+# DistilBERT: no token types, its own layer names.
+_DISTILBERT_NAMES = [
+    ("embeddings.word_embeddings.", "embeddings.word."),
+    ("embeddings.position_embeddings.", "embeddings.position."),
+    ("embeddings.LayerNorm.", "embeddings.norm."),
+    ("transformer.layer.{i}.attention.q_lin.", "layers.{i}.attention.q_proj."),
+    ("transformer.layer.{i}.attention.k_lin.", "layers.{i}.attention.k_proj."),
+    ("transformer.layer.{i}.attention.v_lin.", "layers.{i}.attention.v_proj."),
+    ("transformer.layer.{i}.attention.out_lin.", "layers.{i}.attention.out_proj."),
+    ("transformer.layer.{i}.sa_layer_norm.", "layers.{i}.attention_norm."),
+    ("transformer.layer.{i}.ffn.lin1.", "layers.{i}.ff_in."),
+    ("transformer.layer.{i}.ffn.lin2.", "layers.{i}.ff_out."),
+    ("transformer.layer.{i}.output_layer_norm.", "layers.{i}.ff_norm."),
+]
+# ALBERT: one layer (group 0, inner layer 0) whose weights every layer uses.
+_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
+_ALBERT_NAMES = [
+    *_BERT_EMBEDDINGS,
+    ("encoder.embedding_hidden_mapping_in.", "embeddings.project."),
+    (_ALBERT_LAYER + "attention.query.", "layers.0.attention.q_proj."),
+    (_ALBERT_LAYER + "attention.key.", "layers.0.attention.k_proj."),
+    (_ALBERT_LAYER + "attention.value.", "layers.0.attention.v_proj."),
+    (_ALBERT_LAYER + "attention.dense.", "layers.0.attention.out_proj."),
+    (_ALBERT_LAYER + "attention.LayerNorm.", "layers.0.attention_norm."),
+    (_ALBERT_LAYER + "ffn.", "layers.0.ff_in."),
+    (_ALBERT_LAYER + "ffn_output.", "layers.0.ff_out."),
+    (_ALBERT_LAYER + "full_layer_layer_norm.", "layers.0.ff_norm."),
+]
+
+# config.json keys of the BERT-shaped families, by `ModelShape` field.
+_BERT_KEYS = {
+    "layers": "num_hidden_layers",
+    "heads": "num_attention_heads",
+    "hidden": "hidden_size",
+    "intermediate": "intermediate_size",
+    "vocab": "vocab_size",
+    "positions": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size",
+    "activation": "hidden_act",
+    "layer_norm_eps": "layer_norm_eps",
+}
+# Defaults of transformers' config classes, for keys an old config.json leaves out.
+_BERT_DEFAULTS: dict[str, Any] = {
+    "layers": 12,
+    "heads": 12,
+    "hidden": 768,
+    "intermediate": 3072,
+    "vocab": 30522,
+    "positions": 512,
+    "type_vocab_size": 2,
+    "activation": "gelu",
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: its display name, config keys, state-dict names and quirks."""
+
+    name: str  # as shown to users: "RoBERTa"
+    prefix: str  # where a *For* checkpoint keeps the encoder: "roberta."
+    names: list[tuple[str, str]]  # checkpoint name templates -> this project's
+    keys: dict[str, str] = field(default_factory=lambda: dict(_BERT_KEYS))
+    defaults: dict[str, Any] = field(default_factory=lambda: dict(_BERT_DEFAULTS))
+    pad_positions: bool = False  # RoBERTa: positions count from pad_token_id + 1
+    projection: str = "never"  # "never", "if narrower" (ELECTRA), "always" (ALBERT)
+    shared_layers: bool = False  # ALBERT
+
+
+FAMILIES: dict[str, Family] = {
+    "bert": Family("BERT", "bert.", _NAMES),
+    "roberta": Family(
+        "RoBERTa",
+        "roberta.",
+        _NAMES,
+        defaults={**_BERT_DEFAULTS, "vocab": 50265, "pad_token_id": 1},
+        pad_positions=True,
+    ),
+    "xlm-roberta": Family(
+        "XLM-RoBERTa",
+        "roberta.",
+        _NAMES,
+        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
+        pad_positions=True,
+    ),
+    "distilbert": Family(
+        "DistilBERT",
+        "distilbert.",
+        _DISTILBERT_NAMES,
+        keys={
+            "layers": "n_layers",
+            "heads": "n_heads",
+            "hidden": "dim",
+            "intermediate": "hidden_dim",
+            "vocab": "vocab_size",
+            "positions": "max_position_embeddings",
+            "activation": "activation",
+        },
+        defaults={**_BERT_DEFAULTS, "layers": 6, "type_vocab_size": 0},
+    ),
+    "electra": Family(
+        "ELECTRA",
+        "electra.",
+        _ELECTRA_NAMES,
+        keys={**_BERT_KEYS, "embedding_size": "embedding_size"},
+        defaults={
+            **_BERT_DEFAULTS,
+            "hidden": 256,
+            "heads": 4,
+            "intermediate": 1024,
+            "embedding_size": 128,
+        },
+        projection="if narrower",
+    ),
+    "albert": Family(
+        "ALBERT",
+        "albert.",
+        _ALBERT_NAMES,
+        keys={**_BERT_KEYS, "embedding_size": "embedding_size"},
+        defaults={
+            **_BERT_DEFAULTS,
+            "vocab": 30000,
+            "hidden": 4096,
+            "heads": 64,
+            "intermediate": 16384,
+            "activation": "gelu_new",
+            "embedding_size": 128,
+        },
+        projection="always",
+        shared_layers=True,
+    ),
+}
+SUPPORTED_TYPES = tuple(FAMILIES)
+SUPPORTED_FAMILIES = "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT"
+# A config.json without model_type is taken for BERT when it has BERT's keys and nothing
+# that marks another architecture.
+_BERT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+_NOT_BERT = ("embedding_size", "n_layer", "n_layers", "d_model", "num_key_value_heads")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a config.json says about the encoder, for code that must not import torch."""
+
+    family: str  # display name: "BERT", "RoBERTa", "XLM-RoBERTa", "DistilBERT", ...
+    layers: int
+    heads: int
+    hidden: int
+    head_size: int
+    intermediate: int
+    vocab: int
+    max_tokens: int  # the longest input in pieces, special tokens included
+    activation: str
+    embedding_size: int  # the width of the embedding tables (== hidden unless factorised)
+    type_vocab_size: int  # 0 when the family has no token types (DistilBERT)
+    model_type: str = "bert"  # the key into FAMILIES
+    positions: int = 512  # rows of the position table (max_position_embeddings)
+    layer_norm_eps: float = 1e-12
+    pad_position: int | None = None  # RoBERTa's padding index, which positions count after
+    project_embeddings: bool = False  # a Linear embedding_size -> hidden after the embeddings
+    shared_layers: bool = False  # ALBERT: all layers share one layer's weights
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The raw config.json of a model folder, checked (by `describe`) to be a family we compute."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise AttnvizError(
+            f"{folder} has no config.json: pass the folder of a BERT-family checkpoint "
+            "(config.json and model.safetensors)"
+        )
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AttnvizError(f"cannot read {path} ({exc}): restore or re-download the file") from None
+    if not isinstance(raw, dict):
+        raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
+    describe(raw, where=str(path))
+    return raw
+
+
+def _model_type(raw: dict[str, Any], where: str) -> str:
+    model_type = raw.get("model_type")
+    if model_type is None:
+        architectures = raw.get("architectures") or ["Bert"]
+        bert_named = isinstance(architectures, list) and all(
+            isinstance(a, str) and a.startswith("Bert") for a in architectures
+        )
+        if (
+            bert_named
+            and all(k in raw for k in _BERT_SHAPE)
+            and not any(k in raw for k in _NOT_BERT)
+        ):
+            return "bert"
+        what = "model without model_type that is not shaped like BERT"
+    elif isinstance(model_type, str) and model_type in FAMILIES:
+        return model_type
+    else:
+        what = f"{model_type!r} model"
+    raise AttnvizError(
+        f"{where} describes a {what}; attnviz computes {SUPPORTED_FAMILIES} encoders "
+        f"(model types: {', '.join(SUPPORTED_TYPES)}): pass a checkpoint of one of these"
+    )
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
+    """The encoder a config.json describes, checked before anything is allocated.
+
+    Raises AttnvizError, one line naming the key as stored, for another architecture,
+    a decoder, relative positions, an activation the encoder lacks, or sizes that are
+    not whole numbers in range or do not fit together. `where` names the file.
+    """
+    model_type = _model_type(raw, where)
+    family = FAMILIES[model_type]
+    if raw.get("is_decoder") or raw.get("add_cross_attention"):
+        raise AttnvizError(
+            f"{where} is a decoder (is_decoder); attnviz shows encoder self-attention only: "
+            f"use a {family.name} encoder checkpoint"
+        )
+    position_type = raw.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise AttnvizError(
+            f"{where} uses position_embedding_type={position_type}; attnviz computes only "
+            "absolute position embeddings"
+        )
+
+    def value(name: str) -> Any:
+        key = family.keys.get(name)
+        return raw.get(key, family.defaults[name]) if key else family.defaults[name]
+
+    sizes: dict[str, int] = {}
+    for name, limit in LIMITS.items():
+        key = family.keys.get(name)
+        if key is None:
+            continue
+        sizes[name] = raw.get(key, family.defaults[name])
+        if not _whole(sizes[name], 1, limit):
+            raise AttnvizError(
+                f"{where} has {key}={sizes[name]!r}; expected a whole number from 1 to {limit}: "
+                f"the config is corrupt or not a {family.name}"
+            )
+    sizes.setdefault("type_vocab_size", 0)  # DistilBERT has no token types
+    sizes.setdefault("embedding_size", sizes["hidden"])  # unfactorised embeddings
+    act = value("activation")
+    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
+        raise AttnvizError(
+            f"{where} uses {family.keys['activation']}={act!r}, which attnviz does not compute; "
+            f"supported: {', '.join(ACTIVATION_NAMES)}"
+        )
+    eps = value("layer_norm_eps")  # DistilBERT fixes 1e-12 in its code
+    if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
+        raise AttnvizError(
+            f"{where} has layer_norm_eps={eps!r}; expected a small positive number such as "
+            "1e-12: the config is corrupt"
+        )
+    hidden, heads = sizes["hidden"], sizes["heads"]
+    if hidden % heads:
+        raise AttnvizError(
+            f"{where} has {family.keys['hidden']}={hidden}, not divisible by "
+            f"{family.keys['heads']}={heads}: the config is corrupt"
+        )
+    _check_quirks(raw, family, where)
+    positions, pad = sizes["positions"], None
+    max_tokens = positions
+    if family.pad_positions:
+        pad = raw.get("pad_token_id", family.defaults["pad_token_id"])
+        if not _whole(pad, 0, positions - 2):
+            raise AttnvizError(
+                f"{where} has pad_token_id={pad!r} with max_position_embeddings={positions}; "
+                f"{family.name} numbers positions after the padding index, so it must be a whole "
+                f"number below {positions - 1}: the config is corrupt"
+            )
+        max_tokens = positions - pad - 1
+    embedding = sizes["embedding_size"]
+    project = family.projection == "always" or (
+        family.projection == "if narrower" and embedding != hidden
+    )
+    return ModelShape(
+        family=family.name,
+        layers=sizes["layers"],
+        heads=heads,
+        hidden=hidden,
+        head_size=hidden // heads,
+        intermediate=sizes["intermediate"],
+        vocab=sizes["vocab"],
+        max_tokens=max_tokens,
+        activation=act,
+        embedding_size=embedding,
+        type_vocab_size=sizes["type_vocab_size"],
+        model_type=model_type,
+        positions=positions,
+        layer_norm_eps=float(eps),
+        pad_position=pad,
+        project_embeddings=project,
+        shared_layers=family.shared_layers,
+    )
+
+
+def _check_quirks(raw: dict[str, Any], family: Family, where: str) -> None:
+    """Family-specific settings the encoder does not compute."""
+    if family.shared_layers:
+        groups, inner = raw.get("num_hidden_groups", 1), raw.get("inner_group_num", 1)
+        if groups != 1 or inner != 1 or isinstance(groups, bool) or isinstance(inner, bool):
+            raise AttnvizError(
+                f"{where} has num_hidden_groups={groups!r} and inner_group_num={inner!r}; "
+                "attnviz computes ALBERT with one shared layer only (both 1, as every released "
+                "ALBERT has)"
+            )
+    sinusoidal = raw.get("sinusoidal_pos_embds", False)
+    if not isinstance(sinusoidal, bool):
+        raise AttnvizError(
+            f"{where} has sinusoidal_pos_embds={sinusoidal!r}; expected true or false: "
+            "the config is corrupt"
+        )
+
+
+def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
+    """The encoder's shape from a config.json (checked again by `describe`)."""
+    return encoder_config_for(describe(raw))
+
+
+def encoder_config_for(shape: ModelShape) -> EncoderConfig:
+    from attnviz.model import EncoderConfig
+
+    return EncoderConfig(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        num_layers=shape.layers,
+        num_heads=shape.heads,
+        intermediate_size=shape.intermediate,
+        max_positions=shape.positions,
+        type_vocab_size=shape.type_vocab_size,
+        layer_norm_eps=shape.layer_norm_eps,
+        hidden_act=shape.activation,
+        embedding_size=shape.embedding_size,
+        project_embeddings=shape.project_embeddings,
+        pad_position=shape.pad_position,
+        shared_layers=shape.shared_layers,
+    )
