@@ -23,7 +23,7 @@ from rich.text import Text
 
 from attnviz.explain import Explanation
 from attnviz.i18n import check_lang, quoted, text
-from attnviz.render.terminal import MAX_LABEL_CELLS, _sanitize, _truncate
+from attnviz.render.cells import MAX_LABEL_CELLS, sanitize, truncate
 
 __all__ = ["BAR_CELLS", "ExplanationView", "bar", "shown_rows"]
 
@@ -72,7 +72,7 @@ def _num(value: float, decimals: int = 2) -> str:
 
 
 def _clean(label: str) -> str:
-    return _truncate(_sanitize(label), MAX_LABEL_CELLS)
+    return truncate(sanitize(label), MAX_LABEL_CELLS)
 
 
 def shown_rows(explanation: Explanation, limit: int) -> list[int]:
@@ -178,7 +178,7 @@ class ExplanationView:
         previous = -1
         for i in self.rows:
             label = self.x.labels[i]
-            item = _truncate(f"{i} {_clean(label)}", width)
+            item = truncate(f"{i} {_clean(label)}", width)
             if i > previous + 1:
                 item = "…  " + item
             previous = i

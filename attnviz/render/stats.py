@@ -6,7 +6,7 @@
   shares (attention rollout), wrapped to the terminal width.
 
 Labels are made safe for one-line layout and shortened the same way as the
-heatmaps in `attnviz.render.terminal`. No torch, no matplotlib.
+heatmaps in `attnviz.render.terminal`, by `attnviz.render.cells`. No torch, no matplotlib.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attnviz.render.terminal import (
+from attnviz.render.cells import (
     MAX_LABEL_CELLS,
-    _clean_labels,
-    _emit,
-    _pad,
-    _sanitize,
-    _title_lines,
-    _title_width,
-    _truncate,
-    _wrap_items,
+    clean_labels,
+    emit,
+    pad,
+    sanitize,
+    title_lines,
+    title_width,
+    truncate,
+    wrap_items,
 )
 from attnviz.stats import LABEL_SHARES, SHARES, HeadRecord
 
@@ -82,7 +82,7 @@ class StatsTable:
     def _table(self, compact: bool = False) -> Table:
         headers = STATS_HEADERS | (_COMPACT_HEADERS if compact else {})
         table = Table(
-            title=_sanitize(self.title) if self.title else None,
+            title=sanitize(self.title) if self.title else None,
             title_style=_BOLD,
             caption=_CAPTION,
             caption_style=_DIM,
@@ -135,7 +135,7 @@ class SourcesTable:
     ) -> None:
         if len(labels) != len(sources):
             raise ValueError(f"{len(labels)} labels for {len(sources)} rows of sources")
-        self.labels = _clean_labels(labels)
+        self.labels = clean_labels(labels)
         self.sources = [list(row) for row in sources]
         self.title = title
         for row in self.sources:
@@ -153,34 +153,34 @@ class SourcesTable:
 
     def _items(self, row: Sequence[tuple[int, float]]) -> list[str]:
         return [
-            f"{str(j).rjust(self._index_w)} {_truncate(self.labels[j], MAX_LABEL_CELLS)} {s:.2f}"
+            f"{str(j).rjust(self._index_w)} {truncate(self.labels[j], MAX_LABEL_CELLS)} {s:.2f}"
             for j, s in row
         ]
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         left = self._index_w + 1 + self._label_w + cell_len(_ARROW)
         widest = max((cell_len("  ".join(self._items(row))) for row in self.sources), default=0)
-        maximum = max(left + widest, _title_width(self.title))
+        maximum = max(left + widest, title_width(self.title))
         return Measurement(min(_MIN_ITEMS_W, maximum), maximum).clamp(max_width=options.max_width)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        lines = _title_lines(self.title, console, options)
+        lines = title_lines(self.title, console, options)
         index_w, label_w = self._index_w, self._label_w
         left_w = index_w + 1 + label_w + cell_len(_ARROW)
         beside = width - left_w >= _MIN_ITEMS_W
         header = "token ← draws most from (input, share)"
-        lines.append([Segment(_truncate(header, width), _DIM)])
+        lines.append([Segment(truncate(header, width), _DIM)])
         for i, (label, row) in enumerate(zip(self.labels, self.sources, strict=True)):
-            left = f"{str(i).rjust(index_w)} {_pad(_truncate(label, label_w), label_w)}"
+            left = f"{str(i).rjust(index_w)} {pad(truncate(label, label_w), label_w)}"
             items = self._items(row)
             if beside:
-                wrapped = _wrap_items(items, width - left_w) or [""]
+                wrapped = wrap_items(items, width - left_w) or [""]
                 lines.append([Segment(left + _ARROW, _BOLD), Segment(wrapped[0])])
                 lines += [[Segment(" " * left_w + more)] for more in wrapped[1:]]
             else:
                 indent = "    "
-                lines.append([Segment(_truncate(left.rstrip() + " ←", width), _BOLD)])
-                wrapped = _wrap_items(items, max(1, width - len(indent)))
+                lines.append([Segment(truncate(left.rstrip() + " ←", width), _BOLD)])
+                wrapped = wrap_items(items, max(1, width - len(indent)))
                 lines += [[Segment(indent + more)] for more in wrapped]
-        yield from _emit(lines, width)
+        yield from emit(lines, width)

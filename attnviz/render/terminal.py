@@ -17,19 +17,15 @@ equal steps of value/vmax. NaN cells are drawn as `·` (or left blank in compact
 panels). Every line is measured in display cells (`rich.cells.cell_len`) and never
 exceeds `options.max_width`.
 
-Labels are made safe for a one-line layout: control characters become visible
-stand-ins (`\\n` -> `␊`), bidirectional overrides and other invisible format
-characters that move or hide text are dropped, a zero-width joiner is kept only
-between emoji (elsewhere rich and terminals disagree on the width), and long labels
-are cut to `MAX_LABEL_CELLS` display cells with `…`.
+Labels are made safe for a one-line layout and long labels are cut to
+`MAX_LABEL_CELLS` display cells with `…`, by the helpers in `attnviz.render.cells`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -40,14 +36,23 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+
+from attnviz.render.cells import (
+    MAX_LABEL_CELLS,
+    Line,
+    clean_labels,
+    emit,
+    pad,
+    title_lines,
+    title_width,
+    truncate,
+    wrap_items,
+)
 
 __all__ = ["MAX_LABEL_CELLS", "SHADES", "HeadGrid", "Heatmap"]
 
-MAX_LABEL_CELLS = 14  # longest label shown, in display cells (longer ones end in "…")
 SHADES = " ░▒▓█"  # shade ramp for output without colour: 5 levels of value / vmax
 NAN_CELL = "·"  # what a NaN cell shows
-ELLIPSIS = "…"
 TOO_NARROW = "(terminal too narrow for the heatmap: widen it or write an image with --out)"
 
 _CELL_WIDTHS = (3, 2, 1)  # Heatmap cell widths to try, widest first
@@ -149,132 +154,14 @@ def _use_colour(console: Console) -> bool:
 
 
 # ---------------------------------------------------------------------------
-# Labels and text measured in display cells
-
-_DROPPED = frozenset(
-    "\u00ad\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)  # soft hyphen and bidirectional controls: invisible, but they move or hide text
-_ZWJ = "\u200d"
-_SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))
-
-
-def _is_pictograph(char: str) -> bool:
-    """Roughly: a symbol that can be an emoji (not ASCII `^` or the like)."""
-    return ord(char) >= 0x2100 and unicodedata.category(char) == "So"
-
-
-def _is_emoji(char: str) -> bool:
-    """A pictograph, a skin tone or the emoji variation selector."""
-    return char == "\ufe0f" or char in _SKIN_TONES or _is_pictograph(char)
-
-
-def _stand_in(char: str) -> str:
-    """What one character of a label becomes (joiners and skin tones are left to
-    `_joined_only`, which looks at their neighbours)."""
-    code = ord(char)
-    if code < 0x20:
-        return chr(0x2400 + code)  # control pictures: ␀ ␉ ␊ ...
-    if code == 0x7F:
-        return "␡"
-    if 0x80 <= code < 0xA0 or 0xD800 <= code < 0xE000:
-        return "?"  # C1 controls, lone surrogates
-    if char in ("\u2028", "\u2029"):
-        return "␤"
-    if char in _DROPPED:
-        return ""
-    return char
-
-
-def _joined_only(text: str) -> str:
-    """`text` with emoji modifiers kept only where they modify something.
-
-    A skin tone stays only right after a pictograph (alone, rich counts 0 cells and
-    terminals 2), then a zero-width joiner only between two emoji: rich counts
-    "a\u200db" as 1 cell where terminals draw 2, and a joiner left at the end of a
-    label would swallow the space after it in rich's count, shifting the row.
-    """
-    toned = "".join(
-        char
-        for i, char in enumerate(text)
-        if char not in _SKIN_TONES or (i > 0 and _is_pictograph(text[i - 1]))
-    )
-    last = len(toned) - 1
-    return "".join(
-        char
-        for i, char in enumerate(toned)
-        if char != _ZWJ or (0 < i < last and _is_emoji(toned[i - 1]) and _is_emoji(toned[i + 1]))
-    )
-
-
-def _sanitize(text: str) -> str:
-    """`text` with every character that could break a one-line layout replaced."""
-    if text.isprintable() and text.isascii():
-        return text
-    return _joined_only("".join(_stand_in(char) for char in text))
-
-
-def _truncate(text: str, cells: int) -> str:
-    """`text` cut to at most `cells` display cells, ending in `…` when cut."""
-    if cell_len(text) <= cells:
-        return text
-    if cells <= 0:
-        return ""
-    out, used = [], 0
-    for char in text[: 4 * cells + 8]:  # more characters than can ever fit
-        width = cell_len(char)
-        if used + width > cells - 1:
-            break
-        out.append(char)
-        used += width
-    kept = "".join(out).rstrip(_ZWJ + "\ufe0f")
-    while kept and cell_len(kept) > cells - 1:  # joins can measure differently
-        kept = kept[:-1].rstrip(_ZWJ + "\ufe0f")
-    return kept + ELLIPSIS
-
-
-def _pad(text: str, cells: int) -> str:
-    """`text` (already at most `cells` wide) followed by spaces up to `cells`."""
-    return text + " " * (cells - cell_len(text))
-
-
-def _clean_labels(labels: Sequence[str]) -> list[str]:
-    return [_sanitize(str(label)) for label in labels]
-
-
-def _wrap_items(items: Sequence[str], width: int, gap: int = 2) -> list[str]:
-    """Items joined by `gap` spaces into lines of at most `width` cells; no item is split."""
-    lines: list[str] = []
-    current: list[str] = []
-    used = 0
-    for item in items:
-        item = _truncate(item, width)
-        size = cell_len(item)
-        if current and used + gap + size > width:
-            lines.append((" " * gap).join(current))
-            current, used = [], 0
-        used += size + (gap if current else 0)
-        current.append(item)
-    if current:
-        lines.append((" " * gap).join(current))
-    return lines
-
-
-Line = list[Segment]  # one output line, without its newline
+# Notes, legends and label lists
 
 
 def _note(message: str, width: int) -> list[Line]:
     """A message wrapped to `width` (or cropped to one line when very narrow)."""
     if width < _WRAP_MIN:
-        return [[Segment(_truncate(message, width), _DIM)]]
-    return [[Segment(line, _DIM)] for line in _wrap_items(message.split(" "), width, gap=1)]
-
-
-def _title_lines(title: str | None, console: Console, options: ConsoleOptions) -> list[Line]:
-    """The title in bold, word-wrapped to the width (rich wraps, we only sanitize)."""
-    if not title:
-        return []
-    text = Text("\n".join(_sanitize(part) for part in title.split("\n")), style=_BOLD)
-    return console.render_lines(text, options.update(height=None), pad=False)
+        return [[Segment(truncate(message, width), _DIM)]]
+    return [[Segment(line, _DIM)] for line in wrap_items(message.split(" "), width, gap=1)]
 
 
 def _legend_lines(scale: _Scale, colour: bool, width: int) -> list[Line]:
@@ -317,25 +204,13 @@ def _legend_min_width(scale: _Scale) -> int:
     return cell_len(f"{scale.fmt(0.0)} ▕{SHADES}▏ {scale.fmt(scale.vmax)}")
 
 
-def _title_width(title: str | None) -> int:
-    return max((cell_len(_sanitize(part)) for part in (title or "").split("\n")), default=0)
-
-
 def _label_list(
     prefix: str, indices: Sequence[int], labels: Sequence[str], width: int
 ) -> list[Line]:
     """`prefix 0 label  1 label ...` wrapped to the width."""
-    items = [f"{i} {_truncate(labels[i], MAX_LABEL_CELLS)}" for i in indices]
-    lines = _wrap_items([prefix, *items], width)
+    items = [f"{i} {truncate(labels[i], MAX_LABEL_CELLS)}" for i in indices]
+    lines = wrap_items([prefix, *items], width)
     return [[Segment(line)] for line in lines]
-
-
-def _emit(lines: Sequence[Line], width: int) -> Iterator[Segment]:
-    """Segments of every line, each cropped to `width` (a safety net) and ended."""
-    newline = Segment.line()
-    for line in lines:
-        yield from Segment.adjust_line_length(line, width, pad=False)
-        yield newline
 
 
 def _runs(cells: Sequence[tuple[str, Style | None]]) -> Line:
@@ -433,8 +308,8 @@ class Heatmap:
         if col_labels is not None and len(col_labels) != n_cols:
             raise ValueError(f"{len(col_labels)} column labels for {n_cols} matrix columns")
         self.values = values
-        self.row_labels = _clean_labels(row_labels)
-        self.col_labels = self.row_labels if col_labels is None else _clean_labels(col_labels)
+        self.row_labels = clean_labels(row_labels)
+        self.col_labels = self.row_labels if col_labels is None else clean_labels(col_labels)
         self.keys_differ = self.col_labels != self.row_labels  # then columns get a legend
         self.title = title
         self.scale = _scale_for(values, vmax)
@@ -455,7 +330,7 @@ class Heatmap:
         maximum = max(
             widest.left_w + n_cols * widest.cell_w,
             _legend_min_width(self.scale),
-            _title_width(self.title),
+            title_width(self.title),
         )
         return Measurement(minimum, maximum).clamp(max_width=options.max_width)
 
@@ -464,10 +339,10 @@ class Heatmap:
         n_cols = self.values.shape[1]
         layout = _heat_layout(width, n_cols, self._index_w, self._label_w)
         if layout is None:
-            yield from _emit(_note(TOO_NARROW, width)[:1], width)
+            yield from emit(_note(TOO_NARROW, width)[:1], width)
             return
         colour = _use_colour(console)
-        lines = _title_lines(self.title, console, options)
+        lines = title_lines(self.title, console, options)
         lines += _legend_lines(self.scale, colour, width)
         pages = [
             range(s, min(s + layout.page_cols, n_cols)) for s in range(0, n_cols, layout.page_cols)
@@ -478,7 +353,7 @@ class Heatmap:
             if len(pages) > 1:
                 lines.append([Segment(_page_caption(cols, n_cols, width), _BOLD)])
             lines += self._page(levels[:, cols.start : cols.stop], cols, layout, colour, width)
-        yield from _emit(lines, width)
+        yield from emit(lines, width)
 
     def _page(
         self, levels: np.ndarray, cols: range, layout: _HeatLayout, colour: bool, width: int
@@ -494,7 +369,7 @@ class Heatmap:
         for i, label in enumerate(self.row_labels):
             left = str(i).rjust(layout.index_w) + " "
             if layout.label_w:
-                left += _pad(_truncate(label, layout.label_w), layout.label_w) + " "
+                left += pad(truncate(label, layout.label_w), layout.label_w) + " "
             lines.append([Segment(left), *_heat_cells(levels[i], colour, layout.cell_w)])
         if self.keys_differ:
             lines += _label_list("keys:", cols, self.col_labels, width)
@@ -575,8 +450,8 @@ class HeadGrid:
         if len(panel_titles) != values.shape[0]:
             raise ValueError(f"{len(panel_titles)} panel titles for {values.shape[0]} heads")
         self.values = values
-        self.labels = _clean_labels(labels)
-        self.panel_titles = [_truncate(t, MAX_LABEL_CELLS) for t in _clean_labels(panel_titles)]
+        self.labels = clean_labels(labels)
+        self.panel_titles = [truncate(t, MAX_LABEL_CELLS) for t in clean_labels(panel_titles)]
         self.title = title
         self.scale = _scale_for(values, None)
         self.columns = columns
@@ -605,7 +480,7 @@ class HeadGrid:
         maximum = max(
             heads * self._slot(2) + (heads - 1) * _PANEL_GAP,
             _legend_min_width(self.scale),
-            _title_width(self.title),
+            title_width(self.title),
         )
         return Measurement(self._slot(1), maximum).clamp(max_width=options.max_width)
 
@@ -619,13 +494,13 @@ class HeadGrid:
                 "with --out FILE)"
             )
             if width < _WRAP_MIN:  # one short line, as Heatmap shows
-                yield from _emit(_note(TOO_NARROW, width), width)
+                yield from emit(_note(TOO_NARROW, width), width)
                 return
-            yield from _emit(
-                _title_lines(self.title, console, options) + _note(message, width), width
+            yield from emit(
+                title_lines(self.title, console, options) + _note(message, width), width
             )
             return
-        lines = _title_lines(self.title, console, options)
+        lines = title_lines(self.title, console, options)
         colour = _use_colour(console)
         cell_w = self._cell_w(width)
         slot = self._slot(cell_w)
@@ -637,7 +512,7 @@ class HeadGrid:
         lines += _legend_lines(self.scale, colour, width)
         lines += _note("panels: rows = queries, columns = keys, in token order", width)
         lines += _label_list("tokens:", range(n_tokens), self.labels, width)
-        yield from _emit(lines, width)
+        yield from emit(lines, width)
 
     def _panels(self, colour: bool, cell_w: int) -> list[list[Line]]:
         """The lines of every panel, head by head."""
@@ -653,7 +528,7 @@ class HeadGrid:
         titles: Line = []
         for h in heads:
             titles += [gap] if titles else []
-            titles.append(Segment(_pad(self.panel_titles[h], slot), _BOLD))
+            titles.append(Segment(pad(self.panel_titles[h], slot), _BOLD))
         lines = [titles]
         for k in range(len(panels[heads.start])):
             line: Line = []
