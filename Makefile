@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # CPU wheel of exactly this release; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test test-fast lint demo bench clean
 
 install: $(VENV)/.installed
 
@@ -17,10 +17,22 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# What CI runs: lint, formatting, types and every test, the slow ones included; the
+# 15 slowest tests are listed at the end. --verbosity=0 undoes the -q of pyproject's
+# addopts, so each test file is named as it runs instead of a wall of dots.
 test: install
 	$(BIN)/ruff check attnviz tests benchmarks
+	$(BIN)/ruff format --check attnviz tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --verbosity=0 --durations=15
+
+# For the edit-test loop: every test not marked `slow` (subprocesses, hypothesis,
+# big or many image files, 512-token inputs, README examples), well under a minute.
+# No lint, no mypy, no slow tests: run `make test` before you push. Mark a test
+# that takes about a second or more @pytest.mark.slow (hypothesis tests are marked
+# so automatically, in tests/conftest.py).
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: install
 	$(BIN)/ruff check attnviz tests benchmarks

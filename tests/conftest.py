@@ -314,3 +314,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) 
         return folder
 
     return make
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Hypothesis tests are `slow` (many examples each) even where no one marked them."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.slow)

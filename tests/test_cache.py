@@ -333,6 +333,7 @@ def test_clear_of_a_missing_folder(tmp_path: Path) -> None:
     assert cache.clear({"ATTNVIZ_CACHE_DIR": str(tmp_path / "none")}) == (0, 0)
 
 
+@pytest.mark.slow  # subprocess
 def test_importing_the_cache_does_not_import_torch_or_transformers() -> None:
     code = (
         "import sys, attnviz.cache; "

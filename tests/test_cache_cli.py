@@ -127,6 +127,7 @@ def test_the_bound_holds_through_the_commands(cache_dir: Path, monkeypatch) -> N
     assert not first.exists()  # the least recently used entry went first
 
 
+@pytest.mark.slow  # subprocesses
 def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> None:
     code = (
         "import sys\n"
@@ -161,6 +162,7 @@ def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> 
     assert heavy(views) == "[]"
 
 
+@pytest.mark.slow  # subprocesses
 def test_a_folder_without_tokenizer_json_needs_transformers_only_once(
     cache_dir: Path, tiny_bert: TinyFactory
 ) -> None:

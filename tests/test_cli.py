@@ -117,6 +117,7 @@ def test_export_json_holds_the_same(tmp_path: Path, short_analysis) -> None:
     np.testing.assert_allclose(np.array(record["attentions"]), short_analysis.attentions)
 
 
+@pytest.mark.slow  # 6 image files
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 @pytest.mark.parametrize("view", ["show", "heads"])
 def test_export_images_open(tmp_path: Path, suffix: str, view: str) -> None:
@@ -135,6 +136,7 @@ def test_export_images_open(tmp_path: Path, suffix: str, view: str) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary file left
 
 
+@pytest.mark.slow  # image files
 def test_show_and_heads_write_images_too(tmp_path: Path) -> None:
     from PIL import Image
 
@@ -146,6 +148,7 @@ def test_show_and_heads_write_images_too(tmp_path: Path) -> None:
             assert image.format == "PNG"
 
 
+@pytest.mark.slow  # 512 pieces
 def test_truncate_keeps_the_first_positions() -> None:
     text = "train " * 600
     result = run("show", text, "--truncate", "--units", "tokens", "--json")
@@ -319,6 +322,7 @@ def _process(*args: str, stdin: str | None = None, devnull: bool = False):
     )
 
 
+@pytest.mark.slow  # subprocess
 def test_text_from_a_pipe_and_default_from_dev_null() -> None:
     piped = _process("show", "--json", "--units", "tokens", stdin="The bank refused.\n")
     assert piped.returncode == 0, piped.stderr
@@ -327,6 +331,7 @@ def test_text_from_a_pipe_and_default_from_dev_null() -> None:
     assert default.returncode == 0 and "cadeira" in default.stdout
 
 
+@pytest.mark.slow  # subprocesses
 def test_closed_pipe_stops_quietly_and_full_disk_is_one_line() -> None:
     long = "train " * 400
     command = f"{sys.executable} -m attnviz show '{long}' --units tokens --json"
@@ -341,6 +346,7 @@ def test_closed_pipe_stops_quietly_and_full_disk_is_one_line() -> None:
     assert full.stderr.strip() == "Error: No space left on device: check free space and permissions"
 
 
+@pytest.mark.slow  # subprocess
 def test_stdin_that_is_not_utf8_is_an_error() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "attnviz", "show"], input=b"caf\xe9\n", capture_output=True
@@ -349,6 +355,7 @@ def test_stdin_that_is_not_utf8_is_an_error() -> None:
     assert result.stderr.decode().startswith("Error: standard input is not valid UTF-8")
 
 
+@pytest.mark.slow  # subprocesses
 def test_help_into_a_full_disk_is_one_line() -> None:
     for args in ("--help", "--version"):
         result = subprocess.run(
@@ -364,6 +371,7 @@ def test_help_into_a_full_disk_is_one_line() -> None:
         )
 
 
+@pytest.mark.slow  # subprocess
 def test_empty_stdin_is_an_error() -> None:
     result = _process("show", stdin="  \n")
     assert result.returncode == 2
@@ -389,15 +397,18 @@ def _heavy_modules_after(runs: list[list[str]], modules: tuple[str, ...]) -> str
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # subprocess
 def test_help_and_tokens_import_no_heavy_module() -> None:
     runs = [["--help"], ["tokens", "ok"], ["info"]]
     assert _heavy_modules_after(runs, ("torch", "matplotlib", "transformers")) == "[]"
 
 
+@pytest.mark.slow  # subprocess
 def test_show_does_not_import_matplotlib_or_transformers() -> None:
     assert _heavy_modules_after([["show", "ok"]], ("matplotlib", "transformers")) == "[]"
 
 
+@pytest.mark.slow  # 4 commands at 3 widths
 @pytest.mark.parametrize("columns", ["5", "12", "20"])
 def test_a_very_narrow_terminal_still_works(columns: str) -> None:
     """COLUMNS=5 is a degraded environment, not bad input: the smallest output that fits."""
@@ -415,6 +426,7 @@ def test_an_empty_corpus_file_is_refused(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"Error: {empty} has no sentences: write one sentence a line"
 
 
+@pytest.mark.slow  # subprocess
 def test_heavy_imports_leave_the_garbage_collector_on() -> None:
     """torch and matplotlib are imported with the collector paused, which must come back on."""
     code = (

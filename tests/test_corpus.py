@@ -79,6 +79,7 @@ def test_stats_table_fits_80_columns_and_sorts() -> None:
     assert "over 6 sentences" in result.stdout
 
 
+@pytest.mark.slow  # stats over the sample corpus, and an image
 def test_stats_figure(tmp_path: Path) -> None:
     out = tmp_path / "heads.png"
     result = run("stats", "--out", str(out), "--top", "1")

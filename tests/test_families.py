@@ -379,6 +379,7 @@ def test_integer_weights_are_named_not_loaded(tiny_model: TinyFactory, tmp_path:
         load_encoder(folder)
 
 
+@pytest.mark.slow  # every command on 5 families
 @pytest.mark.parametrize(
     ("family", "name"),
     [

@@ -7,6 +7,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds a wheel with pip, runs it in a subprocess
+
 ROOT = Path(__file__).parent.parent
 
 

@@ -132,6 +132,7 @@ def test_model_view_has_a_panel_per_layer_and_head() -> None:
     assert "6 layers × heads 0,5" in out
 
 
+@pytest.mark.slow  # a 12-panel image
 def test_model_view_writes_one_image(tmp_path: Path) -> None:
     out = tmp_path / "model.png"
     result = run("model", A, "--heads", "0,1", "--out", str(out))

@@ -32,6 +32,8 @@ from attnviz.errors import BadInput
 from attnviz.render.terminal import HeadGrid, Heatmap
 from tests.rendering import ANSI, plain_lines, render
 
+pytestmark = pytest.mark.slow  # hypothesis, about a minute on a busy two-core machine
+
 SCALE = float(os.environ.get("ATTNVIZ_PROPERTY_SCALE", "1"))
 # Characters that must never reach the terminal: controls (an ESC could start an escape
 # sequence), and bidirectional overrides or isolates, which move the text after them.

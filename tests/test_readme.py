@@ -19,6 +19,7 @@ def _examples() -> list[str]:
     return [line for line in block.strip().splitlines() if line.startswith("attnviz ")]
 
 
+@pytest.mark.slow  # every README example, images included
 @pytest.mark.parametrize("line", _examples())
 def test_readme_example_runs(line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -64,6 +65,7 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
+@pytest.mark.slow  # the README's API walk, images included
 def test_readme_python_api_walk_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The API section's code runs as written, in order; a comment that is a Python
     literal after an expression is what that expression gives."""

@@ -69,6 +69,7 @@ def luminance(colour: object) -> float:
 # ---------------------------------------------------------------- files that open
 
 
+@pytest.mark.slow  # 12-panel grids in 3 formats
 @pytest.mark.parametrize("make", [heatmap, grid], ids=["heatmap", "grid"])
 @pytest.mark.parametrize("suffix", IMAGE_SUFFIXES)
 def test_each_format_writes_a_file_that_opens(tmp_path: Path, make, suffix: str) -> None:
@@ -110,6 +111,7 @@ def test_svg_keeps_labels_as_searchable_text(tmp_path: Path) -> None:
     assert {"cat", "<s>", "R&D", "key", "query", "bert-base · layer 2 · head 5"} <= texts
 
 
+@pytest.mark.slow  # a 12-panel grid to PDF
 def test_saving_leaves_matplotlib_settings_alone(tmp_path: Path) -> None:
     before = dict(matplotlib.rcParams)
     save_figure(heatmap(theme="dark"), tmp_path / "a.svg")
@@ -117,6 +119,7 @@ def test_saving_leaves_matplotlib_settings_alone(tmp_path: Path) -> None:
     assert dict(matplotlib.rcParams) == before
 
 
+@pytest.mark.slow  # 4 vector files
 def test_vector_files_are_reproducible(tmp_path: Path) -> None:
     for suffix in (".svg", ".pdf"):
         save_figure(heatmap(), tmp_path / f"one{suffix}")
@@ -124,6 +127,7 @@ def test_vector_files_are_reproducible(tmp_path: Path) -> None:
         assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"two{suffix}").read_bytes()
 
 
+@pytest.mark.slow  # subprocess
 def test_rendering_touches_neither_pyplot_nor_torch(tmp_path: Path) -> None:
     script = (
         "import sys, numpy as np\n"
@@ -196,6 +200,7 @@ def test_sixty_tokens_are_all_labelled() -> None:
     assert ax.get_xlabel() == "key"
 
 
+@pytest.mark.slow  # 300- and 512-token images
 @pytest.mark.parametrize("count", [300, 512])
 def test_long_input_shows_sparse_readable_ticks(tmp_path: Path, count: int) -> None:
     labels = [f"w{i}" for i in range(count)]
@@ -339,6 +344,7 @@ def test_grid_of_one_head() -> None:
     assert tick_texts(panels(fig)[0].get_xticklabels()) == TOKENS
 
 
+@pytest.mark.slow  # 12 panels of 200 tokens
 def test_grid_of_long_inputs_keeps_few_labels(tmp_path: Path) -> None:
     labels = [f"w{i}" for i in range(200)]
     fig = grid_figure(
@@ -403,6 +409,7 @@ def test_transparent_png_has_transparent_pixels(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- unicode
 
 
+@pytest.mark.slow  # font fallback, 5 image files
 def test_unicode_labels_render_without_warnings(tmp_path: Path) -> None:
     labels = ["猫", "は", "😀", "🇵🇹", "مرحبا", "naïve", "Ж"]
     n = len(labels)
@@ -546,6 +553,7 @@ def long_labels() -> list[str]:
     return [words[i % len(words)] for i in range(512)]
 
 
+@pytest.mark.slow  # up to 512-token images
 @pytest.mark.parametrize("count", [60, 61, 100, 300, 512])
 def test_long_heatmap_tick_labels_do_not_overlap(long_labels: list[str], count: int) -> None:
     fig = heatmap_figure(softmax_rows((count, count)), long_labels[:count], title="long")
@@ -553,6 +561,7 @@ def test_long_heatmap_tick_labels_do_not_overlap(long_labels: list[str], count: 
     assert max(fig.get_size_inches()) <= 20
 
 
+@pytest.mark.slow  # a 512-token image
 def test_512_token_heatmap_saves_a_capped_readable_png(
     tmp_path: Path, long_labels: list[str]
 ) -> None:
@@ -564,6 +573,7 @@ def test_512_token_heatmap_saves_a_capped_readable_png(
     assert (tmp_path / "long.png").stat().st_size < 8 * 2**20
 
 
+@pytest.mark.slow  # 12-panel grids up to 512 tokens
 @pytest.mark.parametrize("count", [8, 60, 200, 512])
 def test_head_grid_tick_labels_do_not_overlap(long_labels: list[str], count: int) -> None:
     titles = [f"head {h}" for h in range(12)]
@@ -574,6 +584,7 @@ def test_head_grid_tick_labels_do_not_overlap(long_labels: list[str], count: int
     assert max(fig.get_size_inches()) <= 30
 
 
+@pytest.mark.slow  # 12 panels of 512 tokens
 def test_12_heads_of_512_tokens_save_a_capped_png(tmp_path: Path, long_labels: list[str]) -> None:
     titles = [f"head {h}" for h in range(12)]
     fig = grid_figure(softmax_rows((12, 512, 512)), long_labels, panel_titles=titles, title="t")
@@ -583,6 +594,7 @@ def test_12_heads_of_512_tokens_save_a_capped_png(tmp_path: Path, long_labels: l
     assert (tmp_path / "grid.png").stat().st_size < 16 * 2**20
 
 
+@pytest.mark.slow  # 72 panels
 def test_a_model_view_of_72_panels_shrinks_them_to_keep_the_figure_in_bounds(
     long_labels: list[str],
 ) -> None:
@@ -611,6 +623,7 @@ def test_a_long_title_wraps_instead_of_widening_the_image(tmp_path: Path) -> Non
     assert ax.get_title().endswith("…")
 
 
+@pytest.mark.slow  # 3 image files
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 def test_odd_characters_in_labels_and_titles_save_in_every_format(
     tmp_path: Path, suffix: str

@@ -150,6 +150,7 @@ def test_numbers_are_stacked_vertically_when_wider_than_a_cell() -> None:
     assert lines[units - 1].endswith(" " * 10 + "1111111")
 
 
+@pytest.mark.slow  # 512 tokens
 @pytest.mark.parametrize("colour", [True, False])
 def test_512_tokens_at_80_are_paged_and_fit(colour: bool) -> None:
     n = 512
@@ -322,6 +323,7 @@ def test_head_grid_single_token_and_nan(colour: bool) -> None:
 # Property: any matrix, any labels, any width: no crash and nothing too wide
 
 
+@pytest.mark.slow  # hypothesis
 @settings(max_examples=50, deadline=None)
 @given(
     n=st.integers(1, 40),
@@ -368,6 +370,7 @@ def long_labels(embedded_folder) -> list[str]:
     return pieces.labels
 
 
+@pytest.mark.slow  # 512 tokens
 @pytest.mark.parametrize(("width", "colour"), [(80, True), (120, False)])
 def test_512_pieces_of_text_are_paged_within_the_width(
     long_labels: list[str], width: int, colour: bool

@@ -369,6 +369,7 @@ def test_stats_table_fits_80_columns_with_every_value() -> None:
     assert len([line for line in text.splitlines() if line.split()[-1:] == ["mixed"]]) > 0
 
 
+@pytest.mark.slow  # a 14-axes image
 def test_stats_figure_has_a_panel_per_statistic_and_saves(tmp_path: Path) -> None:
     records = make_records()
     fig = stats_figure(records, 3, 4, title="corpus · 1 sentence", theme="dark")
