@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, atomic_write, check_output
+from attnviz.output import (
+    DATA_SUFFIXES,
+    HTML_SUFFIXES,
+    IMAGE_SUFFIXES,
+    ImageStyle,
+    atomic_write,
+    check_output,
+)
 from attnviz.views import (
     AttentionView,
     HeadsView,
@@ -327,15 +334,23 @@ class Analysis(_Input):
         transparent: bool = False,
         annotate: bool = False,
     ) -> Path:
-        """Write an image of `view` (.png, .svg, .pdf) or the raw attention (.npz, .json).
+        """Write an image of `view` (.png, .svg, .pdf), an interactive page (.html) or the
+        raw attention (.npz, .json).
 
-        The data files are those `attnviz export` writes. All of the file or nothing.
+        The data files are those `attnviz export` writes; the page is `html()`, opened on
+        `view` at `layer` and `head`. All of the file or nothing.
         """
         path = Path(path)
         style = ImageStyle(dpi, cmap, theme, transparent, annotate)
-        check_output(path, IMAGE_SUFFIXES + DATA_SUFFIXES, style)
-        if path.suffix.lower() in DATA_SUFFIXES:
+        check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
+        suffix = path.suffix.lower()
+        if suffix in DATA_SUFFIXES:
             self._write_data(path)
+            return path
+        if suffix in HTML_SUFFIXES:
+            page = self.html(view, layer=layer, head=head, heads=heads, units=units)
+            with atomic_write(path, "w") as handle:
+                handle.write(page)
             return path
         chosen = self._pick(view, layer, head, heads, units)
         return chosen.save(
@@ -371,6 +386,73 @@ class Analysis(_Input):
                 causal=np.array(self.causal),
                 dtype=np.array(self.dtype, dtype=np.str_),
             )
+
+    # ------------------------------------------------------------ interactive pages
+
+    def html(
+        self,
+        view: str = "heads",
+        *,
+        layer: int = -1,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        theme: str = "auto",
+    ) -> str:
+        """One self-contained HTML page to explore every layer and head, offline.
+
+        It opens on `view`: "heads" (tokens in two columns joined by lines, one colour
+        per head; bertviz's head view), "show" (one head's heatmap, with the exact weight
+        under the pointer) or "model" (every layer and head); at `layer`, `head`, and
+        with `heads` selected. `theme` is "auto" (the reader's setting), "light" or "dark".
+        """
+        from attnviz.render.html import page
+
+        return page(
+            self.attentions,
+            self.labels,
+            **self._html_options(view, layer, head, heads, units, theme),
+        )
+
+    def _html_options(
+        self,
+        view: str,
+        layer: int,
+        head: int | None,
+        heads: Sequence[int] | None,
+        units: str,
+        theme: str,
+    ) -> dict[str, Any]:
+        """Where the page opens, checked as the views check it."""
+        _choice(view, (*VIEWS, "matrix"), "view")
+        _choice(theme, ("auto", "light", "dark"), "theme")
+        self.prepared.check(layer=layer, head=head, heads=heads)
+        chosen = self.view(layer, head, units)  # resolves layer, head and units once
+        words = self.words
+        word_start = next(
+            (w for w, word in enumerate(words) if self.pieces.sequence_ids[word.pieces[0]] == 1),
+            None,
+        )
+        return {
+            "words": [w.pieces for w in words],
+            "word_labels": [w.label for w in words],
+            "pair_start": self.pair_start,
+            "pair_word_start": word_start,
+            "title": self.title,
+            "view": {"show": "matrix", "heads": "heads", "model": "model"}.get(view, view),
+            "layer": chosen.layer,
+            "head": chosen.head,
+            "heads": resolve_heads(heads, self.model.heads),
+            "units": units,
+            "theme": theme,
+        }
+
+    def _repr_html_(self) -> str:
+        """A notebook cell that ends in an analysis shows the interactive view."""
+        from attnviz.render.html import fragment
+
+        options = self._html_options("heads", -1, None, None, "words", "auto")
+        return fragment(self.attentions, self.labels, **options)
 
     # ------------------------------------------------------------ display
 

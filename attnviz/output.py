@@ -22,6 +22,7 @@ from attnviz.errors import AttnvizError, BadInput
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
 DATA_SUFFIXES = (".npz", ".json")  # raw attention data
+HTML_SUFFIXES = (".html", ".htm")  # one self-contained interactive page
 DPI_RANGE = (10, 1200)
 
 

@@ -232,6 +232,28 @@ class AttentionView(_Drawn):
             "weights": self.matrix.tolist(),
         }
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the matrix, interactive (the exact weight under the pointer)."""
+        from attnviz.render.html import fragment
+
+        return fragment(
+            self.matrix[None, None],  # (1, 1, N, N): one layer, one head
+            self.tokens,
+            words=None,
+            word_labels=None,
+            pair_start=self.pair_start,
+            pair_word_start=None,
+            title=self.title,
+            view="matrix",
+            layer=0,
+            head=0,
+            heads=None,
+            units="tokens",
+            theme="auto",
+            layer_names=[self.title.split(" · ")[1] if " · " in self.title else "layer"],
+            head_names=[self.title.rsplit(" · ", 1)[-1]],
+        )
+
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 

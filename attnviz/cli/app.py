@@ -34,6 +34,7 @@ from attnviz.cli.options import (
     DtypeOpt,
     HeadOpt,
     HeadsOpt,
+    ImageOutOpt,
     Lang,
     LayerOpt,
     Mask,
@@ -334,7 +335,7 @@ def rollout(
     top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
     units: UnitsOpt = Units.words,
     model: ModelOpt = None,
-    out: OutOpt = None,
+    out: ImageOutOpt = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
@@ -492,12 +493,15 @@ def export(
         typer.Option(
             "--out",
             "-o",
-            help="Output: .png/.svg/.pdf (an image of --view) or .npz/.json (data).",
+            help="Output: .png/.svg/.pdf (an image of --view), .html (an interactive page) or "
+            ".npz/.json (data).",
             show_default=False,
         ),
     ],
     text: TextArg = None,
-    view: Annotated[View, typer.Option("--view", help="The view an image draws.")] = View.show,
+    view: Annotated[
+        View, typer.Option("--view", help="The view an image or page opens on.")
+    ] = View.show,
     layer: LayerOpt = -1,
     head: HeadOpt = None,
     units: UnitsOpt = Units.words,

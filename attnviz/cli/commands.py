@@ -9,11 +9,10 @@ then calls `attnviz`'s API, and prints what comes back.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +20,13 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
-from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis, Prepared
+
+
+PAGES = IMAGE_SUFFIXES + HTML_SUFFIXES  # what --out writes on show, heads and model
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,10 @@ def show(
     style: ImageStyle,
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads."""
-    analysis = _analyse(inp, out, style, layer=layer, head=head)
+    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, head=head)
     view = analysis.view(layer, head, units)
     if out is not None:
-        view.save(out, **dataclasses.asdict(style))
+        analysis.save(out, "show", layer=layer, head=head, units=units, **asdict(style))
     if as_json:
         _json(view.to_dict())
     else:
@@ -122,10 +124,10 @@ def heads(
     subset: Sequence[int] | None = None,
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
-    analysis = _analyse(inp, out, style, layer=layer, heads=subset)
+    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset)
     view = analysis.heads(layer, subset, units)
     if out is not None:
-        view.save(out, **dataclasses.asdict(style))
+        analysis.save(out, "heads", layer=layer, heads=subset, units=units, **asdict(style))
     console.print(view)
     _wrote(out)
 
@@ -140,10 +142,10 @@ def model_view(
     subset: Sequence[int] | None = None,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
-    analysis = _analyse(inp, out, style, heads=subset)
+    analysis = _analyse(inp, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(subset, units)
     if out is not None:
-        view.save(out, **dataclasses.asdict(style))
+        analysis.save(out, "model", heads=subset, units=units, **asdict(style))
     console.print(view)
     _wrote(out)
 
@@ -183,7 +185,7 @@ def rollout(
     analysis = _analyse(inp, out, style, layer=upto)
     view = analysis.rollout(upto, units, top)
     if out is not None:
-        view.save(out, **dataclasses.asdict(style))
+        view.save(out, **asdict(style))
     if as_json:
         _json(view.to_dict())
     else:
@@ -202,9 +204,9 @@ def export(
     style: ImageStyle,
 ) -> None:
     """Write an image of a view, or the raw attention data (.npz / .json)."""
-    allowed = IMAGE_SUFFIXES + DATA_SUFFIXES
+    allowed = PAGES + DATA_SUFFIXES
     analysis = _analyse(inp, out, style, allowed=allowed, layer=layer, head=head)
-    analysis.save(out, view, layer=layer, head=head, units=units, **dataclasses.asdict(style))
+    analysis.save(out, view, layer=layer, head=head, units=units, **asdict(style))
     _wrote(out)
 
 

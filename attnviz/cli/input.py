@@ -64,7 +64,7 @@ def check_image_options(ctx: typer.Context, out: Path | None) -> None:
         fix = (
             "add --out FILE (.png, .svg or .pdf); the terminal uses its own palette"
             if out is None
-            else f"{out.suffix} holds raw data; drop the option or write an image instead"
+            else f"{out.suffix} is not an image; drop the option or write .png, .svg or .pdf"
         )
         raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
 

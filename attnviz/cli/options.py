@@ -50,6 +50,7 @@ class SortColumn(str, Enum):
 class View(str, Enum):
     show = "show"
     heads = "heads"
+    model = "model"
 
 
 class Lang(str, Enum):
@@ -89,6 +90,15 @@ TruncateOpt = Annotated[
     bool, typer.Option("--truncate", help="Keep the first positions of a text that is too long.")
 ]
 OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Also write an image (.png, .svg, .pdf) or an interactive page that works "
+        "offline (.html).",
+    ),
+]
+ImageOutOpt = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
 ]

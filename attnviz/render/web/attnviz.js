@@ -1,0 +1,453 @@
+/* attnviz's interactive attention view: plain JavaScript, no library, no network.
+ *
+ * `attnvizMount(root, spec)` draws into the element `root` everything the page
+ * shows; it defines no global name and touches nothing outside `root`, so that
+ * several views can live in one notebook. `spec` is the JSON that attnviz writes:
+ *
+ *   layers, heads, T          the shape of the attention array [layers, heads, T, T]
+ *   data                      base64 of the array, quantised to integers q = round(w * scale)
+ *   dtype, scale, shuffled    "u16" (two bytes, low-byte plane then high-byte plane) or "u8"
+ *   compression               "deflate" (zlib) or "none"
+ *   tokens                    one label per piece; words: the pieces of each word (or null)
+ *   wordLabels, pairStart, pairWordStart, title, view, layer, head, units, theme
+ *   layerNames, headNames     how layers and heads are named (default "layer 0", "head 0")
+ *
+ * Rows are queries (the token that attends), columns keys. Words merge pieces as the
+ * command line does: attention TO a word is the sum over its pieces, FROM a word the
+ * mean over its pieces, so rows still sum to 1.
+ */
+function attnvizMount(root, spec) {
+  "use strict";
+
+  // Okabe-Ito and Paul Tol colours: distinguishable with the common colour-vision deficiencies.
+  const PALETTE = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+    "#F0E442", "#332288", "#44AA99", "#882255", "#999933", "#888888",
+  ];
+  // viridis at 0, 1/8, ..., 1 (interpolated between).
+  const VIRIDIS = [
+    [68, 1, 84], [71, 45, 123], [59, 82, 139], [44, 114, 142], [33, 145, 140],
+    [40, 174, 128], [94, 201, 98], [173, 220, 48], [253, 231, 37],
+  ];
+  const LINE_MIN = 0.02; // lines fainter than this are left out when no token is picked
+  const ROW_PX = 21; // height of a token row in the head view (1.5em at 14px)
+
+  const L = spec.layers, H = spec.heads, T = spec.T;
+  const hasWords = Array.isArray(spec.words) && spec.words.length > 0;
+  const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : "layer " + l);
+  const headName = (h) => (spec.headNames ? spec.headNames[h] : "head " + h);
+  const state = {
+    view: spec.view || "heads",
+    layer: clamp(spec.layer == null ? L - 1 : spec.layer, 0, L - 1),
+    head: spec.head == null ? null : clamp(spec.head, 0, H - 1), // matrix view: null = mean
+    selected: new Set(range(H)), // head view: the heads drawn
+    units: hasWords && spec.units !== "tokens" ? "words" : "tokens",
+    pick: null, // {side: "from" | "to", index}: the token whose attention is isolated
+  };
+  if (spec.selected) state.selected = new Set(spec.selected);
+  let weights = null; // Float32Array [L, H, T, T] once decoded
+  const cache = new Map();
+
+  function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
+  function range(n) { return Array.from({ length: n }, (_, i) => i); }
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const child of children || []) node.appendChild(child);
+    return node;
+  }
+  function colour(t) {
+    const x = clamp(t, 0, 1) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
+    const a = VIRIDIS[i], b = VIRIDIS[i + 1];
+    return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
+  }
+  function fmt(w) { return w.toFixed(3); }
+
+  // ------------------------------------------------------------------ data
+
+  async function decode() {
+    const text = atob(spec.data);
+    let bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    if (spec.compression === "deflate") {
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+      bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+    }
+    const n = L * H * T * T;
+    const out = new Float32Array(n);
+    if (spec.dtype === "u16") {
+      for (let i = 0; i < n; i++) out[i] = (bytes[i] | (bytes[n + i] << 8)) / spec.scale;
+    } else {
+      for (let i = 0; i < n; i++) out[i] = bytes[i] / spec.scale;
+    }
+    return out;
+  }
+
+  function labels() {
+    const words = state.units === "words";
+    const names = (words ? spec.wordLabels : spec.tokens).slice();
+    const start = words ? spec.pairWordStart : spec.pairStart;
+    if (start != null) names[start] = "B:" + names[start];
+    return names;
+  }
+
+  // The mean over `heads` of one layer, in the current units: a Float32Array [N * N].
+  function matrix(layer, heads) {
+    const key = state.units + "|" + layer + "|" + heads.join(",");
+    if (cache.has(key)) return cache.get(key);
+    const mean = new Float32Array(T * T);
+    for (const h of heads) {
+      const base = (layer * H + h) * T * T;
+      for (let i = 0; i < T * T; i++) mean[i] += weights[base + i];
+    }
+    if (heads.length > 1) for (let i = 0; i < T * T; i++) mean[i] /= heads.length;
+    const result = state.units === "words" ? mergeWords(mean) : mean;
+    if (cache.size > 400) cache.clear();
+    cache.set(key, result);
+    return result;
+  }
+
+  function mergeWords(m) {
+    const groups = spec.words, W = groups.length;
+    const wordOf = new Int32Array(T);
+    groups.forEach((g, w) => g.forEach((p) => { wordOf[p] = w; }));
+    const toWords = new Float32Array(T * W); // (T, W): sum over each key word's pieces
+    for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) toWords[i * W + wordOf[j]] += m[i * T + j];
+    const out = new Float32Array(W * W); // (W, W): mean over each query word's pieces
+    groups.forEach((g, w) => {
+      for (const p of g) for (let k = 0; k < W; k++) out[w * W + k] += toWords[p * W + k] / g.length;
+    });
+    return out;
+  }
+
+  function headsLabel(heads) {
+    if (heads.length === 1) return headName(heads[0]);
+    if (heads.length === H) return "mean of " + H + " heads";
+    return "mean of heads " + heads.join(",");
+  }
+
+  // ------------------------------------------------------------------ the frame
+
+  root.classList.add("attnviz");
+  root.setAttribute("tabindex", "0");
+  root.dataset.theme = spec.theme || "auto";
+  root.textContent = "";
+  const title = el("div", { class: "av-title", text: spec.title });
+  const bar = el("div", { class: "av-bar" });
+  const chips = el("div", { class: "av-group", role: "group", "aria-label": "heads" });
+  const main = el("div", { class: "av-main" });
+  const status = el("div", { class: "av-status", "aria-live": "polite" });
+  const tip = el("div", { class: "av-tip" });
+  root.append(title, bar, chips, main, status);
+
+  const viewButtons = {};
+  const views = el("div", { class: "av-group", role: "group", "aria-label": "view" });
+  for (const [name, text] of [["heads", "Head view"], ["matrix", "Matrix"], ["model", "Model"]]) {
+    viewButtons[name] = el("button", {
+      type: "button", text, "data-view": name, onclick: () => { state.view = name; render(); },
+    });
+    views.appendChild(viewButtons[name]);
+  }
+  const layerSelect = el("select", { "aria-label": "layer", class: "av-layer" },
+    range(L).map((l) => el("option", { value: String(l), text: layerName(l) })));
+  layerSelect.addEventListener("change", () => { state.layer = Number(layerSelect.value); render(); });
+  const headSelect = el("select", { "aria-label": "head", class: "av-head" }, [
+    el("option", { value: "mean", text: "mean of heads" }),
+    ...range(H).map((h) => el("option", { value: String(h), text: headName(h) })),
+  ]);
+  headSelect.addEventListener("change", () => {
+    state.head = headSelect.value === "mean" ? null : Number(headSelect.value);
+    render();
+  });
+  const unitButtons = {};
+  const units = el("div", { class: "av-group", role: "group", "aria-label": "units" });
+  for (const name of hasWords ? ["words", "tokens"] : []) {
+    unitButtons[name] = el("button", {
+      type: "button", text: name === "words" ? "words" : "pieces", "data-units": name,
+      onclick: () => { state.units = name; state.pick = null; render(); },
+    });
+    units.appendChild(unitButtons[name]);
+  }
+  bar.append(views, layerSelect, headSelect, units);
+
+  const chipButtons = range(H).map((h) => el("button", {
+    type: "button", class: "av-chip", "data-head": String(h), title: "show or hide " + headName(h),
+    onclick: (event) => {
+      if (event.shiftKey || event.altKey) state.selected = new Set([h]);
+      else if (state.selected.has(h) && state.selected.size > 1) state.selected.delete(h);
+      else state.selected.add(h);
+      render();
+    },
+  }, [el("span", { class: "av-swatch", style: "background:" + PALETTE[h % PALETTE.length] }),
+    document.createTextNode(headName(h).replace(/^head /, ""))]));
+  chips.append(
+    el("span", { class: "av-legend", text: "heads:" }),
+    ...chipButtons,
+    el("button", { type: "button", text: "all", onclick: () => { state.selected = new Set(range(H)); render(); } }),
+  );
+
+  root.addEventListener("keydown", (event) => {
+    if (event.target.tagName === "SELECT") return;
+    const step = { ArrowUp: -1, ArrowDown: 1, ArrowLeft: -1, ArrowRight: 1 }[event.key];
+    if (step == null) return;
+    event.preventDefault();
+    if (event.key === "ArrowUp" || event.key === "ArrowDown") {
+      state.layer = clamp(state.layer + step, 0, L - 1);
+    } else if (state.view === "heads") {
+      const now = state.selected.size === 1 ? [...state.selected][0] : (step > 0 ? -1 : H);
+      state.selected = new Set([clamp(now + step, 0, H - 1)]);
+    } else {
+      state.head = state.head == null ? (step > 0 ? 0 : H - 1) : clamp(state.head + step, 0, H - 1);
+    }
+    render();
+  });
+
+  // ------------------------------------------------------------------ views
+
+  function render() {
+    if (!weights) return;
+    for (const [name, button] of Object.entries(viewButtons)) {
+      button.setAttribute("aria-pressed", String(state.view === name));
+    }
+    for (const [name, button] of Object.entries(unitButtons)) {
+      button.setAttribute("aria-pressed", String(state.units === name));
+    }
+    chipButtons.forEach((b, h) => b.setAttribute("aria-pressed", String(state.selected.has(h))));
+    layerSelect.value = String(state.layer);
+    headSelect.value = state.head == null ? "mean" : String(state.head);
+    layerSelect.style.display = state.view === "model" ? "none" : "";
+    headSelect.style.display = state.view === "matrix" ? "" : "none";
+    chips.style.display = state.view === "heads" ? "" : "none";
+    root.dataset.view = state.view;
+    main.textContent = "";
+    main.appendChild(tip);
+    tip.style.display = "none";
+    if (state.view === "heads") headView();
+    else if (state.view === "matrix") matrixView();
+    else modelView();
+  }
+
+  function headView() {
+    const names = labels(), N = names.length;
+    const heads = [...state.selected].sort((a, b) => a - b);
+    const grid = el("div", { class: "av-heads" });
+    const left = el("div", { class: "av-col av-left" });
+    const right = el("div", { class: "av-col av-right" });
+    const canvas = el("canvas", { class: "av-lines" });
+    const middle = el("div", {}, [canvas]);
+    const rows = { from: [], to: [] };
+    names.forEach((name, i) => {
+      for (const [side, column] of [["from", left], ["to", right]]) {
+        const weight = el("span", { class: "av-w" });
+        const token = el("div", { class: "av-tok", "data-side": side, "data-index": String(i) },
+          side === "from" ? [weight, document.createTextNode(name)] : [document.createTextNode(name), weight]);
+        token.weight = weight;
+        token.addEventListener("mouseenter", () => { if (!pinned) pick(side, i); });
+        token.addEventListener("mouseleave", () => { if (!pinned) pick(null, null); });
+        token.addEventListener("click", () => {
+          pinned = !(pinned && state.pick && state.pick.side === side && state.pick.index === i);
+          pick(pinned ? side : null, pinned ? i : null);
+        });
+        rows[side].push(token);
+        column.appendChild(token);
+      }
+    });
+    grid.append(left, middle, right);
+    main.appendChild(grid);
+    const width = Math.max(120, middle.getBoundingClientRect().width || 250);
+    const height = N * ROW_PX;
+    const ratio = window.devicePixelRatio || 1;
+    canvas.width = width * ratio;
+    canvas.height = height * ratio;
+    canvas.style.width = width + "px";
+    canvas.style.height = height + "px";
+    const ctx = canvas.getContext("2d");
+    ctx.scale(ratio, ratio);
+    const mats = heads.map((h) => matrix(state.layer, [h]));
+    const mean = matrix(state.layer, heads);
+    const y = (i) => i * ROW_PX + ROW_PX / 2;
+    let pinned = false;
+
+    function draw() {
+      const started = performance.now();
+      ctx.clearRect(0, 0, width, height);
+      ctx.lineWidth = 1.5;
+      const p = state.pick;
+      heads.forEach((h, k) => {
+        const m = mats[k];
+        ctx.strokeStyle = PALETTE[h % PALETTE.length];
+        for (let i = 0; i < N; i++) {
+          if (p && p.side === "from" && p.index !== i) continue;
+          for (let j = 0; j < N; j++) {
+            if (p && p.side === "to" && p.index !== j) continue;
+            const w = m[i * N + j];
+            if (w < (p ? 0.005 : LINE_MIN)) continue;
+            ctx.globalAlpha = Math.min(1, w);
+            ctx.beginPath();
+            ctx.moveTo(0, y(i));
+            ctx.lineTo(width, y(j));
+            ctx.stroke();
+          }
+        }
+      });
+      ctx.globalAlpha = 1;
+      for (const side of ["from", "to"]) {
+        rows[side].forEach((token, i) => {
+          const on = p && p.side === side && p.index === i;
+          token.classList.toggle("av-on", Boolean(on));
+          let w = "";
+          if (p && p.side !== side) {
+            const value = p.side === "from" ? mean[p.index * N + i] : mean[i * N + p.index];
+            w = fmt(value);
+            token.dataset.weight = String(value);
+          } else {
+            delete token.dataset.weight;
+          }
+          token.weight.textContent = w;
+        });
+      }
+      root.dataset.drawMs = String(performance.now() - started);
+    }
+
+    function pick(side, index) {
+      state.pick = side == null ? null : { side, index };
+      draw();
+      if (!state.pick) {
+        status.textContent = `${headsLabel(heads)} · ${layerName(state.layer)} · hover a token to isolate its ` +
+          "attention (left: from it, right: to it); click to pin; shift-click a head to show it alone";
+      } else {
+        const name = names[state.pick.index];
+        status.textContent = state.pick.side === "from"
+          ? `${name} attends to each key with these weights (${headsLabel(heads)})`
+          : `how much each query attends to ${name} (${headsLabel(heads)})`;
+      }
+    }
+    pick(state.pick ? state.pick.side : null, state.pick ? state.pick.index : null);
+  }
+
+  function paint(ctx, m, N, x0, y0, cell, vmax) {
+    const image = ctx.createImageData(N * cell, N * cell);
+    for (let i = 0; i < N; i++) {
+      for (let j = 0; j < N; j++) {
+        const [r, g, b] = colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        for (let dy = 0; dy < cell; dy++) {
+          let o = ((i * cell + dy) * N * cell + j * cell) * 4;
+          for (let dx = 0; dx < cell; dx++, o += 4) {
+            image.data[o] = r; image.data[o + 1] = g; image.data[o + 2] = b; image.data[o + 3] = 255;
+          }
+        }
+      }
+    }
+    ctx.putImageData(image, x0, y0);
+  }
+
+  function matrixView() {
+    const names = labels(), N = names.length;
+    const heads = state.head == null ? range(H) : [state.head];
+    const m = matrix(state.layer, heads);
+    let vmax = 0;
+    for (let i = 0; i < m.length; i++) if (m[i] > vmax) vmax = m[i];
+    const cell = clamp(Math.floor(640 / N), 1, 28);
+    const every = Math.max(1, Math.ceil(N / Math.floor((N * cell) / 12)));
+    const font = "12px system-ui, sans-serif";
+    const probe = document.createElement("canvas").getContext("2d");
+    probe.font = font;
+    const margin = Math.ceil(Math.min(160, Math.max(...names.map((n) => probe.measureText(n).width)))) + 8;
+    const canvas = el("canvas", { class: "av-heat", role: "img", "aria-label": `attention matrix, ${layerName(state.layer)}, ${headsLabel(heads)}` });
+    const size = N * cell;
+    canvas.width = margin + size + 4;
+    canvas.height = margin + size + 4;
+    const ctx = canvas.getContext("2d");
+    const fg = getComputedStyle(root).color;
+    paint(ctx, m, N, margin, margin, cell, vmax);
+    ctx.font = font;
+    ctx.fillStyle = fg;
+    ctx.textBaseline = "middle";
+    for (let i = 0; i < N; i += every) {
+      const text = names[i].length > 20 ? names[i].slice(0, 19) + "…" : names[i];
+      ctx.textAlign = "right";
+      ctx.fillText(text, margin - 4, margin + i * cell + cell / 2);
+      ctx.save();
+      ctx.translate(margin + i * cell + cell / 2, margin - 4);
+      ctx.rotate(-Math.PI / 3);
+      ctx.textAlign = "left";
+      ctx.fillText(text, 0, 0);
+      ctx.restore();
+    }
+    main.appendChild(canvas);
+    const describe = `${layerName(state.layer)} · ${headsLabel(heads)} · rows are queries, columns keys; ` +
+      `colour 0 to ${fmt(vmax)} (viridis)`;
+    status.textContent = describe;
+    canvas.addEventListener("mousemove", (event) => {
+      const box = canvas.getBoundingClientRect();
+      const x = (event.clientX - box.left) * (canvas.width / box.width) - margin;
+      const yy = (event.clientY - box.top) * (canvas.height / box.height) - margin;
+      const i = Math.floor(yy / cell), j = Math.floor(x / cell);
+      if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
+      const w = m[i * N + j];
+      tip.textContent = `${names[i]} → ${names[j]}: ${w.toFixed(4)}`;
+      tip.dataset.weight = String(w);
+      tip.style.display = "block";
+      tip.style.left = (event.clientX - main.getBoundingClientRect().left + main.scrollLeft + 14) + "px";
+      tip.style.top = (event.clientY - main.getBoundingClientRect().top + main.scrollTop + 14) + "px";
+    });
+    canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+  }
+
+  function modelView() {
+    const names = labels(), N = names.length;
+    const side = clamp(Math.floor(880 / H) - 6, 36, 96);
+    const grid = el("div", { class: "av-model" });
+    grid.style.gridTemplateColumns = `max-content repeat(${H}, ${side + 2}px)`;
+    grid.appendChild(el("span"));
+    for (let h = 0; h < H; h++) grid.appendChild(el("span", { class: "av-colname", text: "H" + h }));
+    for (let l = 0; l < L; l++) {
+      grid.appendChild(el("span", { class: "av-rowname", text: "L" + l }));
+      for (let h = 0; h < H; h++) {
+        const m = matrix(l, [h]);
+        const px = Math.min(side, N);
+        const canvas = el("canvas", {
+          class: "av-thumb", width: String(px), height: String(px), "data-layer": String(l),
+          "data-head": String(h), title: `layer ${l}, head ${h}: click to open`,
+        });
+        canvas.style.width = side + "px";
+        canvas.style.height = side + "px";
+        const small = new Float32Array(px * px); // block maximum: thin patterns stay visible
+        let vmax = 0;
+        for (let i = 0; i < N; i++) {
+          const si = Math.floor((i * px) / N);
+          for (let j = 0; j < N; j++) {
+            const k = si * px + Math.floor((j * px) / N), w = m[i * N + j];
+            if (w > small[k]) small[k] = w;
+            if (w > vmax) vmax = w;
+          }
+        }
+        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax);
+        canvas.addEventListener("click", () => {
+          state.layer = l; state.head = h; state.view = "matrix"; render();
+        });
+        grid.appendChild(canvas);
+      }
+    }
+    main.appendChild(grid);
+    status.textContent = `${L} layers × ${H} heads, each on its own colour scale (0 to its maximum); ` +
+      "click a head to open it";
+  }
+
+  status.textContent = "decoding the attention…";
+  if (typeof DecompressionStream === "undefined" && spec.compression === "deflate") {
+    status.textContent = "this browser cannot decompress the data (it needs DecompressionStream: " +
+      "Chrome 80, Firefox 113, Safari 16.4 or later)";
+    return;
+  }
+  decode().then((values) => {
+    weights = values;
+    root.dataset.ready = "true";
+    render();
+  }).catch((error) => { status.textContent = "cannot read the attention data: " + error; });
+}
