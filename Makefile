@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # CPU wheel of exactly this release; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test test-fast lint demo bench clean
+.PHONY: install browser test test-fast lint demo bench clean
 
 install: $(VENV)/.installed
 
@@ -15,7 +15,19 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@$(MAKE) --no-print-directory browser
 	touch $@
+
+# The browser tests drive Debian's Chromium (Playwright's own browser download cannot work
+# on these machines). Installed when we are root on Debian; otherwise they are skipped with
+# a line that says so (CI sets ATTNVIZ_REQUIRE_BROWSER=1, so there they fail instead).
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		(apt-get update -q && apt-get install -y -q chromium) >/dev/null 2>&1 \
+			|| echo "note: could not install chromium; the browser tests will be skipped"; \
+	else echo "note: no chromium (apt-get install chromium); the browser tests will be skipped"; fi
 
 # What CI runs: lint, formatting, types and every test, the slow ones included; the
 # 15 slowest tests are listed at the end. --verbosity=0 undoes the -q of pyproject's

@@ -11,6 +11,7 @@ matter; seconds vary from machine to machine.
     attnviz show, another layer  vs  python -c "import torch"   (cached, layer 2 this time)
     attnviz show, cold           vs  transformers AutoModel, eager, output_attentions (whole run)
     attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
+    attnviz export --out HTML    vs  attnviz show, cached        (the whole model as a page)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
 """
@@ -160,6 +161,15 @@ def main() -> None:
             cold,
             [PYTHON, "-c", TRANSFORMERS_RUN],
             "transformers AutoModel, eager",
+        )
+        page = [*ATTNVIZ, "export", SENTENCE, "--view", "model", "--out", str(folder / "p.html")]
+        pair(
+            "attnviz export --out page.html, cached",
+            page,
+            cached,
+            "attnviz show, cached",
+            "≤ 1.2×",
+            1.2,
         )
         grid = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png, "--no-cache"]
         pair("attnviz heads --out grid.png", grid, torch_, "import torch")
