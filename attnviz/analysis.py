@@ -264,6 +264,20 @@ class Analysis(_Input):
         """
         return rollout_view(self._source, upto, units, top)
 
+    def measure(self, name: str = "norm") -> np.ndarray:
+        """How much each key contributes to each query, by a measure other than the weight.
+
+        "norm": ‖α_ij f(x_j)‖ per head (Kobayashi et al. 2020), [layers, heads, T, T];
+        "value-zeroing": per layer (Mohebbi et al. 2023), [layers, T, T], rows sum to 1;
+        "weight": the attention itself. Over the model's pieces; runs the encoder again.
+        """
+        from attnviz.measures import compute_measure, describe_measure
+
+        describe_measure(name)
+        if name == "weight":
+            return self.attentions
+        return compute_measure(self.prepared, name, causal=self.causal)
+
     def explain(
         self,
         token: str | None = None,

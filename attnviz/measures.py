@@ -1,0 +1,136 @@
+"""Beyond raw weights: how much each token contributes, by the measures researchers trust more.
+
+A weight α_ij says how much query i looks at key j, not how much j changes i's output.
+Two measures, computed from the model's own numbers:
+
+- `norm` (Kobayashi et al. 2020, "Attention is Not Only a Weight"): per head,
+  ‖α_ij · f_h(x_j)‖ with f_h(x) = (x W_V + b_V)[head h] W_O[head h], the vector key j
+  actually adds to query i's output. [L, H, T, T]; a row sums to the total norm added,
+  not to 1.
+- `value-zeroing` (Mohebbi et al. 2023, "Quantifying Context Mixing in Transformers"):
+  per layer, zero key j's value vector in every head, rerun the whole layer (attention,
+  residual, LayerNorm, feed-forward) and measure how far each token's output moves, by
+  cosine distance; each row is then normalised to sum to 1. [L, T, T]; costs T + 1
+  passes of each layer, run as one batch per layer.
+
+Names: T pieces, C hidden size, nh heads, hs head size.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from attnviz.errors import BadInput
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnviz.analysis import Prepared
+    from attnviz.model import Encoder, EncoderLayer
+
+__all__ = ["MEASURES", "PER_LAYER", "compute_measure", "describe_measure"]
+
+# name -> (what the title says, whether it has a head axis)
+MEASURES: dict[str, tuple[str, bool]] = {
+    "weight": ("attention weight", True),
+    "norm": ("‖α·f(x)‖ (Kobayashi et al. 2020); rows sum to the norm added", True),
+    "value-zeroing": ("value zeroing (Mohebbi et al. 2023); rows sum to 1", False),
+}
+# Value zeroing runs the zeroed keys in chunks of at most this many numbers per activation.
+VALUE_ZEROING_NUMBERS = 2**24
+PER_LAYER = tuple(name for name, (_, per_head) in MEASURES.items() if not per_head)
+
+
+def describe_measure(name: str) -> str:
+    """The measure as a title names it; BadInput for a name attnviz does not compute."""
+    if name not in MEASURES:
+        raise BadInput(f"measure {name!r} is not one of {', '.join(MEASURES)}")
+    return MEASURES[name][0]
+
+
+def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> np.ndarray:
+    """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer)."""
+    describe_measure(name)
+    if name == "weight":
+        raise BadInput("the weights are Analysis.attentions; measure() is for the others")
+    from attnviz import perf
+
+    perf.import_torch()
+    import torch
+
+    from attnviz.model import hiding_mask
+    from attnviz.weights import load_encoder
+
+    pieces = prepared.pieces
+    # In float64: a cosine distance of 1e-3 keeps its digits.
+    encoder: Encoder = load_encoder(prepared.source.folder, prepared.config).double()
+    input_ids = torch.tensor([pieces.ids])  # (1, T)
+    type_ids = torch.tensor([pieces.type_ids])  # (1, T)
+    T = len(pieces)
+    mask = hiding_mask(None, causal, T, input_ids.device)  # (T, T) or None
+    with torch.inference_mode(), perf.threads_for(T):
+        out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
+        assert out.layer_inputs is not None
+        layers = []
+        for index, module in enumerate(encoder.layers):
+            layer = cast("EncoderLayer", module)
+            x = out.layer_inputs[index, 0]  # (T, C): what this layer reads
+            weights = out.attentions[index, 0]  # (nh, T, T)
+            if name == "norm":
+                layers.append(_norms(layer, x, weights))
+            else:
+                layers.append(_value_zeroing(layer, x, mask))
+        result = torch.stack(layers).double().numpy()
+    return result
+
+
+def _values(layer: EncoderLayer, x: torch.Tensor) -> torch.Tensor:
+    attention = layer.attention
+    return attention.split_heads(attention.v_proj(x)[None])[0]  # (nh, T, hs)
+
+
+def _norms(layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """‖α_ij f_h(x_j)‖ for every head, query and key: (nh, T, T)."""
+    attention = layer.attention
+    nh, hs = attention.num_heads, attention.head_size
+    V = _values(layer, x)  # (nh, T, hs)
+    W_O = attention.out_proj.weight.view(-1, nh, hs).permute(1, 2, 0)  # (nh, hs, C): W_O per head
+    transformed = V @ W_O  # (nh, T, C): f_h(x_j) for every key j
+    return weights * transformed.norm(dim=-1)[:, None, :]  # (nh, T, T): α_ij ‖f_h(x_j)‖
+
+
+def _value_zeroing(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Cosine distance of each token's layer output when key j's value is zeroed: (T, T)."""
+    import torch
+    import torch.nn.functional as F
+
+    attention = layer.attention
+    hs = attention.head_size
+    T, C = x.shape
+    q = attention.split_heads(attention.q_proj(x)[None])[0] / hs**0.5  # (nh, T, hs)
+    k = attention.split_heads(attention.k_proj(x)[None])[0]  # (nh, T, hs)
+    V = _values(layer, x)  # (nh, T, hs)
+    scores = q @ k.transpose(-2, -1)  # (nh, T, T)
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    alpha = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (nh, T, T)
+    heads = alpha @ V  # (nh, T, hs): every value in place
+
+    def outputs(head_outputs: torch.Tensor) -> torch.Tensor:  # (B, nh, T, hs) -> (B, T, C)
+        joined = head_outputs.transpose(1, 2).reshape(-1, T, C)  # (B, T, C)
+        y = layer.attention_norm(x + attention.out_proj(joined))  # (B, T, C)
+        return layer.ff_norm(y + layer.ff_out(layer.activation(layer.ff_in(y))))  # (B, T, C)
+
+    original = outputs(heads[None])  # (1, T, C)
+    chunk = max(1, VALUE_ZEROING_NUMBERS // (T * max(C, layer.ff_in.out_features)))
+    distances = []
+    for start in range(0, T, chunk):
+        js = slice(start, min(T, start + chunk))
+        # Zeroing v_j removes α_ij v_j from each query's head output: a rank-1 change per j.
+        removed = alpha[:, :, js].permute(2, 0, 1)[..., None] * V[:, js].transpose(0, 1)[:, :, None]
+        moved = outputs(heads[None] - removed)  # (j, T, C): every output, v_j zeroed
+        distances.append(1 - F.cosine_similarity(original, moved, dim=-1))  # (j, T)
+    distance = torch.cat(distances).T.clamp_min(0)  # (T, Tj): rows are the tokens that moved
+    return distance / distance.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # rows sum to 1

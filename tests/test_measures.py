@@ -1,0 +1,115 @@
+"""Measures beyond the weights, each checked against transformers' own modules in float64.
+
+The references share no code with attnviz.measures: they read the dense weights of
+transformers' BertModel, and zero a value vector with a forward hook on its
+BertSelfAttention's value projection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz
+
+EN = "John thought: the train was full, but he found a free seat."
+
+
+@pytest.fixture(scope="module")
+def analysis() -> attnviz.Analysis:
+    return attnviz.analyse(EN)
+
+
+@pytest.fixture(scope="module")
+def reference(embedded_folder: Path):  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    model = BertModel.from_pretrained(str(embedded_folder), attn_implementation="eager")
+    model = model.double().eval()
+    tokens = AutoTokenizer.from_pretrained(str(embedded_folder))(EN, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**tokens, output_attentions=True, output_hidden_states=True)
+    return model, out
+
+
+def test_norm_equals_the_papers_formula_on_transformers_weights(
+    analysis: attnviz.Analysis, reference
+) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    model, out = reference
+    ours = analysis.measure("norm")
+    L, H, T, _ = analysis.attentions.shape
+    assert ours.shape == (L, H, T, T)
+    for layer in range(L):
+        torch.set_grad_enabled(False)
+        x = out.hidden_states[layer][0]  # (T, C): what the layer reads
+        block = model.encoder.layer[layer].attention
+        values = block.self.value(x)  # (T, C)
+        hs = values.shape[-1] // H
+        for head in range(H):
+            cols = slice(head * hs, (head + 1) * hs)
+            f = values[:, cols] @ block.output.dense.weight[:, cols].T  # (T, C): f_h(x_j)
+            alpha = out.attentions[layer][0, head]  # (T, T)
+            expected = alpha * torch.linalg.norm(f, dim=-1)[None, :]
+            np.testing.assert_allclose(ours[layer, head], expected.numpy(), atol=1e-4)
+    torch.set_grad_enabled(True)
+
+
+@pytest.mark.slow
+def test_value_zeroing_equals_a_hooked_transformers_layer(
+    analysis: attnviz.Analysis, reference
+) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    model, out = reference
+    ours = analysis.measure("value-zeroing")
+    L, _, T, _ = analysis.attentions.shape
+    assert ours.shape == (L, T, T)
+    np.testing.assert_allclose(ours.sum(-1), 1.0, atol=1e-9)
+    for layer in (0, 3, 5):
+        block = model.encoder.layer[layer]
+        x = out.hidden_states[layer]  # (1, T, C)
+        with torch.no_grad():
+            original = _hidden(block(x))  # (T, C)
+        expected = np.zeros((T, T))
+        for j in range(T):
+
+            def zero_j(module, inputs, output, j=j):  # type: ignore[no-untyped-def]
+                output = output.clone()
+                output[:, j] = 0.0  # key j's value vector, in every head
+                return output
+
+            handle = block.attention.self.value.register_forward_hook(zero_j)
+            try:
+                with torch.no_grad():
+                    moved = _hidden(block(x))  # (T, C)
+            finally:
+                handle.remove()
+            cos = torch.nn.functional.cosine_similarity(original, moved, dim=-1)  # (T,)
+            expected[:, j] = (1 - cos).clamp_min(0).numpy()
+        expected /= expected.sum(-1, keepdims=True)
+        np.testing.assert_allclose(ours[layer], expected, atol=1e-4)
+
+
+def _hidden(output):  # type: ignore[no-untyped-def]
+    """A BertLayer's output states (T, C): a tuple in some transformers releases."""
+    states = output[0] if isinstance(output, tuple) else output
+    return states[0]
+
+
+def test_measure_names_are_checked(analysis: attnviz.Analysis) -> None:
+    with pytest.raises(attnviz.BadInput, match="measure 'alti' is not one of weight, norm"):
+        analysis.measure("alti")
+    assert analysis.measure("weight") is analysis.attentions
+
+
+@pytest.mark.slow
+def test_value_zeroing_finds_the_pronoun_link(analysis: attnviz.Analysis) -> None:
+    """On the default model, from layer 2 on, zeroing John's value moves `he` the most."""
+    vz = analysis.measure("value-zeroing")
+    he, john = analysis.labels.index("he"), analysis.labels.index("John")
+    assert all(int(np.argmax(vz[layer, he])) == john for layer in (2, 3, 4, 5))
