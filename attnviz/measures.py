@@ -7,6 +7,15 @@ Two measures, computed from the model's own numbers:
   ‖α_ij · f_h(x_j)‖ with f_h(x) = (x W_V + b_V)[head h] W_O[head h], the vector key j
   actually adds to query i's output. [L, H, T, T]; a row sums to the total norm added,
   not to 1.
+- `norm-res-ln` (Kobayashi et al. 2021, "Incorporating Residual and Normalization
+  Layers into Analysis of Masked Language Models"): per layer, the attention block's
+  output for query i, residual connection and first LayerNorm included, written as a
+  sum over keys, LN(x_i + Σ_h Σ_j α_ij f_h(x_j) + b_O) = Σ_j T_i(x_j) + bias terms; the
+  measure is ‖T_i(x_j)‖. [L, T, T]; a row sums to the total norm, not to 1.
+- `alti` (Ferrando et al. 2022, "Measuring the Mixing of Contextual Information in the
+  Transformer"): the same T_i(x_j), scored by how close each is to the block's output
+  y_i in the L1 norm, max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), each row normalised to sum
+  to 1. [L, T, T].
 - `value-zeroing` (Mohebbi et al. 2023, "Quantifying Context Mixing in Transformers"):
   per layer, zero key j's value vector in every head, rerun the whole layer (attention,
   residual, LayerNorm, feed-forward) and measure how far each token's output moves, by
@@ -36,10 +45,17 @@ __all__ = ["MEASURES", "PER_LAYER", "compute_measure", "describe_measure"]
 MEASURES: dict[str, tuple[str, bool]] = {
     "weight": ("attention weight", True),
     "norm": ("‖α·f(x)‖ (Kobayashi et al. 2020); rows sum to the norm added", True),
+    "norm-res-ln": (
+        "‖T_i(x_j)‖ with residual and LayerNorm (Kobayashi et al. 2021); rows sum to the norm",
+        False,
+    ),
+    "alti": ("ALTI (Ferrando et al. 2022); rows sum to 1", False),
     "value-zeroing": ("value zeroing (Mohebbi et al. 2023); rows sum to 1", False),
 }
 # Value zeroing runs the zeroed keys in chunks of at most this many numbers per activation.
 VALUE_ZEROING_NUMBERS = 2**24
+# norm-res-ln and ALTI build (queries, T, C) vectors in chunks of at most this many numbers.
+DECOMPOSED_NUMBERS = 2**24
 PER_LAYER = tuple(name for name, (_, per_head) in MEASURES.items() if not per_head)
 
 
@@ -80,8 +96,10 @@ def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> n
             weights = out.attentions[index, 0]  # (nh, T, T)
             if name == "norm":
                 layers.append(_norms(layer, x, weights))
-            else:
+            elif name == "value-zeroing":
                 layers.append(_value_zeroing(layer, x, mask))
+            else:
+                layers.append(_decomposed(layer, x, weights, alti=name == "alti"))
         result = torch.stack(layers).double().numpy()
     return result
 
@@ -99,6 +117,46 @@ def _norms(layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor) -> torch
     W_O = attention.out_proj.weight.view(-1, nh, hs).permute(1, 2, 0)  # (nh, hs, C): W_O per head
     transformed = V @ W_O  # (nh, T, C): f_h(x_j) for every key j
     return weights * transformed.norm(dim=-1)[:, None, :]  # (nh, T, T): α_ij ‖f_h(x_j)‖
+
+
+def _decomposed(
+    layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor, *, alti: bool
+) -> torch.Tensor:
+    """‖T_i(x_j)‖ (norm-res-ln) or ALTI's contributions (`alti`), for every query and key: (T, T).
+
+    T_i(x_j) = γ ⊙ (z_ij − mean(z_ij)) / s_i, where z_ij = Σ_h α_ij f_h(x_j) (+ x_i when
+    j = i: the residual) and s_i is the LayerNorm's scale for query i, so that
+    Σ_j T_i(x_j) + γ ⊙ (b_O − mean(b_O)) / s_i + β is the block's output y_i.
+    """
+    import torch
+
+    attention, norm = layer.attention, layer.attention_norm
+    nh, hs = attention.num_heads, attention.head_size
+    T, C = x.shape
+    V = _values(layer, x)  # (nh, T, hs)
+    W_O = attention.out_proj.weight.view(-1, nh, hs).permute(1, 2, 0)  # (nh, hs, C)
+    f = V @ W_O  # (nh, T, C): f_h(x_j)
+    pre = x + attention.out_proj(  # (T, C): the LayerNorm's input, bias included
+        (weights @ V).transpose(0, 1).reshape(T, C)
+    )
+    scale = (pre.var(dim=-1, unbiased=False) + norm.eps).sqrt()  # (T,): s_i
+    y = norm(pre)  # (T, C): the block's output
+    rows = max(1, DECOMPOSED_NUMBERS // (T * C))
+    result = []
+    for start in range(0, T, rows):
+        qs = slice(start, min(T, start + rows))
+        z = torch.einsum("hij,hjc->ijc", weights[:, qs], f)  # (q, T, C): Σ_h α_ij f_h(x_j)
+        q = torch.arange(qs.start, qs.stop)
+        z[q - qs.start, q] += x[qs]  # the residual: token i's own x_i
+        t = norm.weight * (z - z.mean(dim=-1, keepdim=True)) / scale[qs, None, None]  # (q, T, C)
+        if not alti:
+            result.append(t.norm(dim=-1))  # (q, T)
+            continue
+        y_q = y[qs, None]  # (q, 1, C)
+        closeness = y_q.abs().sum(-1) - (y_q - t).abs().sum(-1)  # (q, T): ‖y‖₁ − ‖y − T‖₁
+        closeness = closeness.clamp_min(0)
+        result.append(closeness / closeness.sum(dim=-1, keepdim=True).clamp_min(1e-12))
+    return torch.cat(result)  # (T, T)
 
 
 def _value_zeroing(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

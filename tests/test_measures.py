@@ -102,8 +102,8 @@ def _hidden(output):  # type: ignore[no-untyped-def]
 
 
 def test_measure_names_are_checked(analysis: attnviz.Analysis) -> None:
-    with pytest.raises(attnviz.BadInput, match="measure 'alti' is not one of weight, norm"):
-        analysis.measure("alti")
+    with pytest.raises(attnviz.BadInput, match="measure 'flow' is not one of weight, norm"):
+        analysis.measure("flow")
     assert analysis.measure("weight") is analysis.attentions
 
 
@@ -113,3 +113,61 @@ def test_value_zeroing_finds_the_pronoun_link(analysis: attnviz.Analysis) -> Non
     vz = analysis.measure("value-zeroing")
     he, john = analysis.labels.index("he"), analysis.labels.index("John")
     assert all(int(np.argmax(vz[layer, he])) == john for layer in (2, 3, 4, 5))
+
+
+def _block_decomposition(model, out, layer: int, heads: int):  # type: ignore[no-untyped-def]
+    """T_i(x_j) from transformers' BertLayer in float64, and the LayerNorm's real output.
+
+    The LayerNorm's input and output are read with a forward hook; the decomposition
+    uses transformers' dense weights (value, output.dense, LayerNorm γ).
+    """
+    import torch
+
+    block = model.encoder.layer[layer].attention
+    seen = {}
+    handle = block.output.LayerNorm.register_forward_hook(
+        lambda module, inputs, output: seen.update(pre=inputs[0][0], post=output[0])
+    )
+    try:
+        with torch.no_grad():
+            model.encoder.layer[layer](out.hidden_states[layer])
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        x = out.hidden_states[layer][0]  # (T, C)
+        T, C = x.shape
+        hs = C // heads
+        values = block.self.value(x).view(T, heads, hs)  # (T, h, hs)
+        dense = block.output.dense.weight.view(C, heads, hs)  # (C, h, hs)
+        alpha = out.attentions[layer][0]  # (h, T, T)
+        mixed = torch.einsum("hij,jhv,chv->ijc", alpha, values, dense)  # (T, T, C)
+        mixed = mixed + torch.eye(T, dtype=x.dtype)[:, :, None] * x[:, None, :]  # residual
+        ln = block.output.LayerNorm
+        centred = mixed - mixed.mean(-1, keepdim=True)
+        std = torch.sqrt(seen["pre"].var(-1, unbiased=False) + ln.eps)  # (T,)
+        decomposed = ln.weight * centred / std[:, None, None]  # (T, T, C): T_i(x_j)
+        bias = ln.weight * (block.output.dense.bias - block.output.dense.bias.mean())
+        rebuilt = decomposed.sum(1) + bias / std[:, None] + ln.bias  # (T, C)
+    return decomposed, seen["post"], rebuilt
+
+
+@pytest.mark.parametrize("name", ["norm-res-ln", "alti"])
+def test_residual_and_layernorm_measures_equal_transformers(
+    analysis: attnviz.Analysis, reference, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    model, out = reference
+    ours = analysis.measure(name)
+    L, H, T, _ = analysis.attentions.shape
+    assert ours.shape == (L, T, T)
+    for layer in range(L):
+        decomposed, y, rebuilt = _block_decomposition(model, out, layer, H)
+        torch.testing.assert_close(rebuilt, y, atol=1e-8, rtol=0)  # the sum is the output
+        if name == "norm-res-ln":
+            expected = torch.linalg.norm(decomposed, dim=-1)
+        else:
+            distance = (y[:, None, :] - decomposed).abs().sum(-1)  # (T, T): ‖y_i − T_i(x_j)‖₁
+            expected = (y.abs().sum(-1)[:, None] - distance).clamp_min(0)
+            expected = expected / expected.sum(-1, keepdim=True)
+        np.testing.assert_allclose(ours[layer], expected.numpy(), atol=1e-4)
