@@ -39,11 +39,14 @@ if TYPE_CHECKING:
 
     from attnviz.explain import Explanation
     from attnviz.families import ModelShape
+    from attnviz.find import HeadLinks
     from attnviz.locate import ModelSource
+    from attnviz.query import QueryRow
     from attnviz.tokenize import Pieces, Word
 
 __all__ = ["MASKS", "VIEWS", "Analysis", "ModelInfo", "Prepared"]
 
+Exclude = str | Sequence[str] | None  # "special", "punct", both, or nothing
 MASKS: tuple[str, ...] = ("none", "causal")
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 VIEWS: tuple[str, ...] = ("show", "heads", "model")
@@ -232,30 +235,89 @@ class Analysis(_Input):
 
     # ------------------------------------------------------------ views
 
-    def view(self, layer: int = -1, head: int | None = None, units: str = "words") -> AttentionView:
+    def view(
+        self,
+        layer: int = -1,
+        head: int | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+    ) -> AttentionView:
         """One layer's head, or the mean over its heads when `head` is None.
 
         Layers and heads count from 0; negative numbers count from the end. `units` is
         "words" (pieces merged back into the words of the text) or "tokens".
+        `exclude` ("special", "punct" or both) drops those tokens and renormalises
+        each row over the keys left.
         """
-        return layer_view(self._source, layer, head, units)
+        return layer_view(self._source, layer, head, units, exclude)
+
+    def row(
+        self,
+        query: str | int,
+        layer: int = -1,
+        head: int | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+    ) -> QueryRow:
+        """One query's attention in one head (or the head mean), keys sorted by weight.
+
+        `query` is a word of the text (any case or accents; `ele#2` for the second).
+        """
+        return self.view(layer, head, units, exclude=exclude).row(query)
 
     def heads(
-        self, layer: int = -1, heads: Sequence[int] | None = None, units: str = "words"
+        self,
+        layer: int = -1,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
     ) -> HeadsView:
         """Every head of one layer (or those listed in `heads`), side by side."""
-        return heads_view(self._source, layer, heads, units)
+        return heads_view(self._source, layer, heads, units, exclude)
 
-    def model_view(self, heads: Sequence[int] | None = None, units: str = "words") -> HeadsView:
+    def model_view(
+        self, heads: Sequence[int] | None = None, units: str = "words", *, exclude: Exclude = None
+    ) -> HeadsView:
         """Every layer and head at a glance (or the `heads` listed, in every layer)."""
-        return model_view(self._source, heads, units)
+        return model_view(self._source, heads, units, exclude)
 
-    def rollout(self, upto: int | None = None, units: str = "words", top: int = 3) -> RolloutView:
+    def rollout(
+        self,
+        upto: int | None = None,
+        units: str = "words",
+        top: int = 3,
+        *,
+        exclude: Exclude = None,
+    ) -> RolloutView:
         """Attention rollout (Abnar & Zuidema 2020) through layer `upto` (None: the last).
 
-        `top` is how many inputs `sources()` lists for each token.
+        `top` is how many inputs `sources()` lists for each token. `exclude` drops
+        tokens after the chain (which runs over every piece), so the sources listed
+        are among the tokens left.
         """
-        return rollout_view(self._source, upto, units, top)
+        return rollout_view(self._source, upto, units, top, exclude)
+
+    def find(
+        self,
+        source: str,
+        target: str,
+        *,
+        units: str = "words",
+        exclude: Exclude = None,
+        top: int = 10,
+    ) -> HeadLinks:
+        """Every (layer, head) ranked by the weight from the word `source` to `target`.
+
+        Words match ignoring case and accents (`joao` finds `João`); `ele#2` is the
+        second `ele`. Each head says where `target` ranks among `source`'s keys, the
+        query's top key, and how many other words attend to `target` more.
+        """
+        from attnviz.find import find_links
+
+        return find_links(self._source, source, target, units=units, exclude=exclude, top=top)
 
     def explain(
         self,
@@ -288,13 +350,14 @@ class Analysis(_Input):
         head: int | None,
         heads: Sequence[int] | None,
         units: str,
+        exclude: Exclude = None,
     ) -> AttentionView | HeadsView:
         _choice(view, VIEWS, "view")
         if view == "heads":
-            return self.heads(layer, heads, units)
+            return self.heads(layer, heads, units, exclude=exclude)
         if view == "model":
-            return self.model_view(heads, units)
-        return self.view(layer, head, units)
+            return self.model_view(heads, units, exclude=exclude)
+        return self.view(layer, head, units, exclude=exclude)
 
     def figure(
         self,
@@ -307,9 +370,10 @@ class Analysis(_Input):
         cmap: str = "viridis",
         theme: str = "light",
         annotate: bool = False,
+        exclude: Exclude = None,
     ) -> Figure:
         """A matplotlib Figure of `view`: "show" (one head or the mean), "heads", "model"."""
-        chosen = self._pick(view, layer, head, heads, units)
+        chosen = self._pick(view, layer, head, heads, units, exclude)
         return chosen.figure(cmap=cmap, theme=theme, annotate=annotate)
 
     def save(
@@ -326,6 +390,7 @@ class Analysis(_Input):
         theme: str = "light",
         transparent: bool = False,
         annotate: bool = False,
+        exclude: Exclude = None,
     ) -> Path:
         """Write an image of `view` (.png, .svg, .pdf) or the raw attention (.npz, .json).
 
@@ -337,7 +402,7 @@ class Analysis(_Input):
         if path.suffix.lower() in DATA_SUFFIXES:
             self._write_data(path)
             return path
-        chosen = self._pick(view, layer, head, heads, units)
+        chosen = self._pick(view, layer, head, heads, units, exclude)
         return chosen.save(
             path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent, annotate=annotate
         )

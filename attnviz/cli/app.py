@@ -23,7 +23,14 @@ from attnviz.cli.errors import (
     os_error_line,
     silence_stdout,
 )
-from attnviz.cli.input import check_image_options, corpus, head_list, read_text, utf8
+from attnviz.cli.input import (
+    check_image_options,
+    corpus,
+    exclude_list,
+    head_list,
+    read_text,
+    utf8,
+)
 from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
@@ -32,6 +39,7 @@ from attnviz.cli.options import (
     DpiOpt,
     Dtype,
     DtypeOpt,
+    ExcludeOpt,
     HeadOpt,
     HeadsOpt,
     Lang,
@@ -146,6 +154,16 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
     ] = False,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            help="Only this query's row, keys sorted by weight with bars (and a bar chart "
+            "with --out): a word of the text, any case or accents (ele#2 for the second).",
+            show_default=False,
+        ),
+    ] = None,
+    exclude: ExcludeOpt = None,
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
@@ -161,6 +179,7 @@ def show(
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
     Rows are queries (the token that attends), columns are keys; each row sums to 1.
+    --query WORD prints that word's row as a sorted list instead.
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
@@ -176,6 +195,8 @@ def show(
             out=out,
             as_json=as_json,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            query=query,
+            exclude=exclude_list(exclude),
         )
 
 
@@ -186,6 +207,7 @@ def heads(
     layer: LayerOpt = -1,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -215,6 +237,7 @@ def heads(
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
+            exclude=exclude_list(exclude),
         )
 
 
@@ -224,6 +247,7 @@ def model_view(
     text: TextArg = None,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -252,6 +276,7 @@ def model_view(
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
+            exclude=exclude_list(exclude),
         )
 
 
@@ -333,6 +358,7 @@ def rollout(
     ] = -1,
     top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: OutOpt = None,
     as_json: Annotated[
@@ -371,6 +397,75 @@ def rollout(
             out=out,
             as_json=as_json,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            exclude=exclude_list(exclude),
+        )
+
+
+@app.command()
+def find(
+    ctx: typer.Context,
+    text: TextArg = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="The query word: the one that attends (any case or accents; ele#2 for the "
+            "second).",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    target: Annotated[
+        str,
+        typer.Option("--to", help="The key word it should attend to.", show_default=False),
+    ] = ...,  # type: ignore[assignment]
+    top: Annotated[int, typer.Option("--top", help="Heads listed, strongest first.", min=1)] = 10,
+    units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
+    model: ModelOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
+    ] = False,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Which heads link two words: every layer and head ranked by the weight from one to the other.
+
+    For each head: the weight, the rank of the target among the query's keys, the query's
+    top key when it is another word, and how many other words attend to the target more
+    (many: a broad column, not a link between the two).
+
+    [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
+    seat." --from he --to John
+    """
+    with failures(debug):
+        from attnviz.cli import commands
+
+        commands.find(
+            _console(),
+            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            source=source,
+            target=target,
+            top=top,
+            units=units.value,
+            out=out,
+            as_json=as_json,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            exclude=exclude_list(exclude),
         )
 
 

@@ -25,6 +25,8 @@ from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_outp
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis, Prepared
+    from attnviz.query import QueryRow
+    from attnviz.views import AttentionView
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,21 @@ def _analyse(
     layer: int | None = None,
     head: int | None = None,
     heads: Sequence[int] | None = None,
+    words: dict[str, str] | None = None,
+    units: str = "words",
 ) -> Analysis:
-    """Check the output and the layer and head (cheaply, before torch), then compute."""
+    """Check the output, the layer and head and the `words` named by options (cheaply,
+    before torch), then compute."""
     if out is not None:
         check_output(out, allowed, style)
     prepared = _prepare(inp)
     prepared.check(layer=layer, head=head, heads=heads)
+    if words:
+        from attnviz.match import find_label
+
+        labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
+        for option, word in words.items():
+            find_label(labels, word, option)
     return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache)
 
 
@@ -98,16 +109,20 @@ def show(
     out: Path | None,
     as_json: bool,
     style: ImageStyle,
+    query: str | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
-    """One heatmap: a layer's head, or the mean over its heads."""
-    analysis = _analyse(inp, out, style, layer=layer, head=head)
-    view = analysis.view(layer, head, units)
+    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted."""
+    words = {"--query": query} if query is not None else {}
+    analysis = _analyse(inp, out, style, layer=layer, head=head, words=words, units=units)
+    view = analysis.view(layer, head, units, exclude=exclude)
+    shown: AttentionView | QueryRow = view if query is None else view.row(query)
     if out is not None:
-        view.save(out, **dataclasses.asdict(style))
+        shown.save(out, **dataclasses.asdict(style))
     if as_json:
-        _json(view.to_dict())
+        _json(shown.to_dict())
     else:
-        console.print(view)
+        console.print(shown)
     _wrote(out)
 
 
@@ -120,10 +135,11 @@ def heads(
     out: Path | None,
     style: ImageStyle,
     subset: Sequence[int] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
     analysis = _analyse(inp, out, style, layer=layer, heads=subset)
-    view = analysis.heads(layer, subset, units)
+    view = analysis.heads(layer, subset, units, exclude=exclude)
     if out is not None:
         view.save(out, **dataclasses.asdict(style))
     console.print(view)
@@ -138,10 +154,11 @@ def model_view(
     out: Path | None,
     style: ImageStyle,
     subset: Sequence[int] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     analysis = _analyse(inp, out, style, heads=subset)
-    view = analysis.model_view(subset, units)
+    view = analysis.model_view(subset, units, exclude=exclude)
     if out is not None:
         view.save(out, **dataclasses.asdict(style))
     console.print(view)
@@ -178,16 +195,43 @@ def rollout(
     out: Path | None,
     as_json: bool,
     style: ImageStyle,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Attention rollout through layer `upto`: how much each token draws from each input."""
     analysis = _analyse(inp, out, style, layer=upto)
-    view = analysis.rollout(upto, units, top)
+    view = analysis.rollout(upto, units, top, exclude=exclude)
     if out is not None:
         view.save(out, **dataclasses.asdict(style))
     if as_json:
         _json(view.to_dict())
     else:
         console.print(view)
+    _wrote(out)
+
+
+def find(
+    console: Console,
+    inp: Input,
+    *,
+    source: str,
+    target: str,
+    top: int,
+    units: str,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+    exclude: Sequence[str] | None = None,
+) -> None:
+    """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
+    words = {"--from": source, "--to": target}
+    analysis = _analyse(inp, out, style, words=words, units=units)
+    links = analysis.find(source, target, units=units, exclude=exclude, top=top)
+    if out is not None:
+        links.save(out, **dataclasses.asdict(style))
+    if as_json:
+        _json(links.to_dict())
+    else:
+        console.print(links)
     _wrote(out)
 
 
