@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from attnviz.locate import ModelSource
     from attnviz.query import QueryRow
     from attnviz.tokenize import Pieces, Word
+    from attnviz.vocabulary import TokenizerInfo, VocabularyFit
 
 __all__ = ["MASKS", "VIEWS", "Analysis", "ModelInfo", "Prepared"]
 
@@ -62,6 +63,19 @@ class ModelInfo:
     heads: int
     folder: Path  # where its files are
     origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
+    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
+
+    @property
+    def description(self) -> str:
+        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
+        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
+        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
+        if self.tokenizer is not None:
+            tok = self.tokenizer
+            size = f"{tok.size:,} " if tok.size else ""
+            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
+        return "; ".join(parts)
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -108,6 +122,13 @@ class _Input:
         """Pieces cut off the end by truncation."""
         return self.pieces.dropped
 
+    @property
+    def fit(self) -> VocabularyFit:
+        """How the text fits the model's vocabulary: pieces per word, unknown words."""
+        from attnviz.vocabulary import vocabulary_fit
+
+        return vocabulary_fit(self.pieces)
+
 
 @dataclass(frozen=True)
 class Prepared(_Input):
@@ -132,12 +153,26 @@ class Prepared(_Input):
     def num_heads(self) -> int:
         return self.shape.heads
 
-    @property
+    @cached_property
     def model(self) -> ModelInfo:
+        """The model: name, family, shape, and what its tokenizer and model card say."""
+        from attnviz.vocabulary import describe_tokenizer, model_languages
+
         shape, source = self.shape, self.source
         return ModelInfo(
-            source.name, shape.family, shape.layers, shape.heads, source.folder, source.origin
+            source.name,
+            shape.family,
+            shape.layers,
+            shape.heads,
+            source.folder,
+            source.origin,
+            describe_tokenizer(source.folder),
+            model_languages(source.folder),
         )
+
+    def fit_note(self) -> str | None:
+        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
+        return self.fit.note(self.model.name, self.model.languages)
 
     def check(
         self,

@@ -29,6 +29,7 @@ from attnviz.cli.input import (
     exclude_list,
     head_list,
     read_text,
+    stdin_is_data,
     utf8,
 )
 from attnviz.cli.options import (
@@ -50,6 +51,7 @@ from attnviz.cli.options import (
     NoCacheOpt,
     OutOpt,
     PairOpt,
+    QuietOpt,
     SortColumn,
     TextArg,
     Theme,
@@ -116,6 +118,7 @@ def _input(
     mask: Mask = Mask.none,
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
+    quiet: bool = False,
 ) -> Input:
     from attnviz.cli.commands import Input
 
@@ -123,7 +126,18 @@ def _input(
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = utf8(pair, "--pair")
-    return Input(read_text(text), model, truncate, pair, mask.value, not no_cache, dtype.value)
+    from_stdin = text is None and stdin_is_data()
+    return Input(
+        read_text(text),
+        model,
+        truncate,
+        pair,
+        mask.value,
+        not no_cache,
+        dtype.value,
+        quiet,
+        from_stdin,
+    )
 
 
 def _images(
@@ -174,6 +188,7 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
@@ -188,7 +203,7 @@ def show(
 
         commands.show(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             layer=layer,
             head=head,
             units=units.value,
@@ -220,6 +235,7 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
@@ -231,7 +247,7 @@ def heads(
 
         commands.heads(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             layer=layer,
             units=units.value,
             out=out,
@@ -260,6 +276,7 @@ def model_view(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
@@ -271,7 +288,7 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -315,6 +332,7 @@ def explain(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """How one token's attention is computed, step by step, on the real weights.
@@ -337,7 +355,7 @@ def explain(
             )
         commands.explain(
             _console(),
-            _input(text, model, truncate, pair, mask),
+            _input(text, model, truncate, pair, mask, quiet=quiet),
             token=token,
             index=index,
             layer=layer,
@@ -375,6 +393,7 @@ def rollout(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
@@ -390,7 +409,7 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             upto=upto,
             units=units.value,
             top=top,
@@ -441,6 +460,7 @@ def find(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Which heads link two words: every layer and head ranked by the weight from one to the other.
@@ -457,7 +477,7 @@ def find(
 
         commands.find(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             source=source,
             target=target,
             top=top,
@@ -519,6 +539,7 @@ def stats(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
@@ -546,6 +567,7 @@ def stats(
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
+            quiet=quiet,
         )
 
 
@@ -607,6 +629,7 @@ def export(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Save a view as an image, or every layer's raw attention as data.
@@ -620,7 +643,7 @@ def export(
         from attnviz.cli import commands
 
         commands.export(
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             out=out,
             view=view.value,
             layer=layer,

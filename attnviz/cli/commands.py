@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
+from attnviz.cli.errors import defer_note
+from attnviz.errors import BadInput
 from attnviz.output import DATA_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -40,6 +42,8 @@ class Input:
     mask: str = "none"  # "causal": a what-if mask
     cache: bool = True  # read and write the attention cache
     dtype: str = "float32"  # what the encoder computes in
+    quiet: bool = False  # no notes on stderr
+    from_stdin: bool = False  # the text was read from standard input
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,26 @@ class BatchOptions:
 
 
 def _prepare(inp: Input) -> Prepared:
-    prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+    """Tokenize for the model; notes on stderr (never stdout, so JSON stays clean)."""
+    try:
+        prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+    except BadInput as exc:
+        if inp.from_stdin and str(exc).startswith("the text "):
+            raise BadInput(
+                f"{exc} (the text was read from standard input; to pass it as an argument "
+                "instead, quote it: attnviz COMMAND \"TEXT\"; in a 'while read' loop add "
+                "</dev/null so the command does not read the loop's input)"
+            ) from None
+        raise
     if prepared.dropped:
         print(
             f"note: --truncate dropped the last {prepared.dropped} pieces "
             f"(the model takes {len(prepared.pieces)})",
             file=sys.stderr,
         )
+    note = None if inp.quiet else prepared.fit_note()
+    if note:
+        defer_note(note)
     return prepared
 
 
@@ -264,6 +281,7 @@ def stats(
     out: Path | None,
     style: ImageStyle,
     batching: BatchOptions,
+    quiet: bool = False,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -284,7 +302,7 @@ def stats(
             dtype=batching.dtype,
             progress=advance,
         )
-    if result.dropped:
+    if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
     if out is not None:
         result.save(
@@ -341,13 +359,19 @@ def info(console: Console, model: str | None) -> None:
 
     from attnviz.families import describe, read_config
     from attnviz.locate import locate
+    from attnviz.vocabulary import describe_tokenizer, model_languages
     from attnviz.weights import WEIGHT_FILES, count_parameters
 
     source = locate(model)
     shape = describe(read_config(source.folder))
     weights = next((n for n in WEIGHT_FILES if (source.folder / n).is_file()), "none")
+    tokenizer = describe_tokenizer(source.folder)
+    languages = model_languages(source.folder)
     rows: list[tuple[str, Any]] = [
         ("model", source.name),
+        ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
+        ("text", tokenizer.normalisation),
+        ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
         ("family", shape.family),
         ("layers", shape.layers),
         ("heads per layer", shape.heads),
@@ -359,18 +383,21 @@ def info(console: Console, model: str | None) -> None:
         ("activation", shape.activation),
         ("parameters", f"{count_parameters(source.folder):,} (encoder)"),
         ("weights", weights),
-        ("loaded from", f"{source.folder} ({source.origin})"),
+        ("loaded from", source.origin),
     ]
     if shape.embedding_size != shape.hidden:
         rows.insert(5, ("embedding size", shape.embedding_size))
     if shape.shared_layers:
         rows.insert(3, ("layer weights", "one set, shared by every layer"))
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
     for key, value in rows:
         table.add_row(key, Text(str(value)))
     console.print(table)
+    # The folder on a line of its own, never broken inside a name: the terminal wraps it,
+    # and a copy of it pastes whole.
+    console.print(Text.assemble(("folder", "bold"), f"  {source.folder}"), soft_wrap=True)
 
 
 def cache_info(console: Console) -> None:
