@@ -444,10 +444,16 @@ class Analysis(_Input):
 
     def to_dict(self) -> dict[str, Any]:
         """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
+        words = self.words
         return {
             "model": self.model.name,
+            "text": self.text,
+            "pair": self.pair,
             "causal": self.causal,
             "dtype": self.dtype,
+            "words": [w.label for w in words],
+            "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
+            "word_of_piece": self._word_of_piece().tolist(),
             "tokens": self.tokens,
             "input_ids": list(self.pieces.ids),
             "token_type_ids": list(self.pieces.type_ids),
@@ -470,7 +476,19 @@ class Analysis(_Input):
                 token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
                 causal=np.array(self.causal),
                 dtype=np.array(self.dtype, dtype=np.str_),
+                model=np.array(self.model.name, dtype=np.str_),
+                text=np.array(self.text, dtype=np.str_),
+                pair=np.array(self.pair or "", dtype=np.str_),  # "" without a pair
+                words=np.array([w.label for w in self.words], dtype=np.str_),
+                word_of_piece=self._word_of_piece(),  # (T,) int64: each piece's word
             )
+
+    def _word_of_piece(self) -> np.ndarray:
+        """(T,) int64: the index in `words` of the word each piece belongs to."""
+        owner = np.zeros(len(self.pieces), dtype=np.int64)  # (T,)
+        for w, word in enumerate(self.words):
+            owner[word.pieces] = w
+        return owner
 
     # ------------------------------------------------------------ display
 
