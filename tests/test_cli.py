@@ -50,9 +50,12 @@ def test_version() -> None:
 
 
 def test_show_without_text_uses_the_first_sample_sentence() -> None:
-    out = ok("show")
+    """The default sentence is English, as the default model is: no note about the fit."""
+    result = runner.invoke(app, ["show"])
+    assert result.exit_code == 0 and result.stderr == ""
+    out = result.stdout
     assert "all-MiniLM-L6-v2 · layer 5 · mean of 12 heads" in out
-    for word in ("João", "pensou", "cadeira", "[CLS]", "[SEP]"):
+    for word in ("John", "thought", "seat", "[CLS]", "[SEP]"):
         assert word in out
 
 
