@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.render.image import save_figure
 from attnviz.render.stats import StatsTable
-from attnviz.render.stats_image import stats_figure
+from attnviz.render.stats_image import stats_figure, stats_grids
 from attnviz.stats import (
     SORT_COLUMNS,
     STATISTICS,
@@ -419,3 +419,17 @@ def test_stats_figure_has_a_panel_per_statistic_and_saves(tmp_path: Path) -> Non
 def test_stats_figure_rejects_an_unknown_colormap() -> None:
     with pytest.raises(BadInput, match="colormap"):
         stats_figure(make_records(), 3, 4, title="x", cmap="viridiss")
+
+
+@pytest.mark.slow  # two 14-axes images
+def test_stats_figure_shares_one_scale_for_the_shares_by_default() -> None:
+    records = make_records()
+    grids = stats_grids(records, 3, 4)  # (S, L, H)
+    for shared in (True, False):
+        fig = stats_figure(records, 3, 4, title="t", shared_scale=shared)
+        images = [ax.images[0] for ax in fig.axes if ax.images]
+        tops = [image.norm.vmax for image in images]
+        assert tops[0] == pytest.approx(np.nanmax(grids[0]))  # entropy: its own scale
+        own = [np.nanmax(g) or 1.0 for g in grids[1:]]  # an all-zero panel: 0 .. 1
+        expected = [np.nanmax(grids[1:])] * 6 if shared else own
+        assert tops[1:] == pytest.approx(expected)

@@ -506,7 +506,12 @@ def stats(
         ),
     ] = None,
     sort: Annotated[
-        SortColumn, typer.Option("--sort", help="Order heads by this column.")
+        SortColumn,
+        typer.Option(
+            "--sort",
+            help="Order heads by this column: entropy lowest first (the most focused heads), "
+            "a share highest first, layer in layer and head order.",
+        ),
     ] = SortColumn.layer,
     top: Annotated[
         int | None, typer.Option("--top", help="Show only the first N heads.", min=1)
@@ -534,6 +539,14 @@ def stats(
         typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
     ] = None,
     dtype: DtypeOpt = Dtype.float32,
+    own_scales: Annotated[
+        bool,
+        typer.Option(
+            "--own-scales",
+            help="Give each panel of the figure its own colour scale. Default: the six share "
+            "panels share one (0 to the largest share), entropy has its own.",
+        ),
+    ] = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
@@ -568,6 +581,7 @@ def stats(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
             quiet=quiet,
+            shared_scale=not own_scales,
         )
 
 

@@ -282,6 +282,7 @@ def stats(
     style: ImageStyle,
     batching: BatchOptions,
     quiet: bool = False,
+    shared_scale: bool = True,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -306,7 +307,12 @@ def stats(
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
     if out is not None:
         result.save(
-            out, dpi=style.dpi, cmap=style.cmap, theme=style.theme, transparent=style.transparent
+            out,
+            dpi=style.dpi,
+            cmap=style.cmap,
+            theme=style.theme,
+            transparent=style.transparent,
+            shared_scale=shared_scale,
         )
     shown = result.sorted(sort, top)
     if as_json:
