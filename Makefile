@@ -51,9 +51,13 @@ lint: install
 	$(BIN)/ruff format --check attnviz tests benchmarks
 	$(BIN)/mypy
 
+# The default sentence is English, as the default model is: layer 3 head 7 links "he"
+# to "John". The Portuguese lesson sentence needs a Portuguese model; on this one,
+# find prints a note on stderr saying how badly it fits the vocabulary.
 demo: install
-	$(BIN)/attnviz show
-	$(BIN)/attnviz heads --layer 3 "Vi João e Maria ontem. Eles estavam juntos."
+	$(BIN)/attnviz show --layer 3 --head 7
+	$(BIN)/attnviz find --from he --to John --top 5
+	$(BIN)/attnviz find "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre." --from ele --to João --top 3
 
 # Byte-compile attnviz first, as a regular (non-editable) pip install does: with
 # PYTHONDONTWRITEBYTECODE set (as on this project's machines) every run would

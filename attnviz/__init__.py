@@ -6,6 +6,8 @@
     >>> view = a.view(layer=3, head=7)          # one head, in words; .matrix, .labels, .title
     >>> view.save("head.png")                   # or a.figure("heads", layer=3)
     >>> a.rollout().sources()                   # what each token draws most from
+    >>> a.find("ele", "João").best(3)           # the heads that link two words
+    >>> a.row("ele", layer=3, head=7)           # one query's keys, largest first
     >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
 
 Importing this package is cheap: the names below are loaded on first use, and
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from attnviz.api import analyse, head_stats, prepare
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.explain import Explanation
+    from attnviz.find import HeadLink, HeadLinks
+    from attnviz.query import QueryRow
     from attnviz.stats import HeadRecord, HeadStats
     from attnviz.tokenize import Word
     from attnviz.views import AttentionView, HeadsView, RolloutView
@@ -40,6 +44,9 @@ _EXPORTS = {
     "HeadsView": "attnviz.views",
     "RolloutView": "attnviz.views",
     "Explanation": "attnviz.explain",
+    "HeadLink": "attnviz.find",
+    "HeadLinks": "attnviz.find",
+    "QueryRow": "attnviz.query",
     "HeadStats": "attnviz.stats",
     "HeadRecord": "attnviz.stats",
     "Word": "attnviz.tokenize",
@@ -53,11 +60,14 @@ __all__ = [
     "AttnvizError",
     "BadInput",
     "Explanation",
+    "HeadLink",
+    "HeadLinks",
     "HeadRecord",
     "HeadStats",
     "HeadsView",
     "ModelInfo",
     "Prepared",
+    "QueryRow",
     "RolloutView",
     "Word",
     "__version__",

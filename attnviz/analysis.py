@@ -46,11 +46,15 @@ if TYPE_CHECKING:
 
     from attnviz.explain import Explanation
     from attnviz.families import ModelShape
+    from attnviz.find import HeadLinks
     from attnviz.locate import ModelSource
+    from attnviz.query import QueryRow
     from attnviz.tokenize import Pieces, Word
+    from attnviz.vocabulary import TokenizerInfo, VocabularyFit
 
 __all__ = ["MASKS", "VIEWS", "Analysis", "ModelInfo", "Prepared"]
 
+Exclude = str | Sequence[str] | None  # "special", "punct", both, or nothing
 MASKS: tuple[str, ...] = ("none", "causal")
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 VIEWS: tuple[str, ...] = ("show", "heads", "model")
@@ -66,6 +70,19 @@ class ModelInfo:
     heads: int
     folder: Path  # where its files are
     origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
+    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
+
+    @property
+    def description(self) -> str:
+        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
+        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
+        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
+        if self.tokenizer is not None:
+            tok = self.tokenizer
+            size = f"{tok.size:,} " if tok.size else ""
+            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
+        return "; ".join(parts)
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -112,6 +129,13 @@ class _Input:
         """Pieces cut off the end by truncation."""
         return self.pieces.dropped
 
+    @property
+    def fit(self) -> VocabularyFit:
+        """How the text fits the model's vocabulary: pieces per word, unknown words."""
+        from attnviz.vocabulary import vocabulary_fit
+
+        return vocabulary_fit(self.pieces)
+
 
 @dataclass(frozen=True)
 class Prepared(_Input):
@@ -136,12 +160,26 @@ class Prepared(_Input):
     def num_heads(self) -> int:
         return self.shape.heads
 
-    @property
+    @cached_property
     def model(self) -> ModelInfo:
+        """The model: name, family, shape, and what its tokenizer and model card say."""
+        from attnviz.vocabulary import describe_tokenizer, model_languages
+
         shape, source = self.shape, self.source
         return ModelInfo(
-            source.name, shape.family, shape.layers, shape.heads, source.folder, source.origin
+            source.name,
+            shape.family,
+            shape.layers,
+            shape.heads,
+            source.folder,
+            source.origin,
+            describe_tokenizer(source.folder),
+            model_languages(source.folder),
         )
+
+    def fit_note(self) -> str | None:
+        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
+        return self.fit.note(self.model.name, self.model.languages)
 
     def check(
         self,
@@ -239,30 +277,89 @@ class Analysis(_Input):
 
     # ------------------------------------------------------------ views
 
-    def view(self, layer: int = -1, head: int | None = None, units: str = "words") -> AttentionView:
+    def view(
+        self,
+        layer: int = -1,
+        head: int | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+    ) -> AttentionView:
         """One layer's head, or the mean over its heads when `head` is None.
 
         Layers and heads count from 0; negative numbers count from the end. `units` is
         "words" (pieces merged back into the words of the text) or "tokens".
+        `exclude` ("special", "punct" or both) drops those tokens and renormalises
+        each row over the keys left.
         """
-        return layer_view(self._source, layer, head, units)
+        return layer_view(self._source, layer, head, units, exclude)
+
+    def row(
+        self,
+        query: str | int,
+        layer: int = -1,
+        head: int | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+    ) -> QueryRow:
+        """One query's attention in one head (or the head mean), keys sorted by weight.
+
+        `query` is a word of the text (any case or accents; `ele#2` for the second).
+        """
+        return self.view(layer, head, units, exclude=exclude).row(query)
 
     def heads(
-        self, layer: int = -1, heads: Sequence[int] | None = None, units: str = "words"
+        self,
+        layer: int = -1,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
     ) -> HeadsView:
         """Every head of one layer (or those listed in `heads`), side by side."""
-        return heads_view(self._source, layer, heads, units)
+        return heads_view(self._source, layer, heads, units, exclude)
 
-    def model_view(self, heads: Sequence[int] | None = None, units: str = "words") -> HeadsView:
+    def model_view(
+        self, heads: Sequence[int] | None = None, units: str = "words", *, exclude: Exclude = None
+    ) -> HeadsView:
         """Every layer and head at a glance (or the `heads` listed, in every layer)."""
-        return model_view(self._source, heads, units)
+        return model_view(self._source, heads, units, exclude)
 
-    def rollout(self, upto: int | None = None, units: str = "words", top: int = 3) -> RolloutView:
+    def rollout(
+        self,
+        upto: int | None = None,
+        units: str = "words",
+        top: int = 3,
+        *,
+        exclude: Exclude = None,
+    ) -> RolloutView:
         """Attention rollout (Abnar & Zuidema 2020) through layer `upto` (None: the last).
 
-        `top` is how many inputs `sources()` lists for each token.
+        `top` is how many inputs `sources()` lists for each token. `exclude` drops
+        tokens after the chain (which runs over every piece), so the sources listed
+        are among the tokens left.
         """
-        return rollout_view(self._source, upto, units, top)
+        return rollout_view(self._source, upto, units, top, exclude)
+
+    def find(
+        self,
+        source: str,
+        target: str,
+        *,
+        units: str = "words",
+        exclude: Exclude = None,
+        top: int = 10,
+    ) -> HeadLinks:
+        """Every (layer, head) ranked by the weight from the word `source` to `target`.
+
+        Words match ignoring case and accents (`joao` finds `João`); `ele#2` is the
+        second `ele`. Each head says where `target` ranks among `source`'s keys, the
+        query's top key, and how many other words attend to `target` more.
+        """
+        from attnviz.find import find_links
+
+        return find_links(self._source, source, target, units=units, exclude=exclude, top=top)
 
     def measure(self, name: str = "norm") -> np.ndarray:
         """How much each key contributes to each query, by a measure other than the weight.
@@ -309,13 +406,14 @@ class Analysis(_Input):
         head: int | None,
         heads: Sequence[int] | None,
         units: str,
+        exclude: Exclude = None,
     ) -> AttentionView | HeadsView:
         _choice(view, VIEWS, "view")
         if view == "heads":
-            return self.heads(layer, heads, units)
+            return self.heads(layer, heads, units, exclude=exclude)
         if view == "model":
-            return self.model_view(heads, units)
-        return self.view(layer, head, units)
+            return self.model_view(heads, units, exclude=exclude)
+        return self.view(layer, head, units, exclude=exclude)
 
     def figure(
         self,
@@ -328,9 +426,10 @@ class Analysis(_Input):
         cmap: str = "viridis",
         theme: str = "light",
         annotate: bool = False,
+        exclude: Exclude = None,
     ) -> Figure:
         """A matplotlib Figure of `view`: "show" (one head or the mean), "heads", "model"."""
-        chosen = self._pick(view, layer, head, heads, units)
+        chosen = self._pick(view, layer, head, heads, units, exclude)
         return chosen.figure(cmap=cmap, theme=theme, annotate=annotate)
 
     def save(
@@ -347,6 +446,7 @@ class Analysis(_Input):
         theme: str = "light",
         transparent: bool = False,
         annotate: bool = False,
+        exclude: Exclude = None,
     ) -> Path:
         """Write an image of `view` (.png, .svg, .pdf), an interactive page (.html) or the
         raw attention (.npz, .json).
@@ -366,17 +466,23 @@ class Analysis(_Input):
             with atomic_write(path, "w") as handle:
                 handle.write(page)
             return path
-        chosen = self._pick(view, layer, head, heads, units)
+        chosen = self._pick(view, layer, head, heads, units, exclude)
         return chosen.save(
             path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent, annotate=annotate
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
+        words = self.words
         return {
             "model": self.model.name,
+            "text": self.text,
+            "pair": self.pair,
             "causal": self.causal,
             "dtype": self.dtype,
+            "words": [w.label for w in words],
+            "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
+            "word_of_piece": self._word_of_piece().tolist(),
             "tokens": self.tokens,
             "input_ids": list(self.pieces.ids),
             "token_type_ids": list(self.pieces.type_ids),
@@ -399,6 +505,11 @@ class Analysis(_Input):
                 token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
                 causal=np.array(self.causal),
                 dtype=np.array(self.dtype, dtype=np.str_),
+                model=np.array(self.model.name, dtype=np.str_),
+                text=np.array(self.text, dtype=np.str_),
+                pair=np.array(self.pair or "", dtype=np.str_),  # "" without a pair
+                words=np.array([w.label for w in self.words], dtype=np.str_),
+                word_of_piece=self._word_of_piece(),  # (T,) int64: each piece's word
             )
 
     # ------------------------------------------------------------ interactive pages
@@ -467,6 +578,13 @@ class Analysis(_Input):
 
         options = self._html_options("heads", -1, None, None, "words", "auto")
         return fragment(self.attentions, self.labels, **options)
+
+    def _word_of_piece(self) -> np.ndarray:
+        """(T,) int64: the index in `words` of the word each piece belongs to."""
+        owner = np.zeros(len(self.pieces), dtype=np.int64)  # (T,)
+        for w, word in enumerate(self.words):
+            owner[word.pieces] = w
+        return owner
 
     # ------------------------------------------------------------ display
 

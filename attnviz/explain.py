@@ -15,10 +15,7 @@ Names: T pieces, C hidden size (= d), h heads, dk head size (= d / h).
 
 from __future__ import annotations
 
-import difflib
 import math
-import re
-import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -26,6 +23,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
+from attnviz.match import find_label
 from attnviz.perf import import_torch
 from attnviz.views import pair_marked, resolve_index
 
@@ -37,9 +35,6 @@ if TYPE_CHECKING:
     from attnviz.tokenize import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]
-
-_OCCURRENCE = re.compile(r"^(?P<word>.+)#(?P<n>[0-9]+)$")  # ele#2
-_MAX_CANDIDATES = 40  # words listed in the "no such word" message
 
 
 @dataclass(frozen=True)
@@ -53,11 +48,6 @@ class QueryChoice:
     note: str | None = None  # set when the word has several pieces and the first is used
 
 
-def _key(word: str) -> str:
-    """How words are compared: Unicode-normalized, case-folded, trimmed."""
-    return unicodedata.normalize("NFC", word).strip().casefold()
-
-
 def _piece_index(pieces: Pieces, index: int) -> int:
     T = len(pieces)
     if not -T <= index < T:
@@ -68,51 +58,12 @@ def _piece_index(pieces: Pieces, index: int) -> int:
     return index % T
 
 
-def _word_number(pieces: Pieces, token: str) -> int:
-    """The position in `pieces.words()` of the word `token` names (`ele`, `ele#2`)."""
-    words = pieces.words()
-    keys = [_key(w.label) for w in words]
-    typed, wanted, occurrence = token.strip(), _key(token), 1
-    match = _OCCURRENCE.match(typed)
-    if match and wanted not in keys:
-        typed, wanted, occurrence = match["word"], _key(match["word"]), int(match["n"])
-    if not wanted:
-        raise BadInput("--token is empty: pass a word of the text, e.g. --token ele")
-    found = [w for w, key in enumerate(keys) if key == wanted]
-    if not found:
-        raise BadInput(_unknown_word(token, [w.label for w in words]))
-    if not 1 <= occurrence <= len(found):
-        times = "once" if len(found) == 1 else f"{len(found)} times"
-        raise BadInput(
-            f"--token {token}: the text has {typed!r} {times}; use "
-            f"{typed}#1..{typed}#{len(found)} (or --index N)"
-        )
-    return found[occurrence - 1]
-
-
-def _unknown_word(token: str, labels: list[str]) -> str:
-    candidates = list(dict.fromkeys(labels))  # distinct, in text order
-    folded = {_key(c): c for c in reversed(candidates)}  # first spelling wins
-    close = [folded[k] for k in difflib.get_close_matches(_key(token), list(folded), n=1)]
-    shown = ", ".join(candidates[:_MAX_CANDIDATES])
-    more = (
-        f" and {len(candidates) - _MAX_CANDIDATES} more"
-        if len(candidates) > _MAX_CANDIDATES
-        else ""
-    )
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return (
-        f"--token {token!r} is not a word of the text{hint}: choose one of {shown}{more} "
-        "(add #2 for a second occurrence, or use --index N)"
-    )
-
-
 def find_query(
     pieces: Pieces, *, token: str | None, index: int | None, lang: str = "en"
 ) -> QueryChoice:
     """The query piece named by exactly one of `token` (a word) or `index` (a piece).
 
-    `token` is matched case-insensitively on the original spelling; `ele#2` is the
+    `token` is matched ignoring case and accents (`joao` finds `João`); `ele#2` is the
     second occurrence of `ele`. For a word of several pieces the query is its first
     piece, and `note` (in `lang`) says so. `index` counts pieces as `attnviz tokens`
     lists them; negative counts from the end.
@@ -125,7 +76,7 @@ def find_query(
         word = next(w for w in words if i in w.pieces)
         return QueryChoice(i, pieces.labels[i], word.label, tuple(word.pieces))
     assert token is not None
-    word = words[_word_number(pieces, token)]
+    word = words[find_label([w.label for w in words], token, "--token")]
     first = word.pieces[0]
     note = None
     if len(word.pieces) > 1:

@@ -17,9 +17,9 @@ from attnviz.errors import AttnvizError, BadInput, short_reason
 
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"
-# Files fetched from the Hub: config, tokenizer (sentencepiece models too) and
-# safetensors weights first.
-HUB_PATTERNS = ["*.json", "*.txt", "*.model", "model.safetensors"]
+# Files fetched from the Hub: config, tokenizer (sentencepiece models too), the model
+# card (its `language:` field) and safetensors weights first.
+HUB_PATTERNS = ["*.json", "*.txt", "*.model", "README.md", "model.safetensors"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 

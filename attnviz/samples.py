@@ -1,15 +1,19 @@
 """The sample sentences shipped with attnviz.
 
 They live in `sample_sentences/` at the top of the repository; a wheel carries
-the same folder inside the package. Portuguese comes first: the default
-sentence is the first line of `pt.txt`.
+the same folder inside the package. English comes first: the default sentence is
+the first line of `en.txt`, the English counterpart of the Portuguese lessons'
+sentence, because the default model (all-MiniLM-L6-v2) is English and uncased: on it,
+layer 3 head 7 links `he` to `John`, while the Portuguese sentence is cut into word
+fragments (`el ##e`) and needs a Portuguese or multilingual model to say anything
+true about `ele` and `João`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-FILES = ("pt.txt", "en.txt")
+FILES = ("en.txt", "pt.txt")
 
 
 def sample_dir() -> Path:
@@ -22,7 +26,7 @@ def sample_dir() -> Path:
 
 
 def sample_sentences() -> list[str]:
-    """Every sample sentence, Portuguese first, one per non-blank line."""
+    """Every sample sentence, English first, one per non-blank line."""
     folder = sample_dir()
     sentences: list[str] = []
     for name in FILES:

@@ -357,12 +357,25 @@ class HeadStats:
         head = resolve_index(head, self.heads, "head")
         return self.records[layer * self.heads + head]
 
-    def figure(self, *, cmap: str = "viridis", theme: str = "light") -> Figure:
-        """One layers × heads heatmap per statistic."""
+    def figure(
+        self, *, cmap: str = "viridis", theme: str = "light", shared_scale: bool = True
+    ) -> Figure:
+        """One layers × heads heatmap per statistic.
+
+        `shared_scale`: the six share panels use one colour scale (0 .. the largest
+        share), so a 0.11 looks weaker than a 0.95; entropy keeps its own. False gives
+        each panel its own scale.
+        """
         from attnviz.render.stats_image import stats_figure
 
         return stats_figure(
-            self.records, self.layers, self.heads, title=self.title, cmap=cmap, theme=theme
+            self.records,
+            self.layers,
+            self.heads,
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            shared_scale=shared_scale,
         )
 
     def save(
@@ -373,6 +386,7 @@ class HeadStats:
         cmap: str = "viridis",
         theme: str = "light",
         transparent: bool = False,
+        shared_scale: bool = True,
     ) -> Path:
         """Write the figure as .png, .svg or .pdf, all or nothing."""
         from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
@@ -380,7 +394,8 @@ class HeadStats:
 
         path = Path(path)
         check_output(path, IMAGE_SUFFIXES, ImageStyle(dpi, cmap, theme, transparent))
-        save_figure(self.figure(cmap=cmap, theme=theme), path, dpi=dpi, transparent=transparent)
+        figure = self.figure(cmap=cmap, theme=theme, shared_scale=shared_scale)
+        save_figure(figure, path, dpi=dpi, transparent=transparent)
         return path
 
     def to_list(self) -> list[dict[str, Any]]:

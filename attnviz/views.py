@@ -10,6 +10,13 @@ through the renderers, which are imported only when drawing.
 Units: "words" merges word pieces back into the words of the text (attention TO a
 word is the sum over its pieces, FROM a word the mean over its pieces, so rows still
 sum to 1); "tokens" keeps the model's own pieces.
+
+Exclusion: `exclude=("special", "punct")` drops the special tokens ([CLS], [SEP]) and
+the punctuation, as keys and as queries, and renormalises each remaining row over
+the keys left, so it sums to 1 again: where a head parks most of its attention on
+[CLS], what is left shows how the rest is shared. Titles say so; `to_dict` lists
+what was excluded. Exclusion comes last, after heads are picked, words merged or
+layers chained, so the numbers before renormalising are the model's own.
 """
 
 from __future__ import annotations
@@ -28,25 +35,33 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.query import QueryRow
     from attnviz.tokenize import Pieces
 
 __all__ = [
+    "EXCLUDABLE",
     "UNITS",
     "AttentionView",
     "HeadsView",
     "RolloutView",
+    "check_exclude",
+    "excluded_pieces",
+    "exclusion_note",
     "heads_view",
     "layer_view",
     "merge_words",
     "model_view",
     "pair_marked",
+    "renormalise",
     "resolve_index",
     "rollout_view",
     "select",
 ]
 
 UNITS: tuple[str, ...] = ("words", "tokens")
+EXCLUDABLE: tuple[str, ...] = ("special", "punct")  # what `exclude=` can drop
 PAIR_MARK = "B:"
+_EXCLUDED_NAMES = {"special": "special tokens", "punct": "punctuation"}
 
 
 def resolve_index(value: int, size: int, what: str) -> int:
@@ -78,6 +93,44 @@ def check_units(units: str) -> str:
     if units not in UNITS:
         raise BadInput(f"units {units!r} is not one of {', '.join(UNITS)}")
     return units
+
+
+def check_exclude(exclude: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`exclude` as a tuple in EXCLUDABLE order: None, "special", "punct" or a list of them."""
+    if exclude is None:
+        return ()
+    given = [exclude] if isinstance(exclude, str) else list(exclude)
+    for name in given:
+        if name not in EXCLUDABLE:
+            raise BadInput(f"cannot exclude {name!r}: use {' or '.join(EXCLUDABLE)}")
+    return tuple(name for name in EXCLUDABLE if name in given)
+
+
+def excluded_pieces(pieces: Pieces, exclude: Sequence[str]) -> np.ndarray:
+    """(T,) bool, True for the pieces `exclude` drops: special tokens, punctuation."""
+    from attnviz.stats import token_kinds
+
+    kinds = token_kinds(pieces)
+    dropped = np.zeros(len(pieces), dtype=bool)  # (T,)
+    if "special" in exclude:
+        dropped |= kinds.cls | kinds.sep
+    if "punct" in exclude:
+        dropped |= kinds.punct
+    return dropped
+
+
+def exclusion_note(exclude: Sequence[str]) -> str:
+    """What a title adds for `exclude`: ` · without special tokens (rows renormalised)`."""
+    if not exclude:
+        return ""
+    names = " and ".join(_EXCLUDED_NAMES[name] for name in exclude)
+    return f" · without {names} (rows renormalised)"
+
+
+def renormalise(matrix: np.ndarray) -> np.ndarray:
+    """Each row (last axis) divided by its sum, so it sums to 1; rows summing to 0 stay 0."""
+    sums = matrix.sum(axis=-1, keepdims=True)  # (..., N, 1)
+    return np.divide(matrix, sums, out=np.zeros_like(matrix), where=sums > 0)
 
 
 def select(attentions: np.ndarray, layer: int, head: int | None) -> np.ndarray:
@@ -128,28 +181,49 @@ class _Units:
 
     pieces: Pieces
     words: bool
+    exclude: tuple[str, ...] = ()  # dropped as keys and queries; rows renormalised
+
+    def keep(self) -> np.ndarray:
+        """(N,) bool over these units: False for what `exclude` drops (a word, when all
+        its pieces are dropped)."""
+        dropped = excluded_pieces(self.pieces, self.exclude)  # (T,)
+        if self.words:
+            dropped = np.array([dropped[w.pieces].all() for w in self.pieces.words()], dtype=bool)
+        return ~dropped
 
     def matrix(self, matrix: np.ndarray) -> np.ndarray:
-        """(..., T, T) over pieces -> (..., N, N) in these units."""
-        if not self.words:
+        """(..., T, T) over pieces -> (..., N, N) in these units, exclusions dropped."""
+        if self.words:
+            matrix = merge_words(matrix, [w.pieces for w in self.pieces.words()])
+        if not self.exclude:
             return matrix
-        return merge_words(matrix, [w.pieces for w in self.pieces.words()])
+        kept = np.flatnonzero(self.keep())
+        return renormalise(matrix[..., kept[:, None], kept])  # (..., n, n)
 
     def labels(self) -> list[str]:
-        if self.words:
-            return [w.label for w in self.pieces.words()]
-        return list(self.pieces.labels)
+        words = self.pieces.words()
+        return self._kept([w.label for w in words] if self.words else list(self.pieces.labels))
 
     def pair_start(self) -> int | None:
         """Where sentence B starts, in these units; None without a pair."""
         pieces = self.pieces
         firsts = [w.pieces[0] for w in pieces.words()] if self.words else range(len(pieces))
-        seqs = [pieces.sequence_ids[i] for i in firsts]
+        seqs = self._kept([pieces.sequence_ids[i] for i in firsts])
         return next((i for i, seq in enumerate(seqs) if seq == 1), None)
 
+    def _kept(self, items: list[Any]) -> list[Any]:
+        if not self.exclude:
+            return items
+        return [item for item, kept in zip(items, self.keep(), strict=True) if kept]
 
-def _units(pieces: Pieces, units: str) -> _Units:
-    return _Units(pieces, check_units(units) == "words")
+
+def _units(pieces: Pieces, units: str, exclude: str | Sequence[str] | None = None) -> _Units:
+    into = _Units(pieces, check_units(units) == "words", check_exclude(exclude))
+    if into.exclude and not into.keep().any():
+        raise BadInput(
+            f"--exclude {','.join(into.exclude)} leaves nothing of this text: exclude less"
+        )
+    return into
 
 
 # ---------------------------------------------------------------- the views
@@ -216,10 +290,21 @@ class AttentionView(_Drawn):
     head: int | None
     units: str
     pair_start: int | None
+    excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
         return float(self.matrix[query, key])
+
+    def row(self, query: str | int) -> QueryRow:
+        """One query's row as a list of keys, largest weight first (`show --query`).
+
+        `query` is a word of the text (any case or accents; `ele#2` for the second) in
+        the view's units, or a row index.
+        """
+        from attnviz.query import query_row
+
+        return query_row(self, query)
 
     def to_dict(self) -> dict[str, Any]:
         """The record `attnviz show --json` prints."""
@@ -229,6 +314,7 @@ class AttentionView(_Drawn):
             "head": self.head,
             "tokens": self.tokens,
             "pair_start": self.pair_start,
+            "excluded": list(self.excluded),
             "weights": self.matrix.tolist(),
         }
 
@@ -289,6 +375,7 @@ class RolloutView(AttentionView):
         return {
             "tokens": self.tokens,
             "pair_start": self.pair_start,
+            "excluded": list(self.excluded),
             "rollout": self.matrix.tolist(),
         }
 
@@ -318,6 +405,7 @@ class HeadsView(_Drawn):
     units: str
     pair_start: int | None
     columns: int | None = None
+    excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -327,6 +415,7 @@ class HeadsView(_Drawn):
             "panels": self.panel_titles,
             "tokens": self.tokens,
             "pair_start": self.pair_start,
+            "excluded": list(self.excluded),
             "weights": self.matrices.tolist(),
         }
 
@@ -376,19 +465,23 @@ class Source:
 
 
 def layer_view(
-    src: Source, layer: int = -1, head: int | None = None, units: str = "words"
+    src: Source,
+    layer: int = -1,
+    head: int | None = None,
+    units: str = "words",
+    exclude: str | Sequence[str] | None = None,
 ) -> AttentionView:
     """One layer's head, or the mean over its heads (`head` None)."""
     L, H = src.shape
     layer = resolve_index(layer, L, "layer")
     head = None if head is None else resolve_index(head, H, "head")
-    into = _units(src.pieces, units)
+    into = _units(src.pieces, units, exclude)
     matrix = into.matrix(select(src.attentions, layer, head))  # (N, N)
     which = f"head {head}" if head is not None else f"mean of {H} heads"
     return AttentionView(
         matrix=matrix,
         **_labelled(into),
-        title=f"{src.model} · layer {layer} · {which}",
+        title=f"{src.model} · layer {layer} · {which}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=layer,
         head=head,
@@ -397,20 +490,24 @@ def layer_view(
 
 
 def heads_view(
-    src: Source, layer: int = -1, heads: Sequence[int] | None = None, units: str = "words"
+    src: Source,
+    layer: int = -1,
+    heads: Sequence[int] | None = None,
+    units: str = "words",
+    exclude: str | Sequence[str] | None = None,
 ) -> HeadsView:
     """Every head of one layer (or the `heads` listed), as panels."""
     L, H = src.shape
     layer = resolve_index(layer, L, "layer")
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
-    into = _units(src.pieces, units)
+    into = _units(src.pieces, units, exclude)
     which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
     return HeadsView(
         matrices=into.matrix(src.attentions[layer, shown]),  # (h, N, N)
         **_labelled(into),
         panel_titles=[f"head {h}" for h in shown],
-        title=f"{src.model} · layer {layer} · {which}",
+        title=f"{src.model} · layer {layer} · {which}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=layer,
         heads=shown,
@@ -418,19 +515,24 @@ def heads_view(
     )
 
 
-def model_view(src: Source, heads: Sequence[int] | None = None, units: str = "words") -> HeadsView:
+def model_view(
+    src: Source,
+    heads: Sequence[int] | None = None,
+    units: str = "words",
+    exclude: str | Sequence[str] | None = None,
+) -> HeadsView:
     """Every layer (rows) and head (columns), or the `heads` listed in every layer."""
     L, H = src.shape
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
-    into = _units(src.pieces, units)
+    into = _units(src.pieces, units, exclude)
     per_layer = src.attentions[:, shown]  # (L, h, T, T)
     which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
     return HeadsView(
         matrices=into.matrix(per_layer.reshape(-1, *per_layer.shape[2:])),  # (L·h, N, N)
         **_labelled(into),
         panel_titles=[f"L{layer} H{head}" for layer in range(L) for head in shown],
-        title=f"{src.model} · {L} layers × {which}",
+        title=f"{src.model} · {L} layers × {which}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=None,
         heads=shown,
@@ -440,20 +542,28 @@ def model_view(src: Source, heads: Sequence[int] | None = None, units: str = "wo
 
 
 def rollout_view(
-    src: Source, upto: int | None = None, units: str = "words", top: int = 3
+    src: Source,
+    upto: int | None = None,
+    units: str = "words",
+    top: int = 3,
+    exclude: str | Sequence[str] | None = None,
 ) -> RolloutView:
-    """Attention rollout through layer `upto` (None: the last), merged into `units` after."""
+    """Attention rollout through layer `upto` (None: the last), merged into `units` after.
+
+    The chain always runs over every piece (the model's own mixing); `exclude` drops
+    tokens from the result only, so the top sources are among the tokens left.
+    """
     from attnviz.rollout import rollout
 
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
-    into = _units(src.pieces, units)
+    into = _units(src.pieces, units, exclude)
     return RolloutView(
         matrix=into.matrix(rollout(src.attentions, upto)),  # (N, N), rows still sum to 1
         **_labelled(into),
-        title=f"{src.model} · rollout through layer {upto}",
+        title=f"{src.model} · rollout through layer {upto}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=upto,
         head=None,
@@ -464,4 +574,9 @@ def rollout_view(
 
 def _labelled(into: _Units) -> dict[str, Any]:
     plain, start = into.labels(), into.pair_start()
-    return {"labels": pair_marked(plain, start), "tokens": plain, "pair_start": start}
+    return {
+        "labels": pair_marked(plain, start),
+        "tokens": plain,
+        "pair_start": start,
+        "excluded": into.exclude,
+    }

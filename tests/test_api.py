@@ -239,3 +239,26 @@ def test_fresh_interpreter_equals_export(tmp_path: Path) -> None:
     )
     diff, same_tokens = run.stdout.split()
     assert float(diff) == 0.0 and same_tokens == "True"
+
+
+def test_exports_carry_the_text_the_words_and_their_pieces(tmp_path: Path) -> None:
+    a = attnviz.analyse("Vi João e Maria ontem.", pair="Eles estavam juntos.")
+    a.save(tmp_path / "x.npz")
+    a.save(tmp_path / "x.json")
+    record = json.loads((tmp_path / "x.json").read_text(encoding="utf-8"))
+    words = [w.label for w in a.words]
+    assert (record["text"], record["pair"], record["model"]) == (a.text, a.pair, a.model.name)
+    assert record["words"] == words and "João" in words and "Eles" in words
+    assert record["word_pieces"] == [w.pieces for w in a.words]
+    with np.load(tmp_path / "x.npz", allow_pickle=False) as data:
+        assert (str(data["text"]), str(data["pair"]), str(data["model"])) == (
+            a.text,
+            a.pair,
+            "all-MiniLM-L6-v2",
+        )
+        assert list(data["words"]) == words
+        owner = data["word_of_piece"]
+        assert owner.shape == (data["attentions"].shape[-1],)
+        for w, word in enumerate(a.words):
+            assert (owner[word.pieces] == w).all()
+        assert record["word_of_piece"] == owner.tolist()

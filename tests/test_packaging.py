@@ -50,7 +50,7 @@ def test_wheel_carries_the_sample_sentences(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(tmp_path / "site")},
     )
     assert run.returncode == 0, run.stderr
-    first = (ROOT / "sample_sentences" / "pt.txt").read_text(encoding="utf-8").splitlines()[0]
+    first = (ROOT / "sample_sentences" / "en.txt").read_text(encoding="utf-8").splitlines()[0]
     module, folder, sentence = run.stdout.strip().splitlines()
     assert module.startswith(str(tmp_path / "site"))
     assert folder == str(tmp_path / "site" / "attnviz" / "sample_sentences")

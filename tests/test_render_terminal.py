@@ -361,10 +361,10 @@ def test_zero_width_joiner_is_kept_only_inside_emoji() -> None:
 @pytest.fixture(scope="module")
 def long_labels(embedded_folder) -> list[str]:
     """The labels of the Portuguese sample sentence, repeated and cut to 512 pieces."""
-    from attnviz.samples import default_sentence
     from attnviz.tokenize import load_tokenizer, tokenize
+    from tests.conftest import PT_SENTENCE
 
-    text = " ".join([default_sentence()] * 30)
+    text = " ".join([PT_SENTENCE] * 30)
     pieces = tokenize(load_tokenizer(embedded_folder), text, max_positions=512, truncate=True)
     assert len(pieces) == 512 and pieces.dropped > 0
     return pieces.labels

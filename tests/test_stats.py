@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.render.image import save_figure
 from attnviz.render.stats import StatsTable
-from attnviz.render.stats_image import stats_figure
+from attnviz.render.stats_image import stats_figure, stats_grids
 from attnviz.stats import (
     SORT_COLUMNS,
     STATISTICS,
@@ -369,6 +369,36 @@ def test_stats_table_fits_80_columns_with_every_value() -> None:
     assert len([line for line in text.splitlines() if line.split()[-1:] == ["mixed"]]) > 0
 
 
+@pytest.mark.parametrize("width", [64, 55, 50, 45, 40])
+def test_stats_table_stays_readable_in_narrow_terminals(width: int) -> None:
+    """Fewer columns and shorter labels and values, never a value cut to `0…`."""
+    rng = np.random.default_rng(3)
+    attentions = softmax_rows((6, 12, 9, 9), rng)
+    attentions[0, 0] = shift_by_one(9)
+    records = stats_of(attentions, plain_kinds(9))
+    text = render(StatsTable(records, title="all-MiniLM-L6-v2 · 1 sentence"), width)
+    lines = text.splitlines()
+    assert max(cell_len(line) for line in lines) <= width
+    header = next(line for line in lines if line.split()[:2] in (["layer", "head"], ["L", "H"]))
+    columns = header.split()
+    rows = [line.split() for line in lines if line.split()[:2] == ["0", "0"]]
+    assert len(rows) == 1
+    (row,) = rows
+    assert len(row) == len(columns) and not any("…" in cell for cell in row)
+    names = {"ent": "entropy", "CLS": "cls", "SEP": "sep"}
+    for column, cell in zip(columns[2:], row[2:], strict=True):
+        name = names.get(column, column)
+        if name != "label":
+            assert float(cell) == pytest.approx(records[0][name], abs=0.006)  # type: ignore[literal-required]
+    left_out = [
+        c
+        for c in ("cls", "sep", "punct", "self", "prev", "next", "label")
+        if c not in {names.get(x, x) for x in columns}
+    ]
+    if left_out:
+        assert "Not shown here: " + ", ".join(reversed(left_out)) in " ".join(text.split())
+
+
 @pytest.mark.slow  # a 14-axes image
 def test_stats_figure_has_a_panel_per_statistic_and_saves(tmp_path: Path) -> None:
     records = make_records()
@@ -389,3 +419,17 @@ def test_stats_figure_has_a_panel_per_statistic_and_saves(tmp_path: Path) -> Non
 def test_stats_figure_rejects_an_unknown_colormap() -> None:
     with pytest.raises(BadInput, match="colormap"):
         stats_figure(make_records(), 3, 4, title="x", cmap="viridiss")
+
+
+@pytest.mark.slow  # two 14-axes images
+def test_stats_figure_shares_one_scale_for_the_shares_by_default() -> None:
+    records = make_records()
+    grids = stats_grids(records, 3, 4)  # (S, L, H)
+    for shared in (True, False):
+        fig = stats_figure(records, 3, 4, title="t", shared_scale=shared)
+        images = [ax.images[0] for ax in fig.axes if ax.images]
+        tops = [image.norm.vmax for image in images]
+        assert tops[0] == pytest.approx(np.nanmax(grids[0]))  # entropy: its own scale
+        own = [np.nanmax(g) or 1.0 for g in grids[1:]]  # an all-zero panel: 0 .. 1
+        expected = [np.nanmax(grids[1:])] * 6 if shared else own
+        assert tops[1:] == pytest.approx(expected)

@@ -23,7 +23,15 @@ from attnviz.cli.errors import (
     os_error_line,
     silence_stdout,
 )
-from attnviz.cli.input import check_image_options, corpus, head_list, read_text, utf8
+from attnviz.cli.input import (
+    check_image_options,
+    corpus,
+    exclude_list,
+    head_list,
+    read_text,
+    stdin_is_data,
+    utf8,
+)
 from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
@@ -32,6 +40,7 @@ from attnviz.cli.options import (
     DpiOpt,
     Dtype,
     DtypeOpt,
+    ExcludeOpt,
     HeadOpt,
     HeadsOpt,
     ImageOutOpt,
@@ -43,6 +52,7 @@ from attnviz.cli.options import (
     NoCacheOpt,
     OutOpt,
     PairOpt,
+    QuietOpt,
     SortColumn,
     TextArg,
     Theme,
@@ -109,6 +119,7 @@ def _input(
     mask: Mask = Mask.none,
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
+    quiet: bool = False,
 ) -> Input:
     from attnviz.cli.commands import Input
 
@@ -116,7 +127,18 @@ def _input(
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = utf8(pair, "--pair")
-    return Input(read_text(text), model, truncate, pair, mask.value, not no_cache, dtype.value)
+    from_stdin = text is None and stdin_is_data()
+    return Input(
+        read_text(text),
+        model,
+        truncate,
+        pair,
+        mask.value,
+        not no_cache,
+        dtype.value,
+        quiet,
+        from_stdin,
+    )
 
 
 def _images(
@@ -147,6 +169,16 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
     ] = False,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            help="Only this query's row, keys sorted by weight with bars (and a bar chart "
+            "with --out): a word of the text, any case or accents (ele#2 for the second).",
+            show_default=False,
+        ),
+    ] = None,
+    exclude: ExcludeOpt = None,
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
@@ -157,11 +189,13 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
     Rows are queries (the token that attends), columns are keys; each row sums to 1.
+    --query WORD prints that word's row as a sorted list instead.
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
@@ -170,13 +204,15 @@ def show(
 
         commands.show(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             layer=layer,
             head=head,
             units=units.value,
             out=out,
             as_json=as_json,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            query=query,
+            exclude=exclude_list(exclude),
         )
 
 
@@ -187,6 +223,7 @@ def heads(
     layer: LayerOpt = -1,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -199,6 +236,7 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
@@ -210,12 +248,13 @@ def heads(
 
         commands.heads(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             layer=layer,
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
+            exclude=exclude_list(exclude),
         )
 
 
@@ -225,6 +264,7 @@ def model_view(
     text: TextArg = None,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -237,6 +277,7 @@ def model_view(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
@@ -248,11 +289,12 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
+            exclude=exclude_list(exclude),
         )
 
 
@@ -291,6 +333,7 @@ def explain(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """How one token's attention is computed, step by step, on the real weights.
@@ -313,7 +356,7 @@ def explain(
             )
         commands.explain(
             _console(),
-            _input(text, model, truncate, pair, mask),
+            _input(text, model, truncate, pair, mask, quiet=quiet),
             token=token,
             index=index,
             layer=layer,
@@ -334,6 +377,7 @@ def rollout(
     ] = -1,
     top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
     units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     out: ImageOutOpt = None,
     as_json: Annotated[
@@ -350,6 +394,7 @@ def rollout(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
@@ -365,13 +410,83 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             upto=upto,
             units=units.value,
             top=top,
             out=out,
             as_json=as_json,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            exclude=exclude_list(exclude),
+        )
+
+
+@app.command()
+def find(
+    ctx: typer.Context,
+    text: TextArg = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="The query word: the one that attends (any case or accents; ele#2 for the "
+            "second).",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    target: Annotated[
+        str,
+        typer.Option("--to", help="The key word it should attend to.", show_default=False),
+    ] = ...,  # type: ignore[assignment]
+    top: Annotated[int, typer.Option("--top", help="Heads listed, strongest first.", min=1)] = 10,
+    units: UnitsOpt = Units.words,
+    exclude: ExcludeOpt = None,
+    model: ModelOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
+    ] = False,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Which heads link two words: every layer and head ranked by the weight from one to the other.
+
+    For each head: the weight, the rank of the target among the query's keys, the query's
+    top key when it is another word, and how many other words attend to the target more
+    (many: a broad column, not a link between the two).
+
+    [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
+    seat." --from he --to John
+    """
+    with failures(debug):
+        from attnviz.cli import commands
+
+        commands.find(
+            _console(),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            source=source,
+            target=target,
+            top=top,
+            units=units.value,
+            out=out,
+            as_json=as_json,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            exclude=exclude_list(exclude),
         )
 
 
@@ -392,7 +507,12 @@ def stats(
         ),
     ] = None,
     sort: Annotated[
-        SortColumn, typer.Option("--sort", help="Order heads by this column.")
+        SortColumn,
+        typer.Option(
+            "--sort",
+            help="Order heads by this column: entropy lowest first (the most focused heads), "
+            "a share highest first, layer in layer and head order.",
+        ),
     ] = SortColumn.layer,
     top: Annotated[
         int | None, typer.Option("--top", help="Show only the first N heads.", min=1)
@@ -420,11 +540,20 @@ def stats(
         typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
     ] = None,
     dtype: DtypeOpt = Dtype.float32,
+    own_scales: Annotated[
+        bool,
+        typer.Option(
+            "--own-scales",
+            help="Give each panel of the figure its own colour scale. Default: the six share "
+            "panels share one (0 to the largest share), entropy has its own.",
+        ),
+    ] = False,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
@@ -452,6 +581,8 @@ def stats(
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
+            quiet=quiet,
+            shared_scale=not own_scales,
         )
 
 
@@ -516,6 +647,7 @@ def export(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Save a view as an image, or every layer's raw attention as data.
@@ -529,7 +661,7 @@ def export(
         from attnviz.cli import commands
 
         commands.export(
-            _input(text, model, truncate, pair, mask, no_cache, dtype),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
             out=out,
             view=view.value,
             layer=layer,

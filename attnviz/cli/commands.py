@@ -20,10 +20,14 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
+from attnviz.cli.errors import defer_note
+from attnviz.errors import BadInput
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis, Prepared
+    from attnviz.query import QueryRow
+    from attnviz.views import AttentionView
 
 
 PAGES = IMAGE_SUFFIXES + HTML_SUFFIXES  # what --out writes on show, heads and model
@@ -40,6 +44,8 @@ class Input:
     mask: str = "none"  # "causal": a what-if mask
     cache: bool = True  # read and write the attention cache
     dtype: str = "float32"  # what the encoder computes in
+    quiet: bool = False  # no notes on stderr
+    from_stdin: bool = False  # the text was read from standard input
 
 
 @dataclass(frozen=True)
@@ -53,13 +59,26 @@ class BatchOptions:
 
 
 def _prepare(inp: Input) -> Prepared:
-    prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+    """Tokenize for the model; notes on stderr (never stdout, so JSON stays clean)."""
+    try:
+        prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+    except BadInput as exc:
+        if inp.from_stdin and str(exc).startswith("the text "):
+            raise BadInput(
+                f"{exc} (the text was read from standard input; to pass it as an argument "
+                "instead, quote it: attnviz COMMAND \"TEXT\"; in a 'while read' loop add "
+                "</dev/null so the command does not read the loop's input)"
+            ) from None
+        raise
     if prepared.dropped:
         print(
             f"note: --truncate dropped the last {prepared.dropped} pieces "
             f"(the model takes {len(prepared.pieces)})",
             file=sys.stderr,
         )
+    note = None if inp.quiet else prepared.fit_note()
+    if note:
+        defer_note(note)
     return prepared
 
 
@@ -72,13 +91,30 @@ def _analyse(
     layer: int | None = None,
     head: int | None = None,
     heads: Sequence[int] | None = None,
+    words: dict[str, str] | None = None,
+    units: str = "words",
 ) -> Analysis:
-    """Check the output and the layer and head (cheaply, before torch), then compute."""
+    """Check the output, the layer and head and the `words` named by options (cheaply,
+    before torch), then compute."""
     if out is not None:
         check_output(out, allowed, style)
     prepared = _prepare(inp)
     prepared.check(layer=layer, head=head, heads=heads)
+    if words:
+        from attnviz.match import find_label
+
+        labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
+        for option, word in words.items():
+            find_label(labels, word, option)
     return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache)
+
+
+def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
+    if exclude and out is not None and out.suffix.lower() in HTML_SUFFIXES:
+        raise BadInput(
+            f"--exclude does not apply to {out.suffix} pages, which show every token: drop "
+            "--exclude, or write an image (.png, .svg, .pdf)"
+        )
 
 
 def _wrote(out: Path | None) -> None:
@@ -100,16 +136,26 @@ def show(
     out: Path | None,
     as_json: bool,
     style: ImageStyle,
+    query: str | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
-    """One heatmap: a layer's head, or the mean over its heads."""
-    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, head=head)
-    view = analysis.view(layer, head, units)
-    if out is not None:
-        analysis.save(out, "show", layer=layer, head=head, units=units, **asdict(style))
+    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted."""
+    words = {"--query": query} if query is not None else {}
+    allowed = PAGES if query is None else IMAGE_SUFFIXES
+    _page_shows_every_token(out, exclude)
+    analysis = _analyse(
+        inp, out, style, allowed=allowed, layer=layer, head=head, words=words, units=units
+    )
+    view = analysis.view(layer, head, units, exclude=exclude)
+    shown: AttentionView | QueryRow = view if query is None else view.row(query)
+    if out is not None and out.suffix.lower() in HTML_SUFFIXES:
+        analysis.save(out, "show", layer=layer, head=head, units=units)
+    elif out is not None:
+        shown.save(out, **asdict(style))
     if as_json:
-        _json(view.to_dict())
+        _json(shown.to_dict())
     else:
-        console.print(view)
+        console.print(shown)
     _wrote(out)
 
 
@@ -122,12 +168,16 @@ def heads(
     out: Path | None,
     style: ImageStyle,
     subset: Sequence[int] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
+    _page_shows_every_token(out, exclude)
     analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset)
-    view = analysis.heads(layer, subset, units)
+    view = analysis.heads(layer, subset, units, exclude=exclude)
     if out is not None:
-        analysis.save(out, "heads", layer=layer, heads=subset, units=units, **asdict(style))
+        analysis.save(
+            out, "heads", layer=layer, heads=subset, units=units, exclude=exclude, **asdict(style)
+        )
     console.print(view)
     _wrote(out)
 
@@ -140,12 +190,14 @@ def model_view(
     out: Path | None,
     style: ImageStyle,
     subset: Sequence[int] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
+    _page_shows_every_token(out, exclude)
     analysis = _analyse(inp, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units)
+    view = analysis.model_view(subset, units, exclude=exclude)
     if out is not None:
-        analysis.save(out, "model", heads=subset, units=units, **asdict(style))
+        analysis.save(out, "model", heads=subset, units=units, exclude=exclude, **asdict(style))
     console.print(view)
     _wrote(out)
 
@@ -180,16 +232,43 @@ def rollout(
     out: Path | None,
     as_json: bool,
     style: ImageStyle,
+    exclude: Sequence[str] | None = None,
 ) -> None:
     """Attention rollout through layer `upto`: how much each token draws from each input."""
     analysis = _analyse(inp, out, style, layer=upto)
-    view = analysis.rollout(upto, units, top)
+    view = analysis.rollout(upto, units, top, exclude=exclude)
     if out is not None:
         view.save(out, **asdict(style))
     if as_json:
         _json(view.to_dict())
     else:
         console.print(view)
+    _wrote(out)
+
+
+def find(
+    console: Console,
+    inp: Input,
+    *,
+    source: str,
+    target: str,
+    top: int,
+    units: str,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+    exclude: Sequence[str] | None = None,
+) -> None:
+    """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
+    words = {"--from": source, "--to": target}
+    analysis = _analyse(inp, out, style, words=words, units=units)
+    links = analysis.find(source, target, units=units, exclude=exclude, top=top)
+    if out is not None:
+        links.save(out, **asdict(style))
+    if as_json:
+        _json(links.to_dict())
+    else:
+        console.print(links)
     _wrote(out)
 
 
@@ -222,6 +301,8 @@ def stats(
     out: Path | None,
     style: ImageStyle,
     batching: BatchOptions,
+    quiet: bool = False,
+    shared_scale: bool = True,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -242,11 +323,16 @@ def stats(
             dtype=batching.dtype,
             progress=advance,
         )
-    if result.dropped:
+    if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
     if out is not None:
         result.save(
-            out, dpi=style.dpi, cmap=style.cmap, theme=style.theme, transparent=style.transparent
+            out,
+            dpi=style.dpi,
+            cmap=style.cmap,
+            theme=style.theme,
+            transparent=style.transparent,
+            shared_scale=shared_scale,
         )
     shown = result.sorted(sort, top)
     if as_json:
@@ -299,13 +385,19 @@ def info(console: Console, model: str | None) -> None:
 
     from attnviz.families import describe, read_config
     from attnviz.locate import locate
+    from attnviz.vocabulary import describe_tokenizer, model_languages
     from attnviz.weights import WEIGHT_FILES, count_parameters
 
     source = locate(model)
     shape = describe(read_config(source.folder))
     weights = next((n for n in WEIGHT_FILES if (source.folder / n).is_file()), "none")
+    tokenizer = describe_tokenizer(source.folder)
+    languages = model_languages(source.folder)
     rows: list[tuple[str, Any]] = [
         ("model", source.name),
+        ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
+        ("text", tokenizer.normalisation),
+        ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
         ("family", shape.family),
         ("layers", shape.layers),
         ("heads per layer", shape.heads),
@@ -317,18 +409,21 @@ def info(console: Console, model: str | None) -> None:
         ("activation", shape.activation),
         ("parameters", f"{count_parameters(source.folder):,} (encoder)"),
         ("weights", weights),
-        ("loaded from", f"{source.folder} ({source.origin})"),
+        ("loaded from", source.origin),
     ]
     if shape.embedding_size != shape.hidden:
         rows.insert(5, ("embedding size", shape.embedding_size))
     if shape.shared_layers:
         rows.insert(3, ("layer weights", "one set, shared by every layer"))
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
     for key, value in rows:
         table.add_row(key, Text(str(value)))
     console.print(table)
+    # The folder on a line of its own, never broken inside a name: the terminal wraps it,
+    # and a copy of it pastes whole.
+    console.print(Text.assemble(("folder", "bold"), f"  {source.folder}"), soft_wrap=True)
 
 
 def cache_info(console: Console) -> None:

@@ -19,6 +19,16 @@ from typer.core import TyperGroup
 from attnviz.errors import AttnvizError
 
 debug_all = {"on": False}  # set by the global --debug
+_notes: list[str] = []  # printed on stderr when the command succeeds
+
+
+def defer_note(message: str) -> None:
+    """A note for stderr, printed after the command's output if it succeeds.
+
+    A command that fails prints only its one error line; one that succeeds prints its
+    output (stdout stays clean for JSON) and then the notes.
+    """
+    _notes.append(message)
 
 
 class OneLineUsageErrors(TyperGroup):
@@ -54,11 +64,15 @@ class OneLineUsageErrors(TyperGroup):
 def failures(debug: bool) -> Iterator[None]:
     """Turn failures into one line on stderr and an exit code (unless debugging)."""
     debug = debug or debug_all["on"]
+    _notes.clear()
     try:
         yield
+        for note in _notes:
+            typer.echo(note, err=True)
     except (typer.Exit, typer.Abort):
         raise
     except AttnvizError as exc:
+        _notes.clear()
         if debug:
             raise
         typer.echo(f"Error: {one_line(str(exc))}", err=True)

@@ -92,6 +92,13 @@ def head_list(heads: str | None) -> list[int] | None:
     return numbers
 
 
+def exclude_list(exclude: str | None) -> list[str] | None:
+    """`--exclude special,punct` as names (checked by the API)."""
+    if exclude is None:
+        return None
+    return [part.strip() for part in exclude.split(",") if part.strip()] or [exclude]
+
+
 def corpus(texts: list[str] | None, file: Path | None) -> list[str]:
     """The sentences: arguments and --file lines; else stdin lines; else the samples."""
     sentences = [utf8(t, "a sentence") for t in texts or [] if t.strip()]

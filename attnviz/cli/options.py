@@ -151,4 +151,17 @@ NoCacheOpt = Annotated[
         help="Compute afresh; don't read or write the attention cache (also ATTNVIZ_NO_CACHE=1).",
     ),
 ]
+ExcludeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--exclude",
+        "-x",
+        help="Drop special tokens ([CLS], [SEP]) or punctuation, or both (special,punct), "
+        "as keys and queries, and renormalise each row over the keys left.",
+        show_default=False,
+    ),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]

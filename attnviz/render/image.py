@@ -338,8 +338,11 @@ def heatmap_figure(
     theme: str = "light",
     annotate: bool = False,
     vmax: float | None = None,
+    axis_names: tuple[str, str] = ("query", "key"),
 ) -> Figure:
     """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
+
+    `axis_names` names the y and x axes (a layers × heads grid: ("layer", "head")).
 
     The colour scale runs from 0 to `vmax` (default: the matrix maximum). Cell
     values are written only when `annotate` and both sides have at most 20 tokens.
@@ -386,8 +389,8 @@ def heatmap_figure(
         image = ax.imshow(values, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest")
         _set_ticks(ax, "x", cols, x_step, x_pt)
         _set_ticks(ax, "y", rows, y_step, y_pt)
-        ax.set_xlabel(_axis_name("key", x_step), color=fg)
-        ax.set_ylabel(_axis_name("query", y_step), color=fg)
+        ax.set_xlabel(_axis_name(axis_names[1], x_step), color=fg)
+        ax.set_ylabel(_axis_name(axis_names[0], y_step), color=fg)
         ax.set_title(
             _title_text(title, ax_w + 2 * min(left, 1.1) - 0.4, title_pt),  # centred on the axes
             color=fg,
@@ -399,6 +402,63 @@ def heatmap_figure(
         _colorbar(fig, image, ax, fg, ax_h)
         if write_values:
             _annotate(ax, values, colormap, norm, 8.0)
+    return fig
+
+
+def bars_figure(
+    labels: Sequence[str],
+    values: Sequence[float] | np.ndarray,
+    *,
+    title: str,
+    cmap: str = DEFAULT_CMAP,
+    theme: str = "light",
+    annotate: bool = False,
+) -> Figure:
+    """Horizontal bars, one per label, top to bottom in the order given (one query's row).
+
+    Bars take their colour from `cmap` by value (0 .. the largest); `annotate` writes
+    each value beside its bar. Beyond 60 bars only every k-th label is written.
+    """
+    check_colormap(cmap)
+    _check_theme(theme)
+    values = _as_matrix(np.asarray(values, dtype=float), 1, "bars")
+    names = [_clean_label(label) for label in labels]
+    _check_labels(names, len(values), "labels")
+    colours = _THEME_COLOURS[theme]
+    fg = colours["text"]
+    n = len(values)
+    step = _tick_step(n, MAX_DENSE_TOKENS if n <= MAX_DENSE_TOKENS else _MAX_SPARSE_TICKS)
+    size_pt = _TICK_PT if step == 1 else _SPARSE_TICK_PT
+    left = _text_width_in([names[i] for i in range(0, n, step)], size_pt) + 0.6
+    height = min(max(0.22 * n, 1.6), _MAX_SIDE_IN) + 1.0
+    top = _colour_max(values, None)
+
+    with _quiet_fonts():
+        fig = Figure(figsize=(left + 5.0, height), layout="constrained", facecolor=colours["face"])
+        ax = fig.add_subplot()
+        ax.set_facecolor(colours["face"])
+        colormap = matplotlib.colormaps[cmap]
+        norm = Normalize(vmin=0.0, vmax=top)
+        finite = np.nan_to_num(values, nan=0.0)
+        positions = np.arange(n)
+        ax.barh(positions, finite, color=[colormap(norm(v)) for v in finite], height=0.8)
+        ax.set_ylim(n - 0.5, -0.5)  # the first label on top
+        ax.set_xlim(0.0, top * (1.18 if annotate else 1.02))
+        _set_ticks(ax, "y", names, step, size_pt)
+        ax.set_xlabel("attention weight", color=fg)
+        ax.set_title(
+            _title_text(title, left + 4.0, 12.0),
+            color=fg,
+            fontsize=12.0,
+            parse_math=False,
+            family=_font_family(),
+        )
+        _style_axes(ax, fg)
+        if annotate and n <= MAX_DENSE_TOKENS:
+            for y, value in zip(positions, finite, strict=True):
+                ax.text(
+                    value + top * 0.01, float(y), f"{value:.2f}", va="center", fontsize=8, color=fg
+                )
     return fig
 
 

@@ -52,6 +52,16 @@ STATS_HEADERS: dict[str, str] = {
     "label": "label",
 }
 _COMPACT_HEADERS = {"layer": "L", "head": "H", "entropy": "ent"}
+# Below 64 columns: short labels, then shares without their leading zero (.95), then the
+# label and the share columns are dropped from the right, so no value is ever cut.
+_SHORT_LABELS = {
+    "previous-token": "prev",
+    "next-token": "next",
+    "punctuation": "punct",
+    "[CLS]": "CLS",
+    "[SEP]": "SEP",
+}
+_DROP_ORDER = ("label", "next", "prev", "self", "punct", "sep", "cls")
 _CAPTION = (
     "entropy: mean over queries, in nats. CLS … next: mean attention weight to [CLS], "
     "to [SEP], to punctuation, to the token itself, to the previous and to the next token."
@@ -72,19 +82,32 @@ class StatsTable:
     """Head statistics as a table: one row per record, in the order given.
 
     The share that named a head is bold. 73 columns wide; narrower terminals get the
-    short headers L, H, ent (64 columns), and below that rich shortens cells with `…`.
+    short headers L, H, ent (64 columns), then short labels (`prev`) and shares without
+    their leading zero (`.95`), then fewer columns (the caption names those left out):
+    layer and head always show, and no value is cut.
     """
 
     def __init__(self, records: Sequence[HeadRecord], title: str | None = None) -> None:
         self.records = list(records)
         self.title = title
 
-    def _table(self, compact: bool = False) -> Table:
+    def _table(
+        self,
+        compact: bool = False,
+        short: bool = False,
+        dropped: tuple[str, ...] = (),
+    ) -> Table:
         headers = STATS_HEADERS | (_COMPACT_HEADERS if compact else {})
+        shares = [key for key in SHARES if key not in dropped]
+        caption = _CAPTION
+        if short:
+            caption += " Shares are written without their leading 0 (.95 is 0.95)."
+        if dropped:
+            caption += f" Not shown here: {', '.join(dropped)} (widen the terminal or use --json)."
         table = Table(
             title=sanitize(self.title) if self.title else None,
             title_style=_BOLD,
-            caption=_CAPTION,
+            caption=caption,
             caption_style=_DIM,
             caption_justify="left",
             box=box.SIMPLE_HEAD,
@@ -93,29 +116,45 @@ class StatsTable:
             collapse_padding=True,
             padding=(0, 1),
         )
-        for key in ("layer", "head", "entropy", *SHARES):
+        for key in ("layer", "head", "entropy", *shares):
             table.add_column(headers[key], justify="right", no_wrap=True)
-        table.add_column(headers["label"], no_wrap=True)
+        if "label" not in dropped:
+            table.add_column(headers["label"], no_wrap=True)
         for record in self.records:
             named = _share_key(record)
             cells: list[Text | str] = [str(record["layer"]), str(record["head"])]
             cells.append(f"{record['entropy']:.2f}")
-            for key in SHARES:
+            for key in shares:
                 value: float = record[key]  # type: ignore[literal-required]
-                cells.append(Text(f"{value:.2f}", style=_BOLD if key == named else ""))
-            cells.append(record["label"])
+                shown = f"{value:.2f}"
+                if short and shown.startswith("0."):
+                    shown = shown[1:]
+                cells.append(Text(shown, style=_BOLD if key == named else ""))
+            if "label" not in dropped:
+                label = record["label"]
+                cells.append(_SHORT_LABELS.get(label, label) if short else label)
             table.add_row(*cells)
         return table
+
+    def _variants(self) -> list[Table]:
+        """The table from widest to narrowest: shorter headers, labels and values, then
+        fewer columns."""
+        tables = [self._table(), self._table(compact=True), self._table(True, True)]
+        for n in range(1, len(_DROP_ORDER) + 1):
+            tables.append(self._table(True, True, _DROP_ORDER[:n]))
+        return tables
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self._table())
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = self._table()
-        natural = Measurement.get(console, options.update_width(_UNLIMITED), table).maximum
-        if natural > options.max_width:
-            table = self._table(compact=True)
-        yield table
+        wide = options.update_width(_UNLIMITED)
+        variants = self._variants()
+        for table in variants:
+            if Measurement.get(console, wide, table).maximum <= options.max_width:
+                yield table
+                return
+        yield variants[-1]
 
 
 class SourcesTable:

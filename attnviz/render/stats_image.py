@@ -1,8 +1,11 @@
 """Head statistics as one matplotlib figure: a layers × heads heatmap per statistic.
 
 Seven panels (entropy, then the attention shares to [CLS], [SEP], punctuation, the
-token itself, the previous and the next token), each with its own colour bar from
-0 to its largest value. Layer 0 is the top row, head 0 the left column. Built like
+token itself, the previous and the next token), each with its colour bar. By default
+the six share panels share one scale, 0 to the largest share of any panel, so a
+[SEP] maximum of 0.11 looks weak beside a previous-token 0.95; entropy (in nats, not
+a share) keeps its own. `shared_scale=False` gives each panel its own 0 .. maximum.
+Layer 0 is the top row, head 0 the left column. Built like
 `attnviz.render.image`: the Figure API without pyplot, colours from its themes, and
 saved with its `save_figure`. matplotlib is imported inside the function, so importing
 this module stays cheap.
@@ -64,8 +67,10 @@ def stats_figure(
     title: str,
     cmap: str = "viridis",
     theme: str = "light",
+    shared_scale: bool = True,
 ) -> Figure:
-    """One layers × heads heatmap per statistic, each with its own colour bar."""
+    """One layers × heads heatmap per statistic, the shares on one scale unless not
+    `shared_scale`."""
     import matplotlib
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
@@ -85,6 +90,7 @@ def stats_figure(
     if layers < 1 or heads < 1:
         raise ValueError(f"need at least one layer and one head, got {layers}, {heads}")
     grids = stats_grids(records, layers, heads)  # (S, L, H)
+    shares_max = _colour_max(grids[1:], None)  # grids[0] is entropy
     colours = _THEME_COLOURS[theme]
     fg = colours["text"]
     panel_w = min(max(_CELL_IN * heads, _MIN_PANEL_IN), _MAX_PANEL_IN)
@@ -102,7 +108,8 @@ def stats_figure(
             ax = fig.add_subplot(spec[row, col])
             ax.set_facecolor(colours["face"])
             values = grids[s]  # (L, H)
-            norm = Normalize(vmin=0.0, vmax=_colour_max(values, None))
+            shared = shared_scale and name != "entropy"
+            norm = Normalize(vmin=0.0, vmax=shares_max if shared else _colour_max(values, None))
             image = ax.imshow(
                 values, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest"
             )

@@ -1,0 +1,170 @@
+"""Which heads link two words: every (layer, head) ranked by one query-to-key weight.
+
+`Analysis.find("he", "John")` (and `attnviz find --from he --to John`) reads, in
+every head of every layer, how much the query word puts on the target word, and
+ranks the heads by it. For each head it also says where the target ranks among that
+query's keys, what the query's top key is, and how many other words attend to the
+target more than the query does: a head where many words look at the target is a
+broad column (everyone looks at the first word), not a link between these two.
+
+Words are matched ignoring case and accents (`joao` finds `João`), `#N` picks a
+repeat. In words, the weight to a word is the sum over its pieces and the weight
+from a word the mean over its pieces, as in every view. Numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.errors import BadInput
+from attnviz.match import find_label
+from attnviz.views import Source, _Drawn, _units, exclusion_note
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["HeadLink", "HeadLinks", "find_links"]
+
+
+@dataclass(frozen=True)
+class HeadLink:
+    """One head's link from the query word to the target word."""
+
+    layer: int
+    head: int
+    weight: float  # the query's weight on the target
+    rank: int  # the target's place among the query's keys: 1 is its largest
+    top_key: str  # the query's largest key (the target itself when rank is 1)
+    top_weight: float  # its weight
+    others_above: int  # other words (not the query, not the target) weighing the target more
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "head": self.head,
+            "weight": self.weight,
+            "rank": self.rank,
+            "top_key": self.top_key,
+            "top_weight": self.top_weight,
+            "others_above": self.others_above,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class HeadLinks(_Drawn):
+    """Every head's weight from `source` to `target`, and the heads ranked by it.
+
+    `weights[l, h]` is that weight in layer l, head h; `links` holds every head,
+    strongest first (ties in layer, head order); `top` is how many the terminal shows.
+    """
+
+    source: str  # the query word, as the text spells it
+    target: str  # the key word
+    source_index: int  # their positions in the view's units
+    target_index: int
+    weights: np.ndarray  # (L, H) float
+    links: list[HeadLink]
+    title: str
+    model: str
+    units: str
+    excluded: tuple[str, ...] = ()
+    top: int = 10
+
+    def best(self, top: int | None = None) -> list[HeadLink]:
+        """The `top` strongest heads (None: `self.top`)."""
+        return self.links[: top or self.top]
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """The record `attnviz find --json` prints: the strongest `top` heads."""
+        return {
+            "model": self.model,
+            "source": self.source,
+            "target": self.target,
+            "units": self.units,
+            "excluded": list(self.excluded),
+            "heads": [link.to_dict() for link in self.best(top)],
+        }
+
+    def _renderable(self) -> Any:
+        from attnviz.render.find import LinkTable
+
+        return LinkTable(self.best(), self.source, self.target, title=self.title)
+
+    def figure(
+        self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
+    ) -> Figure:
+        """A layers × heads heatmap of the weight from `source` to `target`."""
+        from attnviz.render.image import heatmap_figure
+
+        L, H = self.weights.shape
+        return heatmap_figure(
+            self.weights,
+            [str(layer) for layer in range(L)],
+            [str(head) for head in range(H)],
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            annotate=annotate,
+            axis_names=("layer", "head"),
+        )
+
+
+def find_links(
+    src: Source,
+    source: str,
+    target: str,
+    *,
+    units: str = "words",
+    exclude: str | Sequence[str] | None = None,
+    top: int = 10,
+) -> HeadLinks:
+    """Rank every head of `src` by the weight from the word `source` to the word `target`."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise BadInput(f"--top must be at least 1, got {top}")
+    into = _units(src.pieces, units, exclude)
+    labels = into.labels()
+    q = find_label(labels, source, "--from")
+    k = find_label(labels, target, "--to")
+    matrices = into.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
+    rows = matrices[:, :, q, :]  # (L, H, N): the query's row in every head
+    weights = rows[:, :, k]  # (L, H)
+    H = weights.shape[1]
+    ranks = 1 + (rows > weights[..., None]).sum(axis=-1)  # (L, H)
+    tops = rows.argmax(axis=-1)  # (L, H)
+    column = matrices[:, :, :, k]  # (L, H, N): every query's weight on the target
+    others = np.ones(len(labels), dtype=bool)  # (N,)
+    others[[q, k]] = False
+    above = (column[:, :, others] > weights[..., None]).sum(axis=-1)  # (L, H)
+    order = np.argsort(-weights, axis=None, kind="stable")  # strongest first
+    links = []
+    for flat in order:
+        layer, head = divmod(int(flat), H)
+        links.append(
+            HeadLink(
+                layer=layer,
+                head=head,
+                weight=float(weights[layer, head]),
+                rank=int(ranks[layer, head]),
+                top_key=labels[int(tops[layer, head])],
+                top_weight=float(rows[layer, head, tops[layer, head]]),
+                others_above=int(above[layer, head]),
+            )
+        )
+    return HeadLinks(
+        source=labels[q],
+        target=labels[k],
+        source_index=q,
+        target_index=k,
+        weights=weights,
+        links=links,
+        title=f"{src.model} · {labels[q]} → {labels[k]} in every head"
+        + exclusion_note(into.exclude),
+        model=src.model,
+        units=units,
+        excluded=into.exclude,
+        top=top,
+    )

@@ -1,0 +1,107 @@
+"""One query's attention as a sorted list: the way to read exact values, and long texts.
+
+`AttentionView.row("ele")` (and `attnviz show --query ele`) picks one row of a view
+and lists its keys, largest weight first. It draws as a list with bars in the
+terminal (`render.bars`) and as a horizontal bar chart in an image. Numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.errors import BadInput
+from attnviz.match import find_label
+from attnviz.views import _Drawn
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from attnviz.views import AttentionView
+
+__all__ = ["QueryRow", "query_row"]
+
+
+@dataclass(frozen=True, eq=False)
+class QueryRow(_Drawn):
+    """One query's weights over the keys of a view, largest first; they sum to 1.
+
+    `keys[i]` (a label of the view) has weight `weights[i]` and is column
+    `indices[i]` of the view's matrix.
+    """
+
+    query: str  # the query's label
+    index: int  # the query's row in the view
+    keys: list[str]  # (N,) labels, largest weight first
+    indices: list[int]  # (N,) their columns in the view
+    weights: np.ndarray  # (N,) float, descending
+    title: str
+    model: str
+    layer: int
+    head: int | None
+    units: str
+    excluded: tuple[str, ...] = ()
+
+    def weight(self, key: str) -> float:
+        """The weight on the key named `key` (a label, matched like the query)."""
+        return float(self.weights[find_label(self.keys, key, "key")])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record `attnviz show --query WORD --json` prints."""
+        return {
+            "model": self.model,
+            "layer": self.layer,
+            "head": self.head,
+            "query": self.query,
+            "query_index": self.index,
+            "units": self.units,
+            "excluded": list(self.excluded),
+            "keys": [
+                {"index": j, "token": label, "weight": float(w)}
+                for j, label, w in zip(self.indices, self.keys, self.weights, strict=True)
+            ],
+        }
+
+    def _renderable(self) -> Any:
+        from attnviz.render.bars import BarList
+
+        return BarList(self.keys, self.weights, title=self.title, indices=self.indices)
+
+    def figure(
+        self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
+    ) -> Figure:
+        from attnviz.render.image import bars_figure
+
+        return bars_figure(
+            self.keys, self.weights, title=self.title, cmap=cmap, theme=theme, annotate=annotate
+        )
+
+
+def query_row(view: AttentionView, query: str | int) -> QueryRow:
+    """Row `query` of `view` (a word or a row index), its keys sorted by weight."""
+    n = len(view.tokens)
+    if isinstance(query, str):
+        i = find_label(view.tokens, query, "--query")
+    elif isinstance(query, bool) or not isinstance(query, int | np.integer):
+        raise BadInput(f"the query must be a word or a row number, got {query!r}")
+    elif not -n <= query < n:
+        raise BadInput(f"query row {query} is out of range: the view has rows 0..{n - 1}")
+    else:
+        i = int(query) % n
+    row = np.asarray(view.matrix[i], dtype=float)  # (N,)
+    order = np.argsort(-row, kind="stable")  # (N,): largest first, ties in text order
+    return QueryRow(
+        query=view.labels[i],
+        index=i,
+        keys=[view.labels[j] for j in order],
+        indices=[int(j) for j in order],
+        weights=row[order],
+        title=f"{view.title} · query {view.labels[i]}",
+        model=view.model,
+        layer=view.layer,
+        head=view.head,
+        units=view.units,
+        excluded=view.excluded,
+    )

@@ -1,0 +1,92 @@
+"""The heads that link two words, as a table in the terminal (`attnviz find`).
+
+One row per head, strongest first: layer, head, the weight from the query to the
+target with a bar, the target's rank among the query's keys, the query's top key
+when it is another word, and how many other words attend to the target more.
+No torch, no matplotlib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attnviz.render.bars import bar
+from attnviz.render.cells import sanitize, truncate
+
+if TYPE_CHECKING:
+    from attnviz.find import HeadLink
+
+__all__ = ["LinkTable"]
+
+_BAR_CELLS = 10
+_TOP_KEY_CELLS = 16
+_BOLD = Style(bold=True)
+_DIM = Style(dim=True)
+
+
+class LinkTable:
+    """The `links` given (already ranked) from `source` to `target`, as a table."""
+
+    def __init__(
+        self, links: Sequence[HeadLink], source: str, target: str, title: str | None = None
+    ) -> None:
+        self.links = list(links)
+        self.source, self.target = sanitize(source), sanitize(target)
+        self.title = title
+
+    def _table(self, bars: bool = True) -> Table:
+        table = Table(
+            title=sanitize(self.title) if self.title else None,
+            title_style=_BOLD,
+            caption=(
+                f"weight: {self.source} → {self.target}. rank: of {self.target} among "
+                f"{self.source}'s keys (1 = its largest). others: words other than these two "
+                f"that attend to {self.target} more (many = a broad column, not a link)."
+            ),
+            caption_style=_DIM,
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+            padding=(0, 1),
+        )
+        table.add_column("layer", justify="right", no_wrap=True)
+        table.add_column("head", justify="right", no_wrap=True)
+        table.add_column("weight", justify="right", no_wrap=True)
+        if bars:
+            table.add_column("", no_wrap=True)
+        table.add_column("rank", justify="right", no_wrap=True)
+        table.add_column("top key", no_wrap=True)
+        table.add_column("others", justify="right", no_wrap=True)
+        largest = max((link.weight for link in self.links), default=0.0) or 1.0
+        for link in self.links:
+            cells: list[str | Text] = [str(link.layer), str(link.head), f"{link.weight:.2f}"]
+            if bars:
+                cells.append(bar(link.weight / largest, _BAR_CELLS))
+            cells.append(str(link.rank))
+            top = (
+                "(the target)"
+                if link.rank == 1
+                else f"{truncate(sanitize(link.top_key), _TOP_KEY_CELLS)} {link.top_weight:.2f}"
+            )
+            cells.append(Text(top, style=_DIM if link.rank == 1 else ""))
+            cells.append(str(link.others_above))
+            table.add_row(*cells)
+        return table
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._table())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self._table()
+        natural = Measurement.get(console, options.update_width(10_000), table).maximum
+        yield table if natural <= options.max_width else self._table(bars=False)
