@@ -146,6 +146,11 @@ class Prepared(_Input):
     pieces: Pieces
     truncate: bool = False
 
+    def __repr__(self) -> str:
+        return (
+            f"<Prepared {self.source.name}: {len(self.pieces)} pieces, text={_short(self.text)!r}>"
+        )
+
     @cached_property
     def shape(self) -> ModelShape:
         from attnviz.families import describe
@@ -247,6 +252,9 @@ class Analysis(_Input):
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
     dtype: str = "float32"  # what the encoder computed in
+
+    def __post_init__(self) -> None:
+        self.attentions.setflags(write=False)  # the model's numbers: views copy, never edit
 
     @property
     def pieces(self) -> Pieces:  # type: ignore[override]
@@ -443,7 +451,7 @@ class Analysis(_Input):
         units: str = "words",
         dpi: int = 200,
         cmap: str = "viridis",
-        theme: str = "light",
+        theme: str | None = None,
         transparent: bool = False,
         annotate: bool = False,
         exclude: Exclude = None,
@@ -452,23 +460,31 @@ class Analysis(_Input):
         raw attention (.npz, .json).
 
         The data files are those `attnviz export` writes; the page is `html()`, opened on
-        `view` at `layer` and `head`. All of the file or nothing.
+        `view` at `layer` and `head`. `theme` is "light" (images) or "auto" (pages) when
+        not given. All of the file or nothing.
         """
-        path = Path(path)
-        style = ImageStyle(dpi, cmap, theme, transparent, annotate)
+        path = _path(path)
+        style = ImageStyle(dpi, cmap, theme or "light", transparent, annotate)
         check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
         suffix = path.suffix.lower()
         if suffix in DATA_SUFFIXES:
             self._write_data(path)
             return path
         if suffix in HTML_SUFFIXES:
-            page = self.html(view, layer=layer, head=head, heads=heads, units=units)
+            page = self.html(
+                view, layer=layer, head=head, heads=heads, units=units, theme=theme or "auto"
+            )
             with atomic_write(path, "w") as handle:
                 handle.write(page)
             return path
         chosen = self._pick(view, layer, head, heads, units, exclude)
         return chosen.save(
-            path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent, annotate=annotate
+            path,
+            dpi=dpi,
+            cmap=cmap,
+            theme=style.theme,
+            transparent=transparent,
+            annotate=annotate,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -594,6 +610,12 @@ class Analysis(_Input):
 
     def _repr_png_(self) -> bytes:
         return self.view()._repr_png_()
+
+
+def _path(path: object) -> Path:
+    if not isinstance(path, str | Path):
+        raise BadInput(f"the output path must be a str or a Path, got {type(path).__name__}")
+    return Path(path)
 
 
 def _short(text: str, limit: int = 40) -> str:

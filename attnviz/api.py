@@ -8,8 +8,11 @@ themselves; the command line is built on the same calls. Errors are raised as
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from attnviz.analysis import DTYPES, Analysis, Prepared, _choice
 from attnviz.errors import BadInput
@@ -31,6 +34,7 @@ def prepare(
     """
     from attnviz.pipeline import prepare as _prepare
 
+    model = _model(model)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
@@ -80,6 +84,13 @@ def head_stats(
     from attnviz.pipeline import compute_batches, prepare_corpus
     from attnviz.stats import HeadStats, StatsAccumulator, token_kinds
 
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise BadInput(
+            "texts must be a list (or any iterable) of sentences, not "
+            f"{type(texts).__name__}: head_stats([text]) for one sentence"
+        )
+    model = _model(model)
+
     sentences = [_text(t, "a sentence") for t in texts]
     if not sentences:
         raise BadInput("no sentences: give at least one")
@@ -118,6 +129,18 @@ def _text(value: object, what: str) -> str:
     return value
 
 
+def _model(model: object) -> str | None:
+    """A model given as a str or a path (a folder), as `locate` takes it."""
+    if model is None or isinstance(model, str):
+        return model
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    raise BadInput(
+        f"model must be a folder or a Hugging Face Hub id (a str or a path), got "
+        f"{type(model).__name__}"
+    )
+
+
 def _whole(value: object, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise BadInput(f"{what} must be a whole number of at least 1, got {value!r}")

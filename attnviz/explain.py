@@ -50,6 +50,8 @@ class QueryChoice:
 
 def _piece_index(pieces: Pieces, index: int) -> int:
     T = len(pieces)
+    if isinstance(index, bool) or not isinstance(index, int | np.integer):
+        raise BadInput(f"--index must be a piece number, got {index!r}")
     if not -T <= index < T:
         raise BadInput(
             f"--index {index} is out of range: the text has {T} pieces, use 0..{T - 1} "
@@ -91,7 +93,7 @@ def find_query(
     return QueryChoice(first, pieces.labels[first], word.label, tuple(word.pieces), note)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Explanation:
     """Every number of one query's attention in one head, as plain numpy arrays (read-only)."""
 
@@ -127,6 +129,12 @@ class Explanation:
         for value in vars(self).values():
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
+
+    def __repr__(self) -> str:
+        query = self.labels[self.query]
+        return (
+            f"<Explanation of {query!r} (piece {self.query}), layer {self.layer}, head {self.head}>"
+        )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """`rich.print(explanation)` prints it as `attnviz explain` does."""

@@ -54,7 +54,7 @@ class HeadLink:
         }
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HeadLinks(_Drawn):
     """Every head's weight from `source` to `target`, and the heads ranked by it.
 

@@ -11,6 +11,7 @@ appending `.npz` and `savefig` from guessing the format from the name.)
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import tempfile
 from collections.abc import Iterator
@@ -56,7 +57,7 @@ def check_output(out: Path, allowed: tuple[str, ...], style: ImageStyle | None =
         style = style or ImageStyle()
         low, high = DPI_RANGE
         dpi = style.dpi
-        if isinstance(dpi, bool) or not isinstance(dpi, int) or not low <= dpi <= high:
+        if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not low <= dpi <= high:
             raise BadInput(
                 f"--dpi {style.dpi} is out of range: use {low}..{high} (200 is the default, "
                 "300 suits print)"

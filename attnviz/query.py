@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["QueryRow", "query_row"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class QueryRow(_Drawn):
     """One query's weights over the keys of a view, largest first; they sum to 1.
 

@@ -308,7 +308,9 @@ def sort_records(
     """
     if column not in SORT_COLUMNS:
         raise BadInput(f"cannot sort by {column!r}: use one of {', '.join(SORT_COLUMNS)}")
-    if top is not None and (isinstance(top, bool) or top < 1):
+    if top is not None and (
+        isinstance(top, bool) or not isinstance(top, int | np.integer) or top < 1
+    ):
         raise BadInput(f"--top must be at least 1, got {top}")
     ordered = sorted(records, key=lambda r: (r["layer"], r["head"]))
     if column == "entropy":
@@ -321,7 +323,7 @@ def sort_records(
 # ---------------------------------------------------------------- the result
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HeadStats:
     """Head statistics over a corpus: one record per head, in layer, head order.
 
@@ -336,6 +338,10 @@ class HeadStats:
     sentences: int
     queries: int  # query positions pooled, special tokens included
     dropped: int = 0  # pieces cut off by truncation, over all sentences
+
+    def __repr__(self) -> str:
+        heads = f"{self.layers}×{self.heads} heads"
+        return f"<HeadStats {self.model}: {heads}, {self.sentences} sentences>"
 
     @property
     def title(self) -> str:

@@ -80,6 +80,8 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
     """Head numbers (`--heads 0,3,-1`) as 0-based numbers in the order given; None: every head."""
     if heads is None:
         return None
+    if isinstance(heads, str) or not isinstance(heads, Sequence | np.ndarray):
+        raise BadInput(f"heads must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}")
     resolved = [resolve_index(h, num_heads, "head") for h in heads]
     if not resolved:
         raise BadInput("the list of heads is empty: name at least one head, e.g. 0,3,5")
@@ -166,6 +168,13 @@ def pair_marked(labels: Sequence[str], start: int | None) -> list[str]:
     if start is not None:
         marked[start] = PAIR_MARK + marked[start]
     return marked
+
+
+def _count(value: object, what: str) -> int:
+    """A whole number of at least 1 (numpy integers too), or BadInput."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise BadInput(f"{what} must be a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def _listing(numbers: Sequence[int]) -> str:
@@ -262,6 +271,11 @@ class _Drawn:
         save_figure(figure, path, dpi=dpi, transparent=transparent)
         return path
 
+    def __repr__(self) -> str:
+        values: Any = getattr(self, "matrix", getattr(self, "matrices", None))
+        shape = "" if values is None else ": " + "×".join(str(n) for n in np.shape(values))
+        return f"<{type(self).__name__} {self.title!r}{shape}>"
+
     def _repr_png_(self) -> bytes:
         """A notebook cell that ends in a view shows it as an image."""
         from attnviz.render.image import figure_png
@@ -272,7 +286,7 @@ class _Drawn:
         yield self._renderable()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class AttentionView(_Drawn):
     """One attention matrix: rows are queries (who attends), columns keys; rows sum to 1.
 
@@ -294,6 +308,17 @@ class AttentionView(_Drawn):
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
+        n = len(self.labels)
+        for value in (query, key):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | np.integer)
+                or not -n <= value < n
+            ):
+                raise BadInput(
+                    f"weight() takes a row and a column number below {n}, got {value!r}: "
+                    "labels.index(word) gives a word's number"
+                )
         return float(self.matrix[query, key])
 
     def row(self, query: str | int) -> QueryRow:
@@ -355,7 +380,7 @@ class AttentionView(_Drawn):
         )
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RolloutView(AttentionView):
     """Attention rollout through layer `layer`: row i is how much token i draws on each input.
 
@@ -368,7 +393,8 @@ class RolloutView(AttentionView):
         """For each row, the `top` inputs it draws most from: (index, share), largest first."""
         from attnviz.rollout import top_sources
 
-        return top_sources(self.matrix, min(top or self.top, len(self.labels)))
+        count = self.top if top is None else _count(top, "top")
+        return top_sources(self.matrix, min(count, len(self.labels)))
 
     def to_dict(self) -> dict[str, Any]:
         """The record `attnviz rollout --json` prints."""
@@ -386,7 +412,7 @@ class RolloutView(AttentionView):
         yield SourcesTable(self.labels, self.sources(), title="what each token draws most from")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HeadsView(_Drawn):
     """Several heads side by side on one colour scale: a layer's heads, or the whole model.
 
@@ -557,7 +583,7 @@ def rollout_view(
 
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+    if isinstance(top, bool) or not isinstance(top, int | np.integer) or top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
     into = _units(src.pieces, units, exclude)
     return RolloutView(

@@ -117,6 +117,14 @@ def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> 
         )
 
 
+def _save(analysis: Analysis, out: Path, view: str, style: ImageStyle, **where: Any) -> None:
+    """Write `view` to `out`: an image in `style`, or a page (which follows the reader's theme)."""
+    if out.suffix.lower() in HTML_SUFFIXES:
+        analysis.save(out, view, **where)
+    else:
+        analysis.save(out, view, **where, **asdict(style))
+
+
 def _wrote(out: Path | None) -> None:
     if out is not None:
         print(f"wrote {out}", file=sys.stderr)
@@ -175,8 +183,8 @@ def heads(
     analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset)
     view = analysis.heads(layer, subset, units, exclude=exclude)
     if out is not None:
-        analysis.save(
-            out, "heads", layer=layer, heads=subset, units=units, exclude=exclude, **asdict(style)
+        _save(
+            analysis, out, "heads", style, layer=layer, heads=subset, units=units, exclude=exclude
         )
     console.print(view)
     _wrote(out)
@@ -197,7 +205,7 @@ def model_view(
     analysis = _analyse(inp, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(subset, units, exclude=exclude)
     if out is not None:
-        analysis.save(out, "model", heads=subset, units=units, exclude=exclude, **asdict(style))
+        _save(analysis, out, "model", style, heads=subset, units=units, exclude=exclude)
     console.print(view)
     _wrote(out)
 
@@ -285,7 +293,7 @@ def export(
     """Write an image of a view, or the raw attention data (.npz / .json)."""
     allowed = PAGES + DATA_SUFFIXES
     analysis = _analyse(inp, out, style, allowed=allowed, layer=layer, head=head)
-    analysis.save(out, view, layer=layer, head=head, units=units, **asdict(style))
+    _save(analysis, out, view, style, layer=layer, head=head, units=units)
     _wrote(out)
 
 

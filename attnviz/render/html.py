@@ -7,11 +7,13 @@ lives in its own element with a unique id and defines no global name, so several
 views can share one notebook.
 
 The weights are embedded compactly: quantised to 16-bit integers q = round(w · 65535)
-(error below 8e-6, so every weight shown to 4 decimals is exact), the low and high
-bytes stored as two planes, deflated and base64-encoded. A 128-piece sentence with
-the whole of a 6 × 12 model stays under 2 MB. Past HTML_U16_LIMIT numbers (about 250
-pieces for that model), the weights are stored in 8 bits (error below 0.002) so that
-a 512-piece input still makes a page of a few MB. numpy and the standard library only.
+(error below 8e-6 per piece weight; a word's weight sums its pieces', so the 4th
+decimal the page shows can differ by one from `show --json`), the low and high bytes
+stored as two planes, deflated and base64-encoded. A 128-piece sentence with the whole
+of a 6 × 12 model stays under 2 MB. Past HTML_U16_LIMIT numbers (about 250 pieces for
+that model), the weights are stored in 8 bits (error below 0.002; the page then shows
+2 decimals marked ≈ and says so) so that a 512-piece input still makes a page of about
+3 MB. numpy and the standard library only.
 """
 
 from __future__ import annotations
@@ -109,7 +111,9 @@ def fragment(attentions: np.ndarray, tokens: Sequence[str], **options: object) -
     spec = _spec(attentions, tokens, **options)  # type: ignore[arg-type]
     root = f"attnviz-{uuid.uuid4().hex[:12]}"
     data = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
-    data = data.replace("</", "<\\/")  # a label cannot close the script element
+    # No "<" at all inside the script element: a label cannot close it ("</script>") or
+    # switch the parser into a comment state ("<!--<script>"). \u003c is the same in JSON.
+    data = data.replace("<", "\\u003c")
     return (
         f'<div id="{root}" class="attnviz"></div>\n'
         f"<style>{_asset('attnviz.css')}</style>\n"

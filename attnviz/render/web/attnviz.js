@@ -66,7 +66,11 @@ function attnvizMount(root, spec) {
     const a = VIRIDIS[i], b = VIRIDIS[i + 1];
     return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
   }
-  function fmt(w) { return w.toFixed(3); }
+  // 16-bit storage is within 1e-5 of each weight: 4 decimals (the last may differ by one
+  // where a word sums several pieces); 8-bit storage only within 0.002: 2 decimals, marked ≈.
+  const exact = spec.dtype === "u16";
+  function fmt(w) { return exact ? w.toFixed(4) : "≈" + w.toFixed(2); }
+  const precision = exact ? "" : " · weights stored in 8 bits, within 0.002";
 
   // ------------------------------------------------------------------ data
 
@@ -192,7 +196,7 @@ function attnvizMount(root, spec) {
   );
 
   root.addEventListener("keydown", (event) => {
-    if (event.target.tagName === "SELECT") return;
+    if (event.target.tagName === "SELECT" || state.view === "model") return;
     const step = { ArrowUp: -1, ArrowDown: 1, ArrowLeft: -1, ArrowRight: 1 }[event.key];
     if (step == null) return;
     event.preventDefault();
@@ -247,11 +251,17 @@ function attnvizMount(root, spec) {
         const token = el("div", { class: "av-tok", "data-side": side, "data-index": String(i) },
           side === "from" ? [weight, document.createTextNode(name)] : [document.createTextNode(name), weight]);
         token.weight = weight;
-        token.addEventListener("mouseenter", () => { if (!pinned) pick(side, i); });
-        token.addEventListener("mouseleave", () => { if (!pinned) pick(null, null); });
-        token.addEventListener("click", () => {
+        token.setAttribute("tabindex", "0");
+        const toggle = () => {
           pinned = !(pinned && state.pick && state.pick.side === side && state.pick.index === i);
           pick(pinned ? side : null, pinned ? i : null);
+        };
+        token.addEventListener("mouseenter", () => { if (!pinned) pick(side, i); });
+        token.addEventListener("mouseleave", () => { if (!pinned) pick(null, null); });
+        token.addEventListener("focus", () => { if (!pinned) pick(side, i); });
+        token.addEventListener("click", toggle);
+        token.addEventListener("keydown", (event) => {
+          if (event.key === "Enter" || event.key === " ") { event.preventDefault(); toggle(); }
         });
         rows[side].push(token);
         column.appendChild(token);
@@ -278,22 +288,28 @@ function attnvizMount(root, spec) {
       ctx.clearRect(0, 0, width, height);
       ctx.lineWidth = 1.5;
       const p = state.pick;
+      // One path per head and opacity level (16 levels): a few strokes instead of one per line.
+      const LEVELS = 16;
+      const lineMin = N > 128 ? 4 * LINE_MIN : LINE_MIN; // long texts: the overview stays light
       heads.forEach((h, k) => {
         const m = mats[k];
-        ctx.strokeStyle = PALETTE[h % PALETTE.length];
+        const paths = Array.from({ length: LEVELS }, () => new Path2D());
         for (let i = 0; i < N; i++) {
           if (p && p.side === "from" && p.index !== i) continue;
           for (let j = 0; j < N; j++) {
             if (p && p.side === "to" && p.index !== j) continue;
             const w = m[i * N + j];
-            if (w < (p ? 0.005 : LINE_MIN)) continue;
-            ctx.globalAlpha = Math.min(1, w);
-            ctx.beginPath();
-            ctx.moveTo(0, y(i));
-            ctx.lineTo(width, y(j));
-            ctx.stroke();
+            if (w < (p ? 0.005 : lineMin)) continue;
+            const path = paths[Math.min(LEVELS - 1, Math.floor(w * LEVELS))];
+            path.moveTo(0, y(i));
+            path.lineTo(width, y(j));
           }
         }
+        ctx.strokeStyle = PALETTE[h % PALETTE.length];
+        paths.forEach((path, level) => {
+          ctx.globalAlpha = (level + 0.5) / LEVELS;
+          ctx.stroke(path);
+        });
       });
       ctx.globalAlpha = 1;
       for (const side of ["from", "to"]) {
@@ -381,7 +397,7 @@ function attnvizMount(root, spec) {
     }
     main.appendChild(canvas);
     const describe = `${layerName(state.layer)} · ${headsLabel(heads)} · rows are queries, columns keys; ` +
-      `colour 0 to ${fmt(vmax)} (viridis)`;
+      `colour 0 to ${fmt(vmax)} (viridis)` + precision;
     status.textContent = describe;
     canvas.addEventListener("mousemove", (event) => {
       const box = canvas.getBoundingClientRect();
@@ -390,7 +406,7 @@ function attnvizMount(root, spec) {
       const i = Math.floor(yy / cell), j = Math.floor(x / cell);
       if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
       const w = m[i * N + j];
-      tip.textContent = `${names[i]} → ${names[j]}: ${w.toFixed(4)}`;
+      tip.textContent = `${names[i]} → ${names[j]}: ${fmt(w)}`;
       tip.dataset.weight = String(w);
       tip.style.display = "block";
       tip.style.left = (event.clientX - main.getBoundingClientRect().left + main.scrollLeft + 14) + "px";
@@ -401,14 +417,15 @@ function attnvizMount(root, spec) {
 
   function modelView() {
     const names = labels(), N = names.length;
-    const side = clamp(Math.floor(880 / H) - 6, 36, 96);
+    const shown = [...state.selected].sort((a, b) => a - b);
+    const side = clamp(Math.floor(880 / shown.length) - 6, 36, 96);
     const grid = el("div", { class: "av-model" });
-    grid.style.gridTemplateColumns = `max-content repeat(${H}, ${side + 2}px)`;
+    grid.style.gridTemplateColumns = `max-content repeat(${shown.length}, ${side + 2}px)`;
     grid.appendChild(el("span"));
-    for (let h = 0; h < H; h++) grid.appendChild(el("span", { class: "av-colname", text: "H" + h }));
+    for (const h of shown) grid.appendChild(el("span", { class: "av-colname", text: "H" + h }));
     for (let l = 0; l < L; l++) {
       grid.appendChild(el("span", { class: "av-rowname", text: "L" + l }));
-      for (let h = 0; h < H; h++) {
+      for (const h of shown) {
         const m = matrix(l, [h]);
         const px = Math.min(side, N);
         const canvas = el("canvas", {
@@ -428,15 +445,18 @@ function attnvizMount(root, spec) {
           }
         }
         paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax);
-        canvas.addEventListener("click", () => {
-          state.layer = l; state.head = h; state.view = "matrix"; render();
+        const open = () => { state.layer = l; state.head = h; state.view = "matrix"; render(); };
+        canvas.setAttribute("tabindex", "0");
+        canvas.addEventListener("click", open);
+        canvas.addEventListener("keydown", (event) => {
+          if (event.key === "Enter" || event.key === " ") { event.preventDefault(); open(); }
         });
         grid.appendChild(canvas);
       }
     }
     main.appendChild(grid);
-    status.textContent = `${L} layers × ${H} heads, each on its own colour scale (0 to its maximum); ` +
-      "click a head to open it";
+    status.textContent = `${L} layers × ${shown.length} heads, each on its own colour scale ` +
+      "(0 to its maximum); click a head (or Enter) to open it" + precision;
   }
 
   status.textContent = "decoding the attention…";
