@@ -10,7 +10,7 @@ commands show: `view` (one head or the head mean), `heads`, `model_view`, `rollo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -252,6 +252,7 @@ class Analysis(_Input):
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
     dtype: str = "float32"  # what the encoder computed in
+    _measures: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.attentions.setflags(write=False)  # the model's numbers: views copy, never edit
@@ -283,6 +284,32 @@ class Analysis(_Input):
     def _source(self) -> Source:
         return Source(self.attentions, self.pieces, self.title)
 
+    def _measured(
+        self,
+        measure: str,
+        *,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+        view: str = "show",
+    ) -> Source:
+        """What the views draw for `measure`: the weights, or a contribution measure."""
+        from attnviz.measures import PER_LAYER, check_measure, describe_measure
+
+        check_measure(measure, head=head, heads=heads, view=view)
+        note = describe_measure(measure)
+        if measure == "weight":
+            return self._source
+        values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
+        per_layer = measure in PER_LAYER
+        return Source(
+            values[:, None] if per_layer else values,  # (L, H or 1, T, T)
+            self.pieces,
+            self.title,
+            measure=measure,
+            per_layer=per_layer,
+            note=f" · {note}",
+        )
+
     # ------------------------------------------------------------ views
 
     def view(
@@ -292,15 +319,17 @@ class Analysis(_Input):
         units: str = "words",
         *,
         exclude: Exclude = None,
+        measure: str = "weight",
     ) -> AttentionView:
         """One layer's head, or the mean over its heads when `head` is None.
 
         Layers and heads count from 0; negative numbers count from the end. `units` is
         "words" (pieces merged back into the words of the text) or "tokens".
         `exclude` ("special", "punct" or both) drops those tokens and renormalises
-        each row over the keys left.
+        each row over the keys left. `measure` draws a contribution measure instead of
+        the weights (see `measure()`); a per-layer measure takes no `head`.
         """
-        return layer_view(self._source, layer, head, units, exclude)
+        return layer_view(self._measured(measure, head=head), layer, head, units, exclude)
 
     def row(
         self,
@@ -324,15 +353,22 @@ class Analysis(_Input):
         units: str = "words",
         *,
         exclude: Exclude = None,
+        measure: str = "weight",
     ) -> HeadsView:
         """Every head of one layer (or those listed in `heads`), side by side."""
-        return heads_view(self._source, layer, heads, units, exclude)
+        source = self._measured(measure, heads=heads, view="heads")
+        return heads_view(source, layer, heads, units, exclude)
 
     def model_view(
-        self, heads: Sequence[int] | None = None, units: str = "words", *, exclude: Exclude = None
+        self,
+        heads: Sequence[int] | None = None,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+        measure: str = "weight",
     ) -> HeadsView:
         """Every layer and head at a glance (or the `heads` listed, in every layer)."""
-        return model_view(self._source, heads, units, exclude)
+        return model_view(self._measured(measure, heads=heads), heads, units, exclude)
 
     def rollout(
         self,
@@ -341,14 +377,22 @@ class Analysis(_Input):
         top: int = 3,
         *,
         exclude: Exclude = None,
+        measure: str = "weight",
+        method: str = "rollout",
+        progress: Callable[[int], None] | None = None,
     ) -> RolloutView:
         """Attention rollout (Abnar & Zuidema 2020) through layer `upto` (None: the last).
 
         `top` is how many inputs `sources()` lists for each token. `exclude` drops
         tokens after the chain (which runs over every piece), so the sources listed
-        are among the tokens left.
+        are among the tokens left. `measure` chains a contribution measure instead:
+        ALTI, norm-res-ln and value zeroing without the added identity, since they
+        already contain the residual. `method="flow"` computes attention flow (maximum
+        flow through the layers; at most 64 pieces), calling `progress(n)` as it goes.
         """
-        return rollout_view(self._source, upto, units, top, exclude)
+        return rollout_view(
+            self._measured(measure), upto, units, top, exclude, method=method, progress=progress
+        )
 
     def find(
         self,
@@ -373,15 +417,21 @@ class Analysis(_Input):
         """How much each key contributes to each query, by a measure other than the weight.
 
         "norm": ‖α_ij f(x_j)‖ per head (Kobayashi et al. 2020), [layers, heads, T, T];
-        "value-zeroing": per layer (Mohebbi et al. 2023), [layers, T, T], rows sum to 1;
-        "weight": the attention itself. Over the model's pieces; runs the encoder again.
+        per layer, [layers, T, T]: "norm-res-ln" (Kobayashi et al. 2021), "alti" (Ferrando
+        et al. 2022, rows sum to 1), "value-zeroing" (Mohebbi et al. 2023, rows sum to 1);
+        "weight": the attention itself. Over the model's pieces; the encoder runs again
+        (once per measure: the result is kept with the analysis, read-only).
         """
         from attnviz.measures import compute_measure, describe_measure
 
         describe_measure(name)
         if name == "weight":
             return self.attentions
-        return compute_measure(self.prepared, name, causal=self.causal)
+        if name not in self._measures:
+            values = compute_measure(self.prepared, name, causal=self.causal)
+            values.setflags(write=False)
+            self._measures[name] = values
+        return self._measures[name]
 
     def explain(
         self,
@@ -415,13 +465,14 @@ class Analysis(_Input):
         heads: Sequence[int] | None,
         units: str,
         exclude: Exclude = None,
+        measure: str = "weight",
     ) -> AttentionView | HeadsView:
         _choice(view, VIEWS, "view")
         if view == "heads":
-            return self.heads(layer, heads, units, exclude=exclude)
+            return self.heads(layer, heads, units, exclude=exclude, measure=measure)
         if view == "model":
-            return self.model_view(heads, units, exclude=exclude)
-        return self.view(layer, head, units, exclude=exclude)
+            return self.model_view(heads, units, exclude=exclude, measure=measure)
+        return self.view(layer, head, units, exclude=exclude, measure=measure)
 
     def figure(
         self,
@@ -435,9 +486,10 @@ class Analysis(_Input):
         theme: str = "light",
         annotate: bool = False,
         exclude: Exclude = None,
+        measure: str = "weight",
     ) -> Figure:
         """A matplotlib Figure of `view`: "show" (one head or the mean), "heads", "model"."""
-        chosen = self._pick(view, layer, head, heads, units, exclude)
+        chosen = self._pick(view, layer, head, heads, units, exclude, measure)
         return chosen.figure(cmap=cmap, theme=theme, annotate=annotate)
 
     def save(
@@ -455,11 +507,13 @@ class Analysis(_Input):
         transparent: bool = False,
         annotate: bool = False,
         exclude: Exclude = None,
+        measure: str = "weight",
     ) -> Path:
         """Write an image of `view` (.png, .svg, .pdf), an interactive page (.html) or the
         raw attention (.npz, .json).
 
-        The data files are those `attnviz export` writes; the page is `html()`, opened on
+        The data files are those `attnviz export` writes (with a `measure` other than the
+        weights, `.npz` also holds it under its name); the page is `html()`, opened on
         `view` at `layer` and `head`. `theme` is "light" (images) or "auto" (pages) when
         not given. All of the file or nothing.
         """
@@ -468,8 +522,10 @@ class Analysis(_Input):
         check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
         suffix = path.suffix.lower()
         if suffix in DATA_SUFFIXES:
-            self._write_data(path)
+            self._write_data(path, measure)
             return path
+        if measure != "weight" and suffix in HTML_SUFFIXES:
+            raise BadInput("pages show the attention weights: drop --measure, or write an image")
         if suffix in HTML_SUFFIXES:
             page = self.html(
                 view, layer=layer, head=head, heads=heads, units=units, theme=theme or "auto"
@@ -477,7 +533,7 @@ class Analysis(_Input):
             with atomic_write(path, "w") as handle:
                 handle.write(page)
             return path
-        chosen = self._pick(view, layer, head, heads, units, exclude)
+        chosen = self._pick(view, layer, head, heads, units, exclude, measure)
         return chosen.save(
             path,
             dpi=dpi,
@@ -505,28 +561,35 @@ class Analysis(_Input):
             "attentions": self.attentions.astype(np.float32).tolist(),
         }
 
-    def _write_data(self, out: Path) -> None:
-        """The raw attentions over the model's own pieces, as .npz (no pickle) or .json."""
+    def _write_data(self, out: Path, measure: str = "weight") -> None:
+        """The raw attentions over the model's own pieces, as .npz (no pickle) or .json;
+        with a `measure`, that measure too, under its name ("value-zeroing" -> value_zeroing)."""
+        extra: dict[str, np.ndarray] = {}
+        if measure != "weight":
+            extra[measure.replace("-", "_")] = self.measure(measure).astype(np.float32)
         if out.suffix.lower() != ".npz":
+            record = self.to_dict()
+            record.update({name: values.tolist() for name, values in extra.items()})
             with atomic_write(out, "w") as handle:
-                json.dump(self.to_dict(), handle, ensure_ascii=False)
+                json.dump(record, handle, ensure_ascii=False)
             return
         pieces = self.pieces
+        arrays: dict[str, Any] = dict(
+            attentions=self.attentions.astype(np.float32),  # (L, H, T, T)
+            tokens=np.array(pieces.tokens, dtype=np.str_),
+            input_ids=np.array(pieces.ids, dtype=np.int64),
+            token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
+            causal=np.array(self.causal),
+            dtype=np.array(self.dtype, dtype=np.str_),
+            model=np.array(self.model.name, dtype=np.str_),
+            text=np.array(self.text, dtype=np.str_),
+            pair=np.array(self.pair or "", dtype=np.str_),  # "" without a pair
+            words=np.array([w.label for w in self.words], dtype=np.str_),
+            word_of_piece=self._word_of_piece(),  # (T,) int64: each piece's word
+            **extra,  # the measure asked for: (L, H, T, T) or (L, T, T)
+        )
         with atomic_write(out, "wb") as handle:
-            np.savez(
-                handle,
-                attentions=self.attentions.astype(np.float32),  # (L, H, T, T)
-                tokens=np.array(pieces.tokens, dtype=np.str_),
-                input_ids=np.array(pieces.ids, dtype=np.int64),
-                token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
-                causal=np.array(self.causal),
-                dtype=np.array(self.dtype, dtype=np.str_),
-                model=np.array(self.model.name, dtype=np.str_),
-                text=np.array(self.text, dtype=np.str_),
-                pair=np.array(self.pair or "", dtype=np.str_),  # "" without a pair
-                words=np.array([w.label for w in self.words], dtype=np.str_),
-                word_of_piece=self._word_of_piece(),  # (T,) int64: each piece's word
-            )
+            np.savez(handle, **arrays)
 
     # ------------------------------------------------------------ interactive pages
 

@@ -66,6 +66,21 @@ def describe_measure(name: str) -> str:
     return MEASURES[name][0]
 
 
+def check_measure(
+    name: str, *, head: int | None = None, heads: object = None, view: str = "show"
+) -> None:
+    """Refuse, before any work, a head (or heads view) asked of a per-layer measure."""
+    describe_measure(name)
+    if name not in PER_LAYER:
+        return
+    if head is not None or heads is not None or view == "heads":
+        what = "--head does not apply" if head is not None else "it has no heads to show"
+        raise BadInput(
+            f"{name} is measured per layer, over all heads together, so {what}: "
+            "drop --head/--heads (show and model take it), or use --measure weight or norm"
+        )
+
+
 def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> np.ndarray:
     """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer)."""
     describe_measure(name)

@@ -28,7 +28,9 @@ from attnviz.views import resolve_index
 __all__ = ["rollout", "top_sources"]
 
 
-def rollout(attentions: np.ndarray, upto: int | None = None) -> np.ndarray:
+def rollout(
+    attentions: np.ndarray, upto: int | None = None, *, residual: bool = True
+) -> np.ndarray:
     """Attention rollout from the input up to layer `upto`, as a (T, T) matrix.
 
     attentions: (L, H, T, T), rows are queries and sum to 1. A row of zeros (a
@@ -37,6 +39,8 @@ def rollout(attentions: np.ndarray, upto: int | None = None) -> np.ndarray:
     row). `upto` is a 0-based layer, inclusive; negative counts from the end;
     None means the last layer. Computed in float64; returns float64 (T, T) with
     rows that sum to 1: row i tells how much output position i draws on each input.
+    `residual=False` chains the rows as they are, only normalised: for contribution
+    measures that already contain the residual connection (ALTI, norm-res-ln).
     """
     values = np.asarray(attentions, dtype=np.float64)  # (L, H, T, T)
     if values.ndim != 4 or values.shape[2] != values.shape[3] or 0 in values.shape:
@@ -47,8 +51,11 @@ def rollout(attentions: np.ndarray, upto: int | None = None) -> np.ndarray:
     result = eye
     for layer in range(last + 1):
         heads = np.nan_to_num(values[layer], nan=0.0, posinf=0.0, neginf=0.0)  # (H, T, T)
-        mixed = 0.5 * heads.mean(axis=0) + 0.5 * eye  # (T, T); every row sums to >= 0.5
-        mixed /= mixed.sum(axis=-1, keepdims=True)  # (T, T), rows sum to 1
+        mixed = heads.mean(axis=0)  # (T, T)
+        if residual:
+            mixed = 0.5 * mixed + 0.5 * eye  # every row sums to >= 0.5
+        totals = mixed.sum(axis=-1, keepdims=True)
+        mixed = np.where(totals > 0, mixed / np.where(totals > 0, totals, 1.0), eye)  # rows: 1
         result = mixed @ result  # (T, T): this layer applied after the ones below
     return result
 

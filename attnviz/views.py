@@ -21,7 +21,7 @@ layers chained, so the numbers before renormalising are the model's own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -305,6 +305,7 @@ class AttentionView(_Drawn):
     units: str
     pair_start: int | None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
+    measure: str = "weight"  # or a contribution measure (attnviz.measures)
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
@@ -340,6 +341,7 @@ class AttentionView(_Drawn):
             "tokens": self.tokens,
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
+            "measure": self.measure,
             "weights": self.matrix.tolist(),
         }
 
@@ -388,6 +390,7 @@ class RolloutView(AttentionView):
     """
 
     top: int = 3
+    method: str = "rollout"  # or "flow"
 
     def sources(self, top: int | None = None) -> list[list[tuple[int, float]]]:
         """For each row, the `top` inputs it draws most from: (index, share), largest first."""
@@ -402,6 +405,8 @@ class RolloutView(AttentionView):
             "tokens": self.tokens,
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
+            "measure": self.measure,
+            "method": self.method,
             "rollout": self.matrix.tolist(),
         }
 
@@ -432,6 +437,7 @@ class HeadsView(_Drawn):
     pair_start: int | None
     columns: int | None = None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
+    measure: str = "weight"  # or a contribution measure (attnviz.measures)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -442,6 +448,7 @@ class HeadsView(_Drawn):
             "tokens": self.tokens,
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
+            "measure": self.measure,
             "weights": self.matrices.tolist(),
         }
 
@@ -480,9 +487,18 @@ class HeadsView(_Drawn):
 class Source:
     """What the views are built from: the attention array, the input and the model's title."""
 
-    attentions: np.ndarray = field(repr=False)  # (L, H, T, T)
+    attentions: np.ndarray = field(repr=False)  # (L, H, T, T); H = 1 for a per-layer measure
     pieces: Pieces
     model: str
+    measure: str = "weight"  # what `attentions` holds (see attnviz.measures)
+    per_layer: bool = False  # a measure over the whole layer: no head axis
+    note: str = ""  # the measure as titles name it
+
+    def no_heads(self, what: str) -> BadInput:
+        return BadInput(
+            f"{self.measure} is measured per layer, over all heads together, so {what}: "
+            "drop --head/--heads (show and model take it), or use --measure weight or norm"
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -500,18 +516,23 @@ def layer_view(
     """One layer's head, or the mean over its heads (`head` None)."""
     L, H = src.shape
     layer = resolve_index(layer, L, "layer")
+    if src.per_layer and head is not None:
+        raise src.no_heads("--head does not apply")
     head = None if head is None else resolve_index(head, H, "head")
     into = _units(src.pieces, units, exclude)
     matrix = into.matrix(select(src.attentions, layer, head))  # (N, N)
     which = f"head {head}" if head is not None else f"mean of {H} heads"
+    if src.per_layer:
+        which = "all heads together"
     return AttentionView(
         matrix=matrix,
         **_labelled(into),
-        title=f"{src.model} · layer {layer} · {which}{exclusion_note(into.exclude)}",
+        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=layer,
         head=head,
         units=units,
+        measure=src.measure,
     )
 
 
@@ -523,6 +544,8 @@ def heads_view(
     exclude: str | Sequence[str] | None = None,
 ) -> HeadsView:
     """Every head of one layer (or the `heads` listed), as panels."""
+    if src.per_layer:
+        raise src.no_heads("it has no heads to show side by side; use show or model")
     L, H = src.shape
     layer = resolve_index(layer, L, "layer")
     chosen = resolve_heads(heads, H)
@@ -533,11 +556,12 @@ def heads_view(
         matrices=into.matrix(src.attentions[layer, shown]),  # (h, N, N)
         **_labelled(into),
         panel_titles=[f"head {h}" for h in shown],
-        title=f"{src.model} · layer {layer} · {which}{exclusion_note(into.exclude)}",
+        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=layer,
         heads=shown,
         units=units,
+        measure=src.measure,
     )
 
 
@@ -549,21 +573,27 @@ def model_view(
 ) -> HeadsView:
     """Every layer (rows) and head (columns), or the `heads` listed in every layer."""
     L, H = src.shape
+    if src.per_layer and heads is not None:
+        raise src.no_heads("--heads does not apply")
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
     into = _units(src.pieces, units, exclude)
     per_layer = src.attentions[:, shown]  # (L, h, T, T)
     which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
+    names = [f"L{layer} H{head}" for layer in range(L) for head in shown]
+    if src.per_layer:
+        which, names = "all heads together", [f"L{layer}" for layer in range(L)]
     return HeadsView(
         matrices=into.matrix(per_layer.reshape(-1, *per_layer.shape[2:])),  # (L·h, N, N)
         **_labelled(into),
-        panel_titles=[f"L{layer} H{head}" for layer in range(L) for head in shown],
-        title=f"{src.model} · {L} layers × {which}{exclusion_note(into.exclude)}",
+        panel_titles=names,
+        title=f"{src.model} · {L} layers × {which}{src.note}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=None,
         heads=shown,
         units=units,
-        columns=len(shown),
+        columns=None if src.per_layer else len(shown),
+        measure=src.measure,
     )
 
 
@@ -573,6 +603,8 @@ def rollout_view(
     units: str = "words",
     top: int = 3,
     exclude: str | Sequence[str] | None = None,
+    method: str = "rollout",
+    progress: Callable[[int], None] | None = None,
 ) -> RolloutView:
     """Attention rollout through layer `upto` (None: the last), merged into `units` after.
 
@@ -581,20 +613,35 @@ def rollout_view(
     """
     from attnviz.rollout import rollout
 
+    if method not in ("rollout", "flow"):
+        raise BadInput(f"method {method!r} is not one of rollout, flow")
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
     if isinstance(top, bool) or not isinstance(top, int | np.integer) or top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
     into = _units(src.pieces, units, exclude)
+    if method == "flow":
+        from attnviz.flow import attention_flow
+
+        if src.measure != "weight":
+            raise BadInput("--method flow runs on the attention weights: drop --measure")
+        chained, what = attention_flow(src.attentions, upto, progress=progress), "attention flow"
+    else:
+        # Measures that already contain the residual (and rows of any sum) are chained with
+        # their rows normalised; the weights (and norms) get the identity added, as in the paper.
+        with_residual = src.measure in ("weight", "norm")
+        chained, what = rollout(src.attentions, upto, residual=with_residual), "rollout"
     return RolloutView(
-        matrix=into.matrix(rollout(src.attentions, upto)),  # (N, N), rows still sum to 1
+        matrix=into.matrix(chained),  # (N, N), rows still sum to 1
         **_labelled(into),
-        title=f"{src.model} · rollout through layer {upto}{exclusion_note(into.exclude)}",
+        title=f"{src.model} · {what} through layer {upto}{src.note}{exclusion_note(into.exclude)}",
         model=src.model,
         layer=upto,
         head=None,
         units=units,
         top=top,
+        measure=src.measure,
+        method=method,
     )
 
 

@@ -171,3 +171,63 @@ def test_residual_and_layernorm_measures_equal_transformers(
             expected = (y.abs().sum(-1)[:, None] - distance).clamp_min(0)
             expected = expected / expected.sum(-1, keepdim=True)
         np.testing.assert_allclose(ours[layer], expected.numpy(), atol=1e-4)
+
+
+def _cli(*args: str) -> str:
+    import json  # noqa: F401  (the callers parse)
+
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_show_draws_a_measure_and_json_says_which(analysis: attnviz.Analysis) -> None:
+    import json
+
+    record = json.loads(_cli("show", EN, "--layer", "3", "--measure", "alti", "--json"))
+    assert record["measure"] == "alti" and record["head"] is None
+    expected = analysis.view(3, units="words", measure="alti").matrix
+    np.testing.assert_allclose(record["weights"], expected, atol=1e-12)
+    np.testing.assert_allclose(np.sum(record["weights"], axis=-1), 1.0, atol=1e-9)
+
+
+def test_per_layer_measures_refuse_heads_before_any_work() -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    for args in (["show", "--head", "7"], ["heads"], ["model", "--heads", "0,1"]):
+        result = CliRunner().invoke(app, [*args, EN, "--measure", "value-zeroing"])
+        assert result.exit_code == 2
+        assert "value-zeroing is measured per layer" in result.stderr
+
+
+def test_rollout_of_alti_is_the_product_of_its_layers(analysis: attnviz.Analysis) -> None:
+    alti = analysis.measure("alti")  # (L, T, T), rows sum to 1: no identity added
+    expected = np.eye(alti.shape[-1])
+    for layer in alti[:4]:
+        expected = layer @ expected
+    chained = analysis.rollout(upto=3, units="tokens", measure="alti")
+    np.testing.assert_allclose(chained.matrix, expected, atol=1e-12)
+    assert "ALTI" in chained.title and chained.to_dict()["measure"] == "alti"
+
+
+def test_export_carries_the_measure(analysis: attnviz.Analysis, tmp_path: Path) -> None:
+    out = tmp_path / "x.npz"
+    _cli("export", EN, "--measure", "norm", "--out", str(out))
+    with np.load(out) as data:
+        np.testing.assert_allclose(data["norm"], analysis.measure("norm"), rtol=1e-6)
+        assert data["attentions"].shape == data["norm"].shape
+
+
+@pytest.mark.slow
+def test_flow_from_the_command_line() -> None:
+    import json
+
+    record = json.loads(_cli("rollout", EN, "--method", "flow", "--upto", "1", "--json"))
+    assert record["method"] == "flow"
+    np.testing.assert_allclose(np.sum(record["rollout"], axis=-1), 1.0, atol=1e-9)

@@ -43,7 +43,7 @@ def test_default_model_matches_transformers_on_every_layer_and_head(
         ref = reference(ids, output_attentions=True)
     theirs = torch.stack(ref.attentions)[:, 0]  # (L, H, T, T)
     assert analysis.attentions.shape == tuple(theirs.shape) == (6, 12, len(ids[0]), len(ids[0]))
-    assert (torch.from_numpy(analysis.attentions) - theirs).abs().max().item() <= TOLERANCE
+    assert (torch.from_numpy(analysis.attentions.copy()) - theirs).abs().max().item() <= TOLERANCE
 
 
 def test_512_piece_input_matches_and_rows_sum_to_one(reference: BertModel) -> None:
@@ -53,7 +53,10 @@ def test_512_piece_input_matches_and_rows_sum_to_one(reference: BertModel) -> No
     ids = torch.tensor([analysis.pieces.ids])
     with torch.inference_mode():
         ref = reference(ids, output_attentions=True)
-    assert _max_diff(torch.from_numpy(analysis.attentions)[:, None], ref.attentions) <= TOLERANCE
+    assert (
+        _max_diff(torch.from_numpy(analysis.attentions.copy())[:, None], ref.attentions)
+        <= TOLERANCE
+    )
     sums = analysis.attentions.sum(-1)
     assert abs(sums - 1).max() < 1e-5
 
@@ -120,7 +123,7 @@ def test_tiny_checkpoints_match_transformers(tiny_bert: TinyFactory, variant: di
     )
     with torch.inference_mode():
         ref = reference(torch.tensor([analysis.pieces.ids]), output_attentions=True)
-    diff = _max_diff(torch.from_numpy(analysis.attentions)[:, None], ref.attentions)
+    diff = _max_diff(torch.from_numpy(analysis.attentions.copy())[:, None], ref.attentions)
     assert diff <= TOLERANCE
 
 
@@ -144,4 +147,7 @@ def test_every_family_through_the_pipeline_matches_transformers(
     )
     with torch.inference_mode():
         ref = reference(ids, output_attentions=True, **types)
-    assert _max_diff(torch.from_numpy(analysis.attentions)[:, None], ref.attentions) <= TOLERANCE
+    assert (
+        _max_diff(torch.from_numpy(analysis.attentions.copy())[:, None], ref.attentions)
+        <= TOLERANCE
+    )

@@ -48,6 +48,9 @@ from attnviz.cli.options import (
     LayerOpt,
     Mask,
     MaskOpt,
+    Measure,
+    MeasureOpt,
+    Method,
     ModelOpt,
     NoCacheOpt,
     OutOpt,
@@ -120,6 +123,7 @@ def _input(
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
     quiet: bool = False,
+    measure: Measure = Measure.weight,
 ) -> Input:
     from attnviz.cli.commands import Input
 
@@ -138,6 +142,7 @@ def _input(
         dtype.value,
         quiet,
         from_stdin,
+        measure.value,
     )
 
 
@@ -179,6 +184,7 @@ def show(
         ),
     ] = None,
     exclude: ExcludeOpt = None,
+    measure: MeasureOpt = Measure.weight,
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
@@ -204,7 +210,7 @@ def show(
 
         commands.show(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
             layer=layer,
             head=head,
             units=units.value,
@@ -224,6 +230,7 @@ def heads(
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
+    measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -248,7 +255,7 @@ def heads(
 
         commands.heads(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
             layer=layer,
             units=units.value,
             out=out,
@@ -265,6 +272,7 @@ def model_view(
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
+    measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
@@ -289,7 +297,7 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -378,6 +386,15 @@ def rollout(
     top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
+    measure: MeasureOpt = Measure.weight,
+    method: Annotated[
+        Method,
+        typer.Option(
+            "--method",
+            help="rollout (products of the layers) or flow (attention flow: maximum flow "
+            "through the layers, exact; at most 64 pieces).",
+        ),
+    ] = Method.rollout,
     model: ModelOpt = None,
     out: ImageOutOpt = None,
     as_json: Annotated[
@@ -410,7 +427,7 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
             upto=upto,
             units=units.value,
             top=top,
@@ -418,6 +435,7 @@ def rollout(
             as_json=as_json,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             exclude=exclude_list(exclude),
+            method=method.value,
         )
 
 
@@ -636,6 +654,7 @@ def export(
     layer: LayerOpt = -1,
     head: HeadOpt = None,
     units: UnitsOpt = Units.words,
+    measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
@@ -661,7 +680,7 @@ def export(
         from attnviz.cli import commands
 
         commands.export(
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
             out=out,
             view=view.value,
             layer=layer,

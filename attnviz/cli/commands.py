@@ -46,6 +46,7 @@ class Input:
     dtype: str = "float32"  # what the encoder computes in
     quiet: bool = False  # no notes on stderr
     from_stdin: bool = False  # the text was read from standard input
+    measure: str = "weight"  # what the views draw (see attnviz.measures)
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,17 @@ def _analyse(
     heads: Sequence[int] | None = None,
     words: dict[str, str] | None = None,
     units: str = "words",
+    view: str = "show",
 ) -> Analysis:
     """Check the output, the layer and head and the `words` named by options (cheaply,
     before torch), then compute."""
+    from attnviz.measures import check_measure
+
+    check_measure(inp.measure, head=head, heads=heads, view=view)
+    if inp.measure != "weight" and out is not None and out.suffix.lower() in HTML_SUFFIXES:
+        raise BadInput(
+            f"{out.suffix} pages show the attention weights: drop --measure, or write an image"
+        )
     if out is not None:
         check_output(out, allowed, style)
     prepared = _prepare(inp)
@@ -117,12 +126,15 @@ def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> 
         )
 
 
-def _save(analysis: Analysis, out: Path, view: str, style: ImageStyle, **where: Any) -> None:
-    """Write `view` to `out`: an image in `style`, or a page (which follows the reader's theme)."""
+def _save(
+    analysis: Analysis, out: Path, view: str, style: ImageStyle, inp: Input, **where: Any
+) -> None:
+    """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
+    or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
         analysis.save(out, view, **where)
     else:
-        analysis.save(out, view, **where, **asdict(style))
+        analysis.save(out, view, **where, measure=inp.measure, **asdict(style))
 
 
 def _wrote(out: Path | None) -> None:
@@ -154,7 +166,7 @@ def show(
     analysis = _analyse(
         inp, out, style, allowed=allowed, layer=layer, head=head, words=words, units=units
     )
-    view = analysis.view(layer, head, units, exclude=exclude)
+    view = analysis.view(layer, head, units, exclude=exclude, measure=inp.measure)
     shown: AttentionView | QueryRow = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
         analysis.save(out, "show", layer=layer, head=head, units=units)
@@ -180,11 +192,19 @@ def heads(
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
     _page_shows_every_token(out, exclude)
-    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset)
-    view = analysis.heads(layer, subset, units, exclude=exclude)
+    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads")
+    view = analysis.heads(layer, subset, units, exclude=exclude, measure=inp.measure)
     if out is not None:
         _save(
-            analysis, out, "heads", style, layer=layer, heads=subset, units=units, exclude=exclude
+            analysis,
+            out,
+            "heads",
+            style,
+            inp,
+            layer=layer,
+            heads=subset,
+            units=units,
+            exclude=exclude,
         )
     console.print(view)
     _wrote(out)
@@ -203,9 +223,9 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     _page_shows_every_token(out, exclude)
     analysis = _analyse(inp, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units, exclude=exclude)
+    view = analysis.model_view(subset, units, exclude=exclude, measure=inp.measure)
     if out is not None:
-        _save(analysis, out, "model", style, heads=subset, units=units, exclude=exclude)
+        _save(analysis, out, "model", style, inp, heads=subset, units=units, exclude=exclude)
     console.print(view)
     _wrote(out)
 
@@ -241,10 +261,22 @@ def rollout(
     as_json: bool,
     style: ImageStyle,
     exclude: Sequence[str] | None = None,
+    method: str = "rollout",
 ) -> None:
-    """Attention rollout through layer `upto`: how much each token draws from each input."""
+    """Attention rollout (or flow) through layer `upto`: what each token draws from each input."""
+    if method == "flow" and inp.measure != "weight":
+        raise BadInput("--method flow runs on the attention weights: drop --measure")
     analysis = _analyse(inp, out, style, layer=upto)
-    view = analysis.rollout(upto, units, top, exclude=exclude)
+    with _progress(len(analysis.pieces) ** 2, "maximum flows") as advance:
+        view = analysis.rollout(
+            upto,
+            units,
+            top,
+            exclude=exclude,
+            measure=inp.measure,
+            method=method,
+            progress=advance if method == "flow" else None,
+        )
     if out is not None:
         view.save(out, **asdict(style))
     if as_json:
@@ -293,7 +325,7 @@ def export(
     """Write an image of a view, or the raw attention data (.npz / .json)."""
     allowed = PAGES + DATA_SUFFIXES
     analysis = _analyse(inp, out, style, allowed=allowed, layer=layer, head=head)
-    _save(analysis, out, view, style, layer=layer, head=head, units=units)
+    _save(analysis, out, view, style, inp, layer=layer, head=head, units=units)
     _wrote(out)
 
 
@@ -353,13 +385,13 @@ def stats(
 
 
 @contextlib.contextmanager
-def _progress(total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal; `advance(n)` counts n sentences."""
+def _progress(total: int, what: str = "sentences") -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; `advance(n)` counts n more done."""
     from rich.progress import Progress
 
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("sentences", total=total)
+        task = bar.add_task(what, total=total)
         yield lambda n: bar.advance(task, n)
 
 

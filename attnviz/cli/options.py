@@ -30,6 +30,19 @@ class Dtype(str, Enum):
     bfloat16 = "bfloat16"
 
 
+class Measure(str, Enum):
+    weight = "weight"
+    norm = "norm"
+    norm_res_ln = "norm-res-ln"
+    alti = "alti"
+    value_zeroing = "value-zeroing"
+
+
+class Method(str, Enum):
+    rollout = "rollout"
+    flow = "flow"
+
+
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -149,6 +162,15 @@ NoCacheOpt = Annotated[
     typer.Option(
         "--no-cache",
         help="Compute afresh; don't read or write the attention cache (also ATTNVIZ_NO_CACHE=1).",
+    ),
+]
+MeasureOpt = Annotated[
+    Measure,
+    typer.Option(
+        "--measure",
+        help="What to draw: the attention weight, or how much each key contributes: norm "
+        "(Kobayashi 2020, per head), norm-res-ln (Kobayashi 2021), alti (Ferrando 2022), "
+        "value-zeroing (Mohebbi 2023); the last three per layer.",
     ),
 ]
 ExcludeOpt = Annotated[
