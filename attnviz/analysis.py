@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.compare import Comparison
     from attnviz.explain import Explanation
     from attnviz.families import ModelShape
     from attnviz.find import HeadLinks
@@ -433,6 +434,42 @@ class Analysis(_Input):
             self._measures[name] = values
         return self._measures[name]
 
+    def compare(
+        self,
+        query: str,
+        layer: int = -1,
+        *,
+        measures: Sequence[str] | None = None,
+        units: str = "words",
+        top: int = 5,
+    ) -> Comparison:
+        """For one query word, how each measure ranks the keys in `layer`, side by side.
+
+        `measures` defaults to all five; the weight and the norm are the layer's head mean.
+        `disagreements()` says where their top keys differ.
+        """
+        from attnviz.match import find_label
+        from attnviz.measures import MEASURES
+
+        chosen = list(MEASURES) if measures is None else list(measures)
+        if not chosen:
+            raise BadInput("name at least one measure to compare")
+        for name in chosen:
+            _choice(name, tuple(MEASURES), "measure")
+        views = [self.view(layer, None, units, measure=m) for m in chosen]
+        q = find_label(views[0].tokens, query, "--query")
+        from attnviz.compare import Comparison
+
+        return Comparison(
+            title=f"{self.title} · layer {views[0].layer} · query {views[0].tokens[q]}",
+            query=q,
+            labels=views[0].tokens,
+            layer=views[0].layer,
+            measures=chosen,
+            values=np.stack([v.matrix[q] for v in views]),  # (M, N)
+            top=_top(top),
+        )
+
     def explain(
         self,
         token: str | None = None,
@@ -673,6 +710,12 @@ class Analysis(_Input):
 
     def _repr_png_(self) -> bytes:
         return self.view()._repr_png_()
+
+
+def _top(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise BadInput(f"top must be a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def _path(path: object) -> Path:

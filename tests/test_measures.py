@@ -231,3 +231,21 @@ def test_flow_from_the_command_line() -> None:
     record = json.loads(_cli("rollout", EN, "--method", "flow", "--upto", "1", "--json"))
     assert record["method"] == "flow"
     np.testing.assert_allclose(np.sum(record["rollout"], axis=-1), 1.0, atol=1e-9)
+
+
+def test_compare_measures_ranks_each_measures_row(analysis: attnviz.Analysis) -> None:
+    import json
+
+    comparison = analysis.compare("he", layer=3)
+    john, he = comparison.labels.index("John"), comparison.labels.index("he")
+    assert comparison.ranking("value-zeroing")[0] == john
+    assert comparison.ranking("alti")[0] == he  # the residual: ALTI counts the token itself
+    expected = analysis.view(3, measure="alti").matrix[he]
+    np.testing.assert_allclose(comparison.values[comparison.measures.index("alti")], expected)
+    np.testing.assert_allclose(comparison.shares.sum(-1), 1.0)
+    assert any("put 'John' first" in line for line in comparison.disagreements())
+    record = json.loads(_cli("compare-measures", EN, "--query", "he", "--layer", "3", "--json"))
+    assert record["query"] == "he" and set(record["measures"]) == set(comparison.measures)
+    assert record["measures"]["value-zeroing"]["ranking"][0] == john
+    with pytest.raises(attnviz.BadInput, match="not a word of the text"):
+        analysis.compare("she")

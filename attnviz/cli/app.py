@@ -508,6 +508,62 @@ def find(
         )
 
 
+@app.command("compare-measures")
+def compare_measures(
+    ctx: typer.Context,
+    text: TextArg = None,
+    query: Annotated[
+        str,
+        typer.Option(
+            "--query",
+            help="The query word: any case or accents (ele#2 for the second).",
+            show_default=False,
+        ),
+    ] = "",
+    layer: LayerOpt = -1,
+    top: Annotated[int, typer.Option("--top", help="Keys listed per measure.", min=1)] = 5,
+    units: UnitsOpt = Units.words,
+    model: ModelOpt = None,
+    out: ImageOutOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print every measure's row, shares and ranking.")
+    ] = False,
+    pair: PairOpt = None,
+    mask: MaskOpt = Mask.none,
+    truncate: TruncateOpt = False,
+    no_cache: NoCacheOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """One query, every measure: how the weight, the norm, norm-res-ln, ALTI and value
+    zeroing rank its keys, side by side, and where they disagree.
+
+    [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
+    """
+    with failures(debug):
+        from attnviz.cli import commands
+
+        if not query.strip():
+            raise BadInput("say which query to compare: pass --query WORD")
+        commands.compare_measures(
+            _console(),
+            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            query=query,
+            layer=layer,
+            top=top,
+            units=units.value,
+            out=out,
+            as_json=as_json,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+        )
+
+
 @app.command()
 def stats(
     ctx: typer.Context,

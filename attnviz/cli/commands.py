@@ -286,6 +286,30 @@ def rollout(
     _wrote(out)
 
 
+def compare_measures(
+    console: Console,
+    inp: Input,
+    *,
+    query: str,
+    layer: int,
+    top: int,
+    units: str,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+) -> None:
+    """Every measure's ranking of one query's keys, side by side."""
+    analysis = _analyse(inp, out, style, layer=layer, words={"--query": query}, units=units)
+    comparison = analysis.compare(query, layer, units=units, top=top)
+    if out is not None:
+        comparison.save(out, **asdict(style))
+    if as_json:
+        _json(comparison.to_dict())
+    else:
+        console.print(comparison)
+    _wrote(out)
+
+
 def find(
     console: Console,
     inp: Input,

@@ -1,0 +1,71 @@
+"""A comparison of measures for one query: a terminal table and a figure of bar charts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from attnviz.render.cells import sanitize
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from attnviz.compare import Comparison
+
+
+class ComparisonTable:
+    """Rank by rank, the key each measure puts there and its share of the row."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        self.c = comparison
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        c = self.c
+        table = Table(title=sanitize(c.title), title_justify="left", box=None, pad_edge=False)
+        table.add_column("rank", justify="right")
+        for measure in c.measures:
+            table.add_column(measure, overflow="fold")
+        shares = c.shares
+        orders = [c.ranking(m) for m in c.measures]
+        for rank in range(min(c.top, len(c.labels))):
+            cells = []
+            for m, order in enumerate(orders):
+                j = order[rank]
+                cells.append(Text(f"{sanitize(c.labels[j])} {shares[m, j]:.2f}"))
+            table.add_row(str(rank + 1), *cells)
+        notes = [Text(line, style="dim") for line in c.disagreements()]
+        yield Group(table, Text("shares: each measure's row divided by its sum"), *notes)
+
+
+def comparison_figure(comparison: Comparison, *, theme: str = "light") -> Figure:
+    """One horizontal bar chart per measure, the top keys largest first, on one share axis."""
+    from matplotlib.figure import Figure
+
+    from attnviz.render.image import _THEME_COLOURS, _check_theme
+
+    _check_theme(theme)
+    c = comparison
+    colours = _THEME_COLOURS[theme]
+    count = min(c.top, len(c.labels))
+    figure = Figure(figsize=(2.6 * len(c.measures) + 0.6, 0.35 * count + 1.4))
+    figure.set_facecolor(colours["face"])
+    axes = figure.subplots(1, len(c.measures), sharex=True, squeeze=False)[0]
+    shares = c.shares
+    for ax, (m, measure) in zip(axes, enumerate(c.measures), strict=True):
+        order = c.ranking(measure)[:count]
+        ax.barh(range(count), [shares[m, j] for j in order], color="#0072B2")
+        ax.set_yticks(range(count), [c.labels[j] for j in order], color=colours["text"])
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_title(measure, color=colours["text"], fontsize=10)
+        ax.set_facecolor(colours["face"])
+        ax.tick_params(colors=colours["text"], labelsize=8)
+        for spine in ax.spines.values():
+            spine.set_color(colours["text"])
+    figure.suptitle(c.title, color=colours["text"], fontsize=10)
+    figure.supxlabel("share of the query's row", color=colours["text"], fontsize=9)
+    figure.set_layout_engine("constrained")
+    return figure
