@@ -12,6 +12,7 @@ matter; seconds vary from machine to machine.
     attnviz show, cold           vs  transformers AutoModel, eager, output_attentions (whole run)
     attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
     attnviz export --out HTML    vs  attnviz show, cached        (the whole model as a page)
+    attnviz show --measure M     vs  attnviz show, cold          (each measure)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
 """
@@ -171,6 +172,20 @@ def main() -> None:
             "≤ 1.2×",
             1.2,
         )
+        for measure, limit in (
+            ("norm", 2.0),
+            ("norm-res-ln", 2.0),
+            ("alti", 2.0),
+            ("value-zeroing", None),  # T + 1 passes of each layer, batched
+        ):
+            pair(
+                f"attnviz show --measure {measure}, cold",
+                [*cold, "--measure", measure],
+                cold,
+                "attnviz show, cold",
+                "≤ 2×" if limit else "",
+                limit,
+            )
         grid = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png, "--no-cache"]
         pair("attnviz heads --out grid.png", grid, torch_, "import torch")
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import attnviz
+from tests.conftest import FAMILY_TYPES
 
 EN = "John thought: the train was full, but he found a free seat."
 
@@ -249,3 +250,19 @@ def test_compare_measures_ranks_each_measures_row(analysis: attnviz.Analysis) ->
     assert record["measures"]["value-zeroing"]["ranking"][0] == john
     with pytest.raises(attnviz.BadInput, match="not a word of the text"):
         analysis.compare("she")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILY_TYPES)
+def test_every_measure_on_every_encoder_family(family: str, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """The measures read the same from-scratch layers in every family: each runs, finite."""
+    from attnviz.measures import MEASURES
+
+    analysis = attnviz.analyse("the bank refused the loan", model=str(tiny_model(family)))
+    L, H, T, _ = analysis.attentions.shape
+    for name in MEASURES:
+        values = analysis.measure(name)
+        assert values.shape == ((L, H, T, T) if name in ("weight", "norm") else (L, T, T))
+        assert np.isfinite(values).all(), name
+        if name in ("weight", "alti", "value-zeroing"):
+            np.testing.assert_allclose(values.sum(-1), 1.0, atol=1e-5)
