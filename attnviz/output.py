@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import IO
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import DPI
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
 DATA_SUFFIXES = (".npz", ".json")  # raw attention data
-DPI_RANGE = (10, 1200)
+DPI_RANGE = DPI  # attnviz.limits holds every numeric bound
 
 
 @dataclass(frozen=True)

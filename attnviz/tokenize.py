@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
@@ -132,15 +132,17 @@ def load_tokenizer(folder: Path) -> Tokenizer:
         if path.is_file():
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(path))
+            with quiet_panics():
+                tokenizer = Tokenizer.from_file(str(path))
         else:
             tokenizer = _tokenizer_from_transformers(folder)
-    except AttnvizError:
+    except (AttnvizError, *PASS_THROUGH):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
         raise AttnvizError(
-            f"cannot read the tokenizer in {folder} ({str(exc)[:120]}): the model folder needs "
-            "tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a sentencepiece model)"
+            f"cannot read the tokenizer in {folder} ({short_reason(exc, 120)}): the model "
+            "folder needs tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a "
+            "sentencepiece model)"
         ) from exc
     tokenizer.no_padding()  # never pad a single sentence
     tokenizer.no_truncation()  # the model's position limit applies, not the tokenizer's
@@ -198,7 +200,7 @@ def tokenize(
             raise BadInput(
                 "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
             ) from None
-    encoding = tokenizer.encode(text, pair)
+    encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
             "the text has nothing the tokenizer keeps (only spaces, control or zero-width "
@@ -214,11 +216,25 @@ def tokenize(
         tokenizer.enable_truncation(max_positions)
         try:
             full = len(encoding)
-            encoding = tokenizer.encode(text, pair)
+            encoding = _encode(tokenizer, text, pair)
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
     return _pieces(encoding, text, pair, dropped)
+
+
+def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
+    """`tokenizer.encode`, its failures (a Rust panic included) as one AttnvizError."""
+    try:
+        with quiet_panics():
+            return tokenizer.encode(text, pair)
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # a hostile tokenizer.json: a catastrophic regex, no [UNK]
+        raise AttnvizError(
+            f"the model's tokenizer failed on this text ({short_reason(exc, 120)}): its "
+            "tokenizer files are broken; use the tokenizer that came with the checkpoint"
+        ) from None
 
 
 def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pieces:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.limits import TOP, check_range
 from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -425,8 +426,7 @@ def rollout_view(
 
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise BadInput(f"--top must be at least 1, got {top}")
+    check_range(top, "--top", TOP)
     into = _units(src.pieces, units)
     return RolloutView(
         matrix=into.matrix(rollout(src.attentions, upto)),  # (N, N), rows still sum to 1

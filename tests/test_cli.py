@@ -185,6 +185,26 @@ def _broken_model(tiny_bert: TinyFactory, tmp_path: Path, how: str) -> str:
     elif how == "gpt2":
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    elif how == "regex":  # a catastrophic pre-tokenizer regex: the Rust tokenizer panics
+        tokenizer = json.loads((folder / "tokenizer.json").read_text())
+        split = {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated"}
+        tokenizer["pre_tokenizer"] = {**split, "invert": False}
+        (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    elif how == "no-unk":  # a vocab.txt without [UNK], and no tokenizer.json
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            (folder / name).unlink()
+        vocab = (folder / "vocab.txt").read_text().splitlines()
+        (folder / "vocab.txt").write_text("\n".join(v for v in vocab if v != "[UNK]") + "\n")
+    elif how == "deep-config":  # nested past Python's recursion limit
+        text = (folder / "config.json").read_text().rstrip().rstrip("}")
+        (folder / "config.json").write_text(text + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif how == "huge-act":  # a 5 MB value must not be echoed whole
+        config = json.loads((folder / "config.json").read_text())
+        config["hidden_act"] = "x" * 5_000_000
+        (folder / "config.json").write_text(json.dumps(config))
+    elif how == "huge-config":
+        with (folder / "config.json").open("a") as handle:
+            handle.write(" " * 9 * 2**20)
     return str(folder)
 
 
@@ -248,6 +268,18 @@ BAD = [
     (["stats", "--threads", "0"], 2, "Invalid value for '--threads'"),
     (["stats", "--out", "{tmp}/s.npz"], 2, "unknown extension"),
     (["stats", SHORT, "--model", "@gpt2"], 1, "model types: bert"),
+    # hostile model folders (issue 14): a tokenizer that panics, configs that overflow
+    (["tokens", "a" * 40 + "b", "--model", "@regex"], 1, "the model's tokenizer failed"),
+    (["tokens", "hello ☃ 銀行", "--model", "@no-unk"], 1, "Missing [UNK] token"),
+    (["info", "--model", "@deep-config"], 1, "nested too deeply"),
+    (["info", "--model", "@huge-act"], 1, "hidden_act='xxxxx"),
+    (["info", "--model", "@huge-config"], 1, "a config.json is a few kilobytes"),
+    # numeric options out of range (attnviz.limits)
+    (["stats", SHORT, "--threads", "100000"], 2, "Invalid value for '--threads'"),
+    (["stats", SHORT, "--threads", "1000000000000"], 2, "Invalid value for '--threads'"),
+    (["stats", SHORT, "--batch-size", "10000000"], 2, "Invalid value for '--batch-size'"),
+    (["stats", SHORT, "--top", "10000000000"], 2, "Invalid value for '--top'"),
+    (["rollout", SHORT, "--top", "10000000000"], 2, "Invalid value for '--top'"),
 ]
 
 
@@ -264,7 +296,7 @@ def test_bad_input_gets_one_line_and_no_file(
     assert result.exit_code == code, (result.stdout, result.stderr)
     message = result.stderr.strip()
     assert message.startswith("Error: ") and "\n" not in message, message
-    assert words in message
+    assert words in message and len(message) < 600
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 

@@ -21,6 +21,7 @@ from attnviz.cli.errors import (
     debug_all,
     failures,
     os_error_line,
+    replace_unencodable,
     silence_stdout,
 )
 from attnviz.cli.input import check_image_options, corpus, head_list, read_text, utf8
@@ -53,6 +54,7 @@ from attnviz.cli.options import (
     View,
 )
 from attnviz.errors import BadInput
+from attnviz.limits import BATCH_SIZE, THREADS, TOP
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -331,7 +333,9 @@ def rollout(
             "--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."
         ),
     ] = -1,
-    top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
+    top: Annotated[
+        int, typer.Option("--top", help="Inputs listed for each token.", min=TOP[0], max=TOP[1])
+    ] = 3,
     units: UnitsOpt = Units.words,
     model: ModelOpt = None,
     out: OutOpt = None,
@@ -394,7 +398,8 @@ def stats(
         SortColumn, typer.Option("--sort", help="Order heads by this column.")
     ] = SortColumn.layer,
     top: Annotated[
-        int | None, typer.Option("--top", help="Show only the first N heads.", min=1)
+        int | None,
+        typer.Option("--top", help="Show only the first N heads.", min=TOP[0], max=TOP[1]),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of per-head records.")
@@ -408,7 +413,13 @@ def stats(
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Sentences per padded batch.", min=1)
+        int,
+        typer.Option(
+            "--batch-size",
+            help="Sentences per padded batch.",
+            min=BATCH_SIZE[0],
+            max=BATCH_SIZE[1],
+        ),
     ] = 32,
     device: Annotated[
         Device,
@@ -416,7 +427,12 @@ def stats(
     ] = Device.auto,
     threads: Annotated[
         int | None,
-        typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
+        typer.Option(
+            "--threads",
+            help="CPU threads for torch. Default: torch's own.",
+            min=THREADS[0],
+            max=THREADS[1],
+        ),
     ] = None,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -575,6 +591,7 @@ def main() -> None:
     Commands report their own errors; this catches what happens outside them,
     such as `attnviz --help > /dev/full`.
     """
+    replace_unencodable()
     try:
         app()
     except BrokenPipeError:

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,7 +210,7 @@ def export(
 
 def stats(
     console: Console,
-    texts: list[str],
+    texts: Iterable[str],
     *,
     model: str | None,
     truncate: bool,
@@ -229,7 +229,7 @@ def stats(
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
-    with _progress(len(texts)) as advance:
+    with _progress(len(texts) if isinstance(texts, list) else None) as advance:
         result = api.head_stats(
             texts,
             model=model,
@@ -257,14 +257,27 @@ def stats(
 
 
 @contextlib.contextmanager
-def _progress(total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal; `advance(n)` counts n sentences."""
+def _progress(total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; `advance(n)` counts n sentences.
+
+    `total` is None for a corpus read as it runs (a file, stdin): the bar counts.
+    """
     from rich.progress import Progress
 
     err = Console(stderr=True)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+    # Drawn only when a batch ends (no refresh thread): stderr is kept silent during calls
+    # into the tokenizer (attnviz.errors.quiet_panics), and a frame lost there would
+    # leave the bar's cursor moves out of step.
+    with Progress(
+        console=err, transient=True, disable=not err.is_terminal, auto_refresh=False
+    ) as bar:
         task = bar.add_task("sentences", total=total)
-        yield lambda n: bar.advance(task, n)
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            bar.refresh()
+
+        yield advance
 
 
 def tokens(console: Console, inp: Input) -> None:

@@ -73,7 +73,17 @@ def failures(debug: bool) -> Iterator[None]:
             raise
         typer.echo(os_error_line(exc), err=True)
         raise typer.Exit(1) from None
-    except Exception as exc:
+    except MemoryError:
+        if debug:
+            raise
+        typer.echo(
+            "Error: out of memory: use a shorter text, a smaller model or a smaller --batch-size",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # the last net: a Rust panic is a BaseException too
         if debug:
             raise
         typer.echo(
@@ -89,6 +99,24 @@ def silence_stdout() -> int:
     with contextlib.suppress(Exception):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 141
+
+
+def replace_unencodable() -> None:
+    """Print `?` for what the output's encoding cannot hold, instead of failing on it.
+
+    With PYTHONIOENCODING=ascii, or LC_ALL=C without Python's UTF-8 mode, stdout is
+    ASCII: a label such as `João` or a shade character would otherwise end the command
+    with a UnicodeEncodeError.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "João ░".encode(encoding)
+        except UnicodeEncodeError:
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except LookupError:
+            pass
 
 
 def os_error_line(exc: OSError) -> str:
