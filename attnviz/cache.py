@@ -27,18 +27,20 @@ import re
 import stat
 import sys
 import time
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import PASS_THROUGH, AttnvizError
 from attnviz.output import atomic_write
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
 FORMAT = 1  # bump when the entry layout changes; part of every key
+ROW_SUM_TOLERANCE = 1e-2  # a cached row may sum to 1 this far off (float16 attention)
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
 
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")  # <key>.npz
@@ -176,36 +178,110 @@ def _touch(path: Path) -> None:
         os.utime(path, ns=(now, now))
 
 
-def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry."""
-    data = np.load(path, allow_pickle=False)
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError("not an npz archive")
-    with data:
-        if "attentions" not in data.files or "ids" not in data.files:
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor of `path` when it is a regular file (not a link, FIFO or device).
+
+    Opened without blocking and without following a link, then checked with fstat: a
+    FIFO planted as an entry would otherwise block the read forever.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    """The array `name`.npy of an entry, its header checked before its data is read.
+
+    `shape` is the one expected (None: any that fits the cache's size limit); a header
+    that claims another, or more bytes than the member holds, is refused before a
+    single byte of data is decompressed.
+    """
+    info = archive.getinfo(f"{name}.npy")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            header = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"{name} has .npy format {version}")
+        claimed, _, dtype = header
+        size = math.prod(claimed) * dtype.itemsize  # Python ints: a lying shape cannot wrap
+        if dtype.hasobject or (shape is not None and tuple(claimed) != shape):
+            raise ValueError(f"{name} is {dtype} {tuple(claimed)}, expected {shape}")
+        if size > limit_bytes() or size > info.file_size:
+            raise ValueError(f"{name} claims {size} bytes in a member of {info.file_size}")
+    with archive.open(info) as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
+
+
+def _read(path: Path, expect: tuple[int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry.
+
+    `expect` is (layers, heads, pieces): an entry of another shape is refused from its
+    header. The weights are checked as attention: finite, in 0..1, rows summing to 1.
+    """
+    with os.fdopen(_open_regular(path), "rb") as handle, zipfile.ZipFile(handle) as archive:
+        names = archive.namelist()
+        if "attentions.npy" not in names or "ids.npy" not in names:
             raise ValueError("the arrays 'attentions' and 'ids' are missing")
-        attentions = data["attentions"]  # (L, H, T, T)
-        ids = data["ids"]  # (T,)
+        L, H, T = expect if expect is not None else (None, None, None)
+        ids = _member(archive, "ids", (T,) if T is not None else None)  # (T,)
+        if ids.ndim != 1:
+            raise ValueError(f"ids are {ids.dtype} {ids.shape}")
+        T = ids.shape[0]
+        want = (L, H, T, T) if L is not None and H is not None else None
+        attentions = _member(archive, "attentions", want)  # (L, H, T, T)
     if attentions.dtype != np.float32 or attentions.ndim != 4:
         raise ValueError(f"attentions are {attentions.dtype} {attentions.shape}")
     if attentions.shape[2] != attentions.shape[3]:
         raise ValueError(f"attentions are not square: {attentions.shape}")
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.shape[0] != attentions.shape[2]:
+    if ids.dtype.kind not in "iu" or ids.shape[0] != attentions.shape[2]:
         raise ValueError(f"ids {ids.dtype} {ids.shape} do not fit attentions {attentions.shape}")
+    if attentions.size and not _is_attention(attentions):
+        raise ValueError("its weights are not attention (non-finite, or rows not summing to 1)")
     return attentions, ids
 
 
-def load(key: str, *, expect_ids: Sequence[int] | None = None) -> np.ndarray | None:
+def _is_attention(attentions: np.ndarray) -> bool:
+    """Finite weights in 0..1 whose rows sum to 1 (to float16's precision)."""
+    rows = attentions.sum(axis=-1, dtype=np.float64)  # (L, H, T)
+    if not np.isfinite(rows).all() or np.abs(rows - 1).max() > ROW_SUM_TOLERANCE:
+        return False
+    return bool(attentions.min() >= 0)
+
+
+def load(
+    key: str,
+    *,
+    expect_ids: Sequence[int] | None = None,
+    expect_shape: tuple[int, int] | None = None,
+) -> np.ndarray | None:
     """The cached (L, H, T, T) float32 attentions for `key`, or None on a miss.
 
-    An entry whose ids differ from `expect_ids` is a miss. A corrupt or unreadable
-    entry is removed with a warning and is a miss too.
+    An entry whose ids differ from `expect_ids` is a miss. An entry of another shape
+    than `expect_shape` (layers, heads) by `expect_ids`, or whose weights are not
+    attention (NaN, rows that do not sum to 1), is corrupt: like an unreadable one it
+    is removed with a warning and is a miss too.
     """
     path = _entry_path(key)
+    expect = None
+    if expect_shape is not None and expect_ids is not None:
+        expect = (*expect_shape, len(expect_ids))
     try:
-        attentions, ids = _read(path)
+        attentions, ids = _read(path, expect)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PASS_THROUGH:
+        raise
     except Exception as exc:  # any failure to read is a bad entry, never a crash
         reason = getattr(exc, "strerror", None) or exc
         if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us

@@ -64,10 +64,8 @@ def compute(
     if key is not None:
         from attnviz import cache
 
-        hit = cache.load(key, expect_ids=prepared.pieces.ids)
-        if hit is not None and hit.shape[:2] != (prepared.num_layers, prepared.num_heads):
-            cache.warn(f"a cached entry has the wrong shape {hit.shape}; recomputing it")
-            hit = None
+        shape = (prepared.num_layers, prepared.num_heads)
+        hit = cache.load(key, expect_ids=prepared.pieces.ids, expect_shape=shape)
         if hit is not None:
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)

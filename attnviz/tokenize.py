@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
+from attnviz.limits import max_text_chars
 from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Pieces:
     word_ids: list[int | None]  # None for special tokens
     sequence_ids: list[int | None]  # 0 for text, 1 for pair, None for special tokens
     dropped: int = 0  # pieces cut off by --truncate
+    cut: int = 0  # characters cut off by --truncate before tokenizing (a text far too long)
     labels: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -200,6 +202,7 @@ def tokenize(
             raise BadInput(
                 "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
             ) from None
+    text, cut = _bounded(text, pair, max_positions, truncate)
     encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
@@ -220,7 +223,30 @@ def tokenize(
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
-    return _pieces(encoding, text, pair, dropped)
+    return _pieces(encoding, text, pair, dropped, cut)
+
+
+def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
+    """`text` refused by its size before it is tokenized, or with --truncate cut at a space.
+
+    Tokenizing costs time and memory in proportion to the characters (10 MB took 17 s
+    and 1.7 GB), and a text of more than `max_text_chars` cannot fit the model's
+    positions: the cut, made at a space so no word is split, keeps every piece that
+    could be kept. Returns the text and how many characters were cut.
+    """
+    limit = max_text_chars(max_positions)
+    size = len(text) + len(pair or "")
+    if size <= limit:
+        return text, 0
+    if not truncate or pair is not None or len(pair or "") >= limit:
+        fix = "shorten it" + (" or pass --truncate to keep its start" if pair is None else "")
+        raise BadInput(
+            f"the text is {size:,} characters long, more than a model of {max_positions} "
+            f"positions can take (attnviz reads at most {limit:,}): {fix}"
+        )
+    space = text.rfind(" ", limit // 2, limit + 1)
+    kept = text[: space if space > 0 else limit]
+    return kept, len(text) - len(kept)
 
 
 def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
@@ -237,7 +263,7 @@ def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
         ) from None
 
 
-def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pieces:
+def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: int = 0) -> Pieces:
     return Pieces(
         text=text,
         pair=pair,
@@ -248,4 +274,5 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pi
         word_ids=list(encoding.word_ids),
         sequence_ids=list(encoding.sequence_ids),
         dropped=dropped,
+        cut=cut,
     )

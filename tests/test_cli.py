@@ -450,6 +450,16 @@ def test_a_very_narrow_terminal_still_works(columns: str) -> None:
         assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("columns", ["0", "-3", "abc", "99999999999"])
+def test_an_unusable_terminal_width_draws_at_80_columns(columns: str) -> None:
+    """COLUMNS=0 made rich draw at width 0: every view printed nothing and exited 0."""
+    for args in (["show", SHORT], ["rollout", SHORT, "--top", "1"]):
+        result = runner.invoke(app, args, env={"COLUMNS": columns})
+        assert result.exit_code == 0, (args, result.stderr)
+        lines = result.stdout.splitlines()
+        assert "Maria" in result.stdout and max(len(line) for line in lines) <= 80
+
+
 def test_an_empty_corpus_file_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n   \n", encoding="utf-8")

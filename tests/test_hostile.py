@@ -33,6 +33,33 @@ def attnviz(
     )
 
 
+def measured(
+    *args: str, stdin: Path | None = None, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[bytes], float, float]:
+    """Run attnviz in a fresh wrapper process: (result, seconds, peak RSS of attnviz in MB)."""
+    code = (
+        "import json, resource, subprocess, sys, time\n"
+        "stdin = open(sys.argv[1], 'rb') if sys.argv[1] else subprocess.DEVNULL\n"
+        "start = time.perf_counter()\n"
+        "r = subprocess.run(sys.argv[2:], stdin=stdin, capture_output=True)\n"
+        "took = time.perf_counter() - start\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(json.dumps([r.returncode, r.stdout.decode(errors='replace'),"
+        " r.stderr.decode(errors='replace'), took, peak]))\n"
+    )
+    command = [sys.executable, "-m", "attnviz", *args]
+    wrapper = subprocess.run(
+        [sys.executable, "-c", code, str(stdin or ""), *command],
+        capture_output=True,
+        env={**os.environ, "COLUMNS": "80", "HF_HUB_OFFLINE": "1"},
+        timeout=timeout,
+        check=True,
+    )
+    code_, out, err, took, peak = json.loads(wrapper.stdout)
+    result = subprocess.CompletedProcess(command, code_, out.encode(), err.encode())
+    return result, took, peak
+
+
 def one_error_line(result: subprocess.CompletedProcess[bytes], code: int) -> str:
     err = result.stderr.decode("utf-8", "replace")
     assert result.returncode == code, err
@@ -89,3 +116,125 @@ def test_an_image_too_big_to_draw_is_refused_before_drawing(tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     assert "more than attnviz draws (40 million): use --dpi 279 or less" in result.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+# --- sizes: refused before the work, streamed, linear -----------------------------------------
+
+
+def test_a_text_far_too_long_is_refused_by_its_size_or_cut_with_truncate() -> None:
+    import attnviz
+    from attnviz.limits import max_text_chars
+
+    text = "palavra " * 10_000  # 80,000 characters: more than 64 per position of 512
+    assert len(text) > max_text_chars(512)
+    with pytest.raises(attnviz.BadInput, match="attnviz reads at most 32,768"):
+        attnviz.prepare(text)
+    prepared = attnviz.prepare(text, truncate=True)
+    assert len(prepared.pieces) == 512 and prepared.dropped > 0
+    assert prepared.pieces.cut == len(text) - len(prepared.pieces.text) > 40_000
+    assert prepared.pieces.text.endswith("palavra")  # cut at a space, no word split
+
+
+@pytest.mark.slow  # 8,000 sentences
+def test_head_stats_reads_its_sentences_as_it_goes(tiny_bert: TinyFactory) -> None:
+    """A corpus is tokenized a chunk at a time: the first batch runs long before the end."""
+    import attnviz
+    from attnviz.pipeline import CHUNK_SENTENCES
+
+    read = []
+
+    def sentences():
+        for n in range(CHUNK_SENTENCES * 2 + 5):
+            read.append(n)
+            yield f"sentence number {n}."
+
+    seen_at_first_batch: list[int] = []
+
+    def progress(n: int) -> None:
+        if not seen_at_first_batch:
+            seen_at_first_batch.append(len(read))
+
+    stats = attnviz.head_stats(
+        sentences(), model=str(tiny_bert()), batch_size=4096, threads=1, progress=progress
+    )
+    assert seen_at_first_batch == [CHUNK_SENTENCES]
+    assert stats.sentences == CHUNK_SENTENCES * 2 + 5
+
+
+@pytest.mark.slow  # a 6000 x 6000 matrix
+def test_merge_words_matches_the_membership_product_and_is_linear() -> None:
+    import time
+
+    import numpy as np
+
+    from attnviz.views import merge_words
+
+    rng = np.random.default_rng(0)
+    matrix = rng.random((2, 3, 9, 9)).astype(np.float32)  # (..., T, T)
+    groups = [[0], [1, 4], [2, 3], [5, 6, 7], [8]]  # one word out of order
+    membership = np.zeros((9, 5), np.float32)
+    for w, pieces in enumerate(groups):
+        membership[pieces, w] = 1
+    expected = (membership / membership.sum(0)).T @ (matrix @ membership)
+    np.testing.assert_allclose(merge_words(matrix, groups), expected, rtol=1e-6)
+    for bad in ([[0, 1], [1, 2, 3, 4, 5, 6, 7, 8]], [[0], []], [list(range(8))]):
+        with pytest.raises(ValueError):
+            merge_words(matrix, bad)
+
+    T = 6000  # the old (T, W) products took about 16 s here; cubic in T
+    big = np.full((T, T), 1 / T, np.float32)
+    start = time.perf_counter()
+    merged = merge_words(big, [list(range(i, min(i + 2, T))) for i in range(0, T, 2)])
+    assert time.perf_counter() - start < 5
+    np.testing.assert_allclose(merged.sum(-1), 1, atol=1e-4)
+
+
+def _nan_model(tiny_bert: TinyFactory, tmp_path: Path) -> Path:
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / "nan"
+    shutil.copytree(tiny_bert(), folder)
+    weights = load_file(folder / "model.safetensors")
+    key = next(k for k in weights if "layer.1.attention.self.query.weight" in k)
+    weights[key][0, 0] = float("nan")
+    save_file(weights, folder / "model.safetensors")
+    return folder
+
+
+def test_non_finite_attention_is_refused_in_one_line(
+    tiny_bert: TinyFactory, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    folder = str(_nan_model(tiny_bert, tmp_path))
+    for args in (["show", SHORT, "--json", "--no-cache"], ["stats", SHORT, "--json"]):
+        result = CliRunner().invoke(app, [*args, "--model", folder])
+        assert result.exit_code == 1, result.output
+        assert result.stdout == ""
+        assert result.stderr.startswith("Error: the attention of ")
+        assert "is not finite (NaN or infinity) from layer 1 on" in result.stderr
+
+
+@pytest.mark.slow  # subprocesses, 20 MB files
+def test_huge_input_is_refused_by_size_fast_and_in_bounded_memory(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"palavra " * 2_500_000)  # 20 MB of text on stdin
+    result, took, peak = measured("show", stdin=big)
+    err = one_error_line(result, 2)
+    assert "standard input holds more than 16.0 MB" in err
+    assert took < 20 and peak < 400, (took, peak)
+
+    ten = tmp_path / "ten.txt"
+    ten.write_bytes(b"palavra " * 1_300_000)  # 10 MB: read, refused before tokenizing
+    result, took, peak = measured("show", stdin=ten)
+    assert "attnviz reads at most 32,768" in one_error_line(result, 2)
+    assert took < 20 and peak < 400, (took, peak)  # tokenized, it took 17 s and 1.7 GB
+
+    sparse = tmp_path / "nul.txt"
+    with sparse.open("wb") as handle:
+        handle.truncate(2**30)  # 1 GB of NULs, one line, nothing on disk
+    result, took, peak = measured("stats", "--file", str(sparse))
+    assert f"line 1 of {sparse} holds more than 16.0 MB" in one_error_line(result, 2)
+    assert took < 20 and peak < 400, (took, peak)  # it was killed at 24 GB

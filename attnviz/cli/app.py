@@ -24,7 +24,14 @@ from attnviz.cli.errors import (
     replace_unencodable,
     silence_stdout,
 )
-from attnviz.cli.input import check_image_options, corpus, head_list, read_text, utf8
+from attnviz.cli.input import (
+    check_image_options,
+    console_width,
+    corpus,
+    head_list,
+    read_text,
+    utf8,
+)
 from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
@@ -99,7 +106,7 @@ def _main(
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, width=console_width())
 
 
 def _input(

@@ -52,9 +52,10 @@ class BatchOptions:
 
 def _prepare(inp: Input) -> Prepared:
     prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
-    if prepared.dropped:
+    if prepared.dropped or prepared.pieces.cut:
+        rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         print(
-            f"note: --truncate dropped the last {prepared.dropped} pieces "
+            f"note: --truncate dropped the last {prepared.dropped} pieces{rest} "
             f"(the model takes {len(prepared.pieces)})",
             file=sys.stderr,
         )
@@ -264,7 +265,9 @@ def _progress(total: int | None) -> Iterator[Callable[[int], None]]:
     """
     from rich.progress import Progress
 
-    err = Console(stderr=True)
+    from attnviz.cli.input import console_width
+
+    err = Console(stderr=True, width=console_width())
     # Drawn only when a batch ends (no refresh thread): stderr is kept silent during calls
     # into the tokenizer (attnviz.errors.quiet_panics), and a frame lost there would
     # leave the bar's cursor moves out of step.

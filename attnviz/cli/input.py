@@ -105,6 +105,25 @@ def check_image_options(ctx: typer.Context, out: Path | None) -> None:
         raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
 
 
+MAX_COLUMNS = 4096  # wider than any terminal; past it COLUMNS is a mistake, not a width
+
+
+def console_width() -> int | None:
+    """The width to draw at when COLUMNS is set but unusable (0, negative, absurd): 80.
+
+    None leaves it to rich (COLUMNS when sane, else the terminal's size, else 80). With
+    COLUMNS=0 rich would draw every view at width 0: nothing at all, and exit 0.
+    """
+    raw = os.environ.get("COLUMNS", "").strip()
+    if not raw:
+        return None
+    try:
+        columns = int(raw)
+    except ValueError:
+        return 80
+    return None if 1 <= columns <= MAX_COLUMNS else 80
+
+
 def stdin_is_data() -> bool:
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
