@@ -24,20 +24,26 @@ __all__ = ["analyse", "head_stats", "prepare"]
 
 
 def prepare(
-    text: str, *, pair: str | None = None, model: str | None = None, truncate: bool = False
+    text: str,
+    *,
+    pair: str | None = None,
+    model: str | None = None,
+    truncate: bool = False,
+    cache: bool = True,
 ) -> Prepared:
     """Find the model and tokenize `text` for it, without loading weights or importing torch.
 
     `model` is a local folder or a Hugging Face Hub id (None: `$ATTNVIZ_MODEL`, else the
     embedded all-MiniLM-L6-v2). `pair` is a second sentence, read as BERT reads pairs.
     A text longer than the model takes is refused, unless `truncate` keeps its start.
+    `cache=False` keeps nothing on disk (a tokenizer converted from vocab.txt included).
     """
     from attnviz.pipeline import prepare as _prepare
 
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    return _prepare(text, model=model, pair=pair, truncate=truncate)
+    return _prepare(text, model=model, pair=pair, truncate=truncate, use_cache=cache)
 
 
 def analyse(
@@ -57,7 +63,7 @@ def analyse(
     `cache` reads and writes the attention cache, so a text seen before is not computed
     again (off when ATTNVIZ_NO_CACHE is set).
     """
-    return prepare(text, pair=pair, model=model, truncate=truncate).analyse(
+    return prepare(text, pair=pair, model=model, truncate=truncate, cache=cache).analyse(
         mask=mask, dtype=dtype, cache=cache
     )
 

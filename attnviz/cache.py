@@ -149,6 +149,7 @@ def _model_files(folder: Path) -> list[list[str | int]]:
 
 TOKENIZERS = "tokenizers"  # subfolder for tokenizers that transformers had to convert
 _TOKENIZER = re.compile(r"[0-9a-f]{64}\.json")
+_TEMP_TOKENIZER = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")
 
 
 def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Path:
@@ -163,6 +164,38 @@ def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Pa
     material = {"format": FORMAT, "version": attnviz.__version__, "files": _model_files(folder)}
     digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode("ascii")).hexdigest()
     return cache_dir(environ) / TOKENIZERS / f"{digest}.json"
+
+
+# A converted tokenizer.json larger than this is not kept (real ones are 0.5 to 20 MB).
+MAX_TOKENIZER_BYTES = 64 * MB
+
+
+def load_tokenizer_json(path: Path) -> str | None:
+    """The converted tokenizer kept at `path` (a regular file only), or None; a use for the LRU."""
+    try:
+        with os.fdopen(_open_regular(path), "rb") as handle:
+            data = handle.read(MAX_TOKENIZER_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > MAX_TOKENIZER_BYTES:
+        return None
+    _touch(path)
+    return data.decode("utf-8")
+
+
+def store_tokenizer_json(path: Path, text: str) -> None:
+    """Keep a converted tokenizer at `path`, counted in the cache's size; a failure only warns."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path, "w") as handle:
+            handle.write(text)
+    except (OSError, AttnvizError) as exc:
+        cause = exc.__context__ if isinstance(exc, AttnvizError) else exc
+        _unusable(folder, getattr(cause, "strerror", None) or exc)
+        return
+    _touch(path)
+    _evict(cache_dir(), limit_bytes(), keep=path)
 
 
 def _entry_path(key: str) -> Path:
@@ -335,16 +368,23 @@ def store(key: str, attentions: np.ndarray, ids: Sequence[int]) -> None:
 
 
 def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[float, int, Path]]]:
-    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path)."""
+    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path).
+
+    Entries are the attention files and the converted tokenizers in `tokenizers/`: both
+    count towards the size limit and are evicted least recently used first.
+    """
     entries: list[tuple[int, str, int, Path]] = []
     temps: list[tuple[float, int, Path]] = []
-    try:
-        listing = list(os.scandir(folder))
-    except OSError:
-        return entries, temps
-    for item in listing:
-        is_entry = bool(_ENTRY.fullmatch(item.name))
-        if not is_entry and not _TEMP.fullmatch(item.name):
+    listing: list[tuple[os.DirEntry[str], re.Pattern[str], re.Pattern[str]]] = []
+    for where, entry, temp in (
+        (folder, _ENTRY, _TEMP),
+        (folder / TOKENIZERS, _TOKENIZER, _TEMP_TOKENIZER),
+    ):
+        with contextlib.suppress(OSError):
+            listing += [(item, entry, temp) for item in os.scandir(where)]
+    for item, entry, temp in listing:
+        is_entry = bool(entry.fullmatch(item.name))
+        if not is_entry and not temp.fullmatch(item.name):
             continue
         try:
             if not item.is_file(follow_symlinks=False):
@@ -359,12 +399,15 @@ def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[fl
     return entries, temps
 
 
-def _remove(path: Path) -> bool:
+def _remove(path: Path, *, strict: bool = False) -> bool:
+    """Remove `path`; False if it was gone. A failure warns, or with `strict` raises OSError."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False  # another attnviz got there first
     except OSError as exc:
+        if strict:
+            raise
         _unusable(path.parent, exc.strerror or exc)
         return False
     return True
@@ -400,23 +443,26 @@ def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
 def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """Remove every entry (and leftover temp file) of the cache: (entries removed, bytes freed).
 
-    Other files in the folder are left alone.
+    Other files in the folder are left alone. Entries that cannot be removed (a
+    read-only folder) raise AttnvizError, one line, after the others are removed.
     """
     folder = cache_dir(environ)
     entries, temps = _scan(folder)
-    removed = freed = 0
-    for _, _, size, path in entries:
-        if _remove(path):
-            removed += 1
-            freed += size
-    for _, size, path in temps:
-        if _remove(path):
-            freed += size
-    converted = folder / TOKENIZERS
-    if converted.is_dir():
-        for path in converted.iterdir():
-            if _TOKENIZER.fullmatch(path.name):
-                size = path.stat().st_size
-                if _remove(path):
-                    freed += size
+    removed = freed = failed = 0
+    reason = ""
+    for size, path, is_entry in [(e[2], e[3], True) for e in entries] + [
+        (t[1], t[2], False) for t in temps
+    ]:
+        try:
+            if _remove(path, strict=True):
+                removed += is_entry
+                freed += size
+        except OSError as exc:
+            failed += 1
+            reason = exc.strerror or str(exc)
+    if failed:
+        raise AttnvizError(
+            f"cannot remove {failed} of the cache's {len(entries) + len(temps)} files in "
+            f"{folder} ({reason}); removed {removed}: check the folder's permissions"
+        )
     return removed, freed

@@ -29,12 +29,20 @@ if TYPE_CHECKING:
 
 
 def prepare(
-    text: str, *, model: str | None = None, pair: str | None = None, truncate: bool = False
+    text: str,
+    *,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    use_cache: bool = True,
 ) -> Prepared:
-    """Find the model and tokenize `text` (and `pair`) for it, without importing torch."""
+    """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
+
+    `use_cache` lets a tokenizer that transformers had to convert be kept in the cache.
+    """
     source = locate(model)
     config = read_config(source.folder)
-    tokenizer = load_tokenizer(source.folder)
+    tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     shape = describe(config)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
     _check_vocabulary(pieces, shape, source)

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import max_text_chars
-from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -122,8 +121,12 @@ class Pieces:
         return text or self.labels[first]
 
 
-def load_tokenizer(folder: Path) -> Tokenizer:
-    """The model's fast tokenizer, with its own padding and truncation switched off."""
+def load_tokenizer(folder: Path, *, use_cache: bool = True) -> Tokenizer:
+    """The model's fast tokenizer, with its own padding and truncation switched off.
+
+    `use_cache` (unless ATTNVIZ_NO_CACHE is set) keeps a tokenizer that transformers had
+    to convert in the cache's folder, for the next run.
+    """
     path = folder / "tokenizer.json"
     if not path.is_file() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise AttnvizError(
@@ -137,7 +140,7 @@ def load_tokenizer(folder: Path) -> Tokenizer:
             with quiet_panics():
                 tokenizer = Tokenizer.from_file(str(path))
         else:
-            tokenizer = _tokenizer_from_transformers(folder)
+            tokenizer = _tokenizer_from_transformers(folder, use_cache)
     except (AttnvizError, *PASS_THROUGH):
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
@@ -151,23 +154,27 @@ def load_tokenizer(folder: Path) -> Tokenizer:
     return tokenizer
 
 
-def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
+def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
     """transformers' fast tokenizer for a folder without tokenizer.json, converted once.
 
     The conversion is kept in the attention cache's folder, so later runs load it with
-    the `tokenizers` library and never import transformers.
+    the `tokenizers` library and never import transformers. A cache that cannot keep it
+    costs the next run time, and a warning; never the command.
     """
     from tokenizers import Tokenizer
 
     from attnviz import cache
 
     saved = None
-    if cache.cache_enabled(False):
+    if use_cache and cache.cache_enabled(False):
         with contextlib.suppress(OSError):
             saved = cache.tokenizer_path(folder)
-    if saved is not None and saved.is_file():
-        with contextlib.suppress(Exception):  # unreadable: convert again below
-            return Tokenizer.from_file(str(saved))
+    if saved is not None:
+        with contextlib.suppress(Exception):  # missing or unreadable: convert again below
+            text = cache.load_tokenizer_json(saved)
+            if text is not None:
+                with quiet_panics():
+                    return Tokenizer.from_str(text)
 
     from transformers import AutoTokenizer
 
@@ -179,10 +186,7 @@ def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
             "add tokenizer.json (save the tokenizer with transformers)"
         )
     if saved is not None:
-        with contextlib.suppress(OSError):  # an unusable cache only costs the next run time
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(saved, "w") as handle:
-                handle.write(backend.to_str())
+        cache.store_tokenizer_json(saved, backend.to_str())
     return backend
 
 

@@ -238,3 +238,43 @@ def test_huge_input_is_refused_by_size_fast_and_in_bounded_memory(tmp_path: Path
     result, took, peak = measured("stats", "--file", str(sparse))
     assert f"line 1 of {sparse} holds more than 16.0 MB" in one_error_line(result, 2)
     assert took < 20 and peak < 400, (took, peak)  # it was killed at 24 GB
+
+
+@pytest.mark.slow  # two corpora of 6,000 and 60,000 sentences in subprocesses (about 40 s)
+def test_corpus_memory_does_not_grow_with_its_length(
+    tiny_bert: TinyFactory, tmp_path: Path
+) -> None:
+    """Tokenized sentences took about 6 KB each before the first batch: 400k lines, 2.35 GB.
+
+    Streamed a chunk at a time, ten times the sentences take the same peak memory (the
+    README's figure, 400,000 lines, was measured the same way: 412 MB).
+    """
+    words = [
+        "o",
+        "trem",
+        "estava",
+        "cheio",
+        "mas",
+        "ele",
+        "conseguiu",
+        "uma",
+        "cadeira",
+        "livre",
+        "João",
+        "Maria",
+    ]
+    peaks = []
+    for count in (6_000, 60_000):
+        corpus = tmp_path / f"{count}.txt"
+        corpus.write_text(
+            "\n".join(
+                " ".join(words[(n + k) % 12] for k in range(3 + n % 7)) for n in range(count)
+            ),
+            encoding="utf-8",
+        )
+        args = ("stats", "--file", str(corpus), "--model", str(tiny_bert()), "--json")
+        result, _, peak = measured(*args, "--threads", "1", "--batch-size", "512")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)[0]["layer"] == 0
+        peaks.append(peak)
+    assert peaks[1] - peaks[0] < 100 and peaks[1] < 1024, peaks  # MB; unstreamed: +320 MB

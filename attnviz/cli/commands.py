@@ -51,7 +51,9 @@ class BatchOptions:
 
 
 def _prepare(inp: Input) -> Prepared:
-    prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+    prepared = api.prepare(
+        inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate, cache=inp.cache
+    )
     if prepared.dropped or prepared.pieces.cut:
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         print(
