@@ -83,7 +83,23 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     xdg = env.get("XDG_CACHE_HOME", "")
     if xdg and Path(xdg).is_absolute():  # the XDG spec says to ignore a relative path
         return Path(xdg) / "attnviz"
-    return Path.home() / ".cache" / "attnviz"
+    return _home(env) / ".cache" / "attnviz"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    """$HOME when it is an absolute path, else the user's home from the password database.
+
+    An empty HOME (HOME="") would otherwise put the cache in /.cache or ./.cache.
+    """
+    home = env.get("HOME", "")
+    if home and Path(home).is_absolute():
+        return Path(home)
+    try:
+        import pwd
+
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, OSError):
+        return Path.home()
 
 
 def limit_bytes(environ: Mapping[str, str] | None = None) -> int:

@@ -19,6 +19,7 @@ the byte-level pieces of one character (an emoji split over bytes) each show it.
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,7 +86,7 @@ class Pieces:
                 labels.append(SPACE)
                 continue
             start, end = self.offsets[i]
-            original = self.source(i)[start:end].strip()  # sentencepiece spans may hold the space
+            original = _span(self.source(i), start, end)  # sentencepiece spans may hold the space
             if not original:
                 labels.append(token)
                 continue
@@ -117,8 +118,20 @@ class Pieces:
         first, last = pieces[0], pieces[-1]
         if self.word_ids[first] is None:
             return self.labels[first]
-        text = self.source(first)[self.offsets[first][0] : self.offsets[last][1]].strip()
+        text = _span(self.source(first), self.offsets[first][0], self.offsets[last][1])
         return text or self.labels[first]
+
+
+def _span(source: str, start: int, end: int) -> str:
+    """The text of a span, for a label: with the combining marks that follow it, in NFC.
+
+    An uncased tokenizer strips accents, so the span of `cafe` + U+0301 (a decomposed
+    `café`) ends before the accent: it is taken back, and the label composed (for
+    display only; the pieces and offsets are the tokenizer's).
+    """
+    while end < len(source) and unicodedata.combining(source[end]):
+        end += 1
+    return unicodedata.normalize("NFC", source[start:end].strip())
 
 
 def load_tokenizer(folder: Path, *, use_cache: bool = True) -> Tokenizer:

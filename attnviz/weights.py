@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,7 +49,9 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
         import torch
 
         try:
-            state = torch.load(bin_path, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch's advice on legacy files is not for the user
+                warnings.simplefilter("ignore")
+                state = torch.load(bin_path, map_location="cpu", weights_only=True)
         except PASS_THROUGH:
             raise
         except BaseException as exc:

@@ -278,3 +278,70 @@ def test_corpus_memory_does_not_grow_with_its_length(
         assert json.loads(result.stdout)[0]["layer"] == 0
         peaks.append(peak)
     assert peaks[1] - peaks[0] < 100 and peaks[1] < 1024, peaks  # MB; unstreamed: +320 MB
+
+
+# --- leftovers and smaller things ----------------------------------------------------------
+
+
+def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path: Path) -> None:
+    import signal
+
+    from attnviz.output import atomic_write
+
+    out = tmp_path / "slide.png"
+    with pytest.raises(SystemExit) as stopped, atomic_write(out) as handle:
+        handle.write(b"half an image")
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
+def test_a_temporary_file_left_by_a_killed_run_is_removed_by_the_next(tmp_path: Path) -> None:
+    from attnviz.output import atomic_write
+
+    out = tmp_path / "slide.png"
+    dead = tmp_path / ".slide.png.attnviz-999999999-x1y2.tmp"  # no such process
+    alive = tmp_path / f".slide.png.attnviz-{os.getppid()}-x1y2.tmp"  # a write in progress
+    other = tmp_path / ".slide.png.x1y2.tmp"  # not ours
+    for path in (dead, alive, other):
+        path.write_bytes(b"half")
+    with atomic_write(out) as handle:
+        handle.write(b"image")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, alive.name, other.name])
+
+
+def test_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    out = tmp_path / "a\x1b[31mb\nc.npz"
+    result = CliRunner().invoke(app, ["export", SHORT, "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == f"wrote {tmp_path}/a\\x1b[31mb\\nc.npz\n"
+    missing = CliRunner().invoke(app, ["show", SHORT, "--model", "/no/such\x1b[2J"])
+    assert "\x1b" not in missing.stderr and "\\x1b[2J" in missing.stderr
+
+
+def test_an_empty_home_does_not_put_the_cache_at_the_root() -> None:
+    from attnviz.cache import cache_dir
+
+    folder = cache_dir({"HOME": ""})
+    assert folder.is_absolute() and folder != Path("/.cache/attnviz")
+    assert cache_dir({"HOME": "relative"}) == folder
+
+
+def test_a_decomposed_accent_stays_in_the_labels() -> None:
+    import attnviz
+
+    pieces = attnviz.prepare("um cafe\u0301 bom").pieces
+    assert "café" in pieces.labels  # composed for display; the text itself is untouched
+    assert [w.label for w in pieces.words()][2] == "café"
+    assert pieces.text == "um cafe\u0301 bom"
+
+
+@pytest.mark.slow  # subprocess
+def test_force_color_writes_no_progress_into_a_redirected_stderr() -> None:
+    result = attnviz("stats", SHORT, "--top", "1", env={"FORCE_COLOR": "1"})
+    assert result.returncode == 0 and result.stderr == b"", result.stderr

@@ -84,7 +84,9 @@ def _analyse(
 
 def _wrote(out: Path | None) -> None:
     if out is not None:
-        print(f"wrote {out}", file=sys.stderr)
+        from attnviz.cli.errors import printable
+
+        print(f"wrote {printable(str(out))}", file=sys.stderr)
 
 
 def _json(record: Any) -> None:
@@ -273,9 +275,9 @@ def _progress(total: int | None) -> Iterator[Callable[[int], None]]:
     # Drawn only when a batch ends (no refresh thread): stderr is kept silent during calls
     # into the tokenizer (attnviz.errors.quiet_panics), and a frame lost there would
     # leave the bar's cursor moves out of step.
-    with Progress(
-        console=err, transient=True, disable=not err.is_terminal, auto_refresh=False
-    ) as bar:
+    # A real terminal only: FORCE_COLOR makes rich call a redirected stderr a terminal.
+    shown = err.is_terminal and sys.stderr.isatty()
+    with Progress(console=err, transient=True, disable=not shown, auto_refresh=False) as bar:
         task = bar.add_task("sentences", total=total)
 
         def advance(n: int) -> None:

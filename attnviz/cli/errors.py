@@ -120,9 +120,18 @@ def replace_unencodable() -> None:
 
 
 def os_error_line(exc: OSError) -> str:
-    where = f": {exc.filename}" if exc.filename else ""
+    where = f": {printable(str(exc.filename))}" if exc.filename else ""
     return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
 
 
 def one_line(message: str) -> str:
-    return " ".join(message.split())
+    """`message` on one line, control characters (a file name's newline or ANSI escape) shown
+    escaped rather than sent to the terminal."""
+    return " ".join(printable(message).split())
+
+
+def printable(text: str) -> str:
+    """`text` with control and other unprintable characters escaped (`\\n`, `\\x1b`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
