@@ -345,3 +345,10 @@ def test_a_decomposed_accent_stays_in_the_labels() -> None:
 def test_force_color_writes_no_progress_into_a_redirected_stderr() -> None:
     result = attnviz("stats", SHORT, "--top", "1", env={"FORCE_COLOR": "1"})
     assert result.returncode == 0 and result.stderr == b"", result.stderr
+
+
+def test_an_error_line_is_capped_and_escaped() -> None:
+    from attnviz.cli.errors import MAX_LINE, one_line
+
+    assert len(one_line("x" * 5_000_000)) == MAX_LINE
+    assert one_line("a\nb \x1b[31m c") == "a b \\x1b[31m c"

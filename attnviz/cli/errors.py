@@ -124,10 +124,14 @@ def os_error_line(exc: OSError) -> str:
     return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
 
 
+MAX_LINE = 2000  # characters of an error line; a value echoed from a hostile file is cut
+
+
 def one_line(message: str) -> str:
     """`message` on one line, control characters (a file name's newline or ANSI escape) shown
-    escaped rather than sent to the terminal."""
-    return " ".join(printable(message).split())
+    escaped rather than sent to the terminal, and at most MAX_LINE characters."""
+    line = printable(" ".join(message[: MAX_LINE * 4].split()))
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
 def printable(text: str) -> str:
