@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # CPU wheel of exactly this release; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install browser test test-fast lint demo bench clean
+.PHONY: install browser test test-fast lint demo bench fuzz clean
 
 install: $(VENV)/.installed
 
@@ -45,6 +45,12 @@ test: install
 # so automatically, in tests/conftest.py).
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
+
+# The long fuzz pass over hostile model folders (tests/test_fuzz.py): ATTNVIZ_FUZZ_EXAMPLES
+# cases (default 150) for each of config.json, tokenizer.json and the safetensors header,
+# each in a fresh process; about 15 minutes here. `make test` runs 6 of each.
+fuzz: install
+	ATTNVIZ_FUZZ=long $(BIN)/python -m pytest tests/test_fuzz.py --hypothesis-show-statistics
 
 lint: install
 	$(BIN)/ruff check attnviz tests benchmarks

@@ -8,14 +8,15 @@ themselves; the command line is built on the same calls. Errors are raised as
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from attnviz import perf
 from attnviz.analysis import DTYPES, Analysis, Prepared, _choice
 from attnviz.errors import BadInput
+from attnviz.limits import BATCH_SIZE, THREADS, check_range
 
 if TYPE_CHECKING:
     from attnviz.stats import HeadStats
@@ -24,13 +25,19 @@ __all__ = ["analyse", "head_stats", "prepare"]
 
 
 def prepare(
-    text: str, *, pair: str | None = None, model: str | None = None, truncate: bool = False
+    text: str,
+    *,
+    pair: str | None = None,
+    model: str | None = None,
+    truncate: bool = False,
+    cache: bool = True,
 ) -> Prepared:
     """Find the model and tokenize `text` for it, without loading weights or importing torch.
 
     `model` is a local folder or a Hugging Face Hub id (None: `$ATTNVIZ_MODEL`, else the
     embedded all-MiniLM-L6-v2). `pair` is a second sentence, read as BERT reads pairs.
     A text longer than the model takes is refused, unless `truncate` keeps its start.
+    `cache=False` keeps nothing on disk (a tokenizer converted from vocab.txt included).
     """
     from attnviz.pipeline import prepare as _prepare
 
@@ -38,7 +45,7 @@ def prepare(
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    return _prepare(text, model=model, pair=pair, truncate=truncate)
+    return _prepare(text, model=model, pair=pair, truncate=truncate, use_cache=cache)
 
 
 def analyse(
@@ -58,7 +65,7 @@ def analyse(
     `cache` reads and writes the attention cache, so a text seen before is not computed
     again (off when ATTNVIZ_NO_CACHE is set).
     """
-    return prepare(text, pair=pair, model=model, truncate=truncate).analyse(
+    return prepare(text, pair=pair, model=model, truncate=truncate, cache=cache).analyse(
         mask=mask, dtype=dtype, cache=cache
     )
 
@@ -76,13 +83,18 @@ def head_stats(
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
+    `texts` is any iterable of sentences (a list, a generator, an open file's lines):
+    it is read as the statistics run, a few thousand sentences at a time, so memory
+    does not grow with the length of the corpus.
+
     The sentences run in padded batches of up to `batch_size`, shortest first, on
     `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
     torch's choice). Only running sums are kept, never the attention arrays.
     `progress(n)` is called after each batch with the number of sentences it held.
     """
-    from attnviz.pipeline import compute_batches, prepare_corpus
+    from attnviz.pipeline import compute_batches, corpus_chunks
     from attnviz.stats import HeadStats, StatsAccumulator, token_kinds
+    from attnviz.weights import load_encoder
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise BadInput(
@@ -90,25 +102,39 @@ def head_stats(
             f"{type(texts).__name__}: head_stats([text]) for one sentence"
         )
     model = _model(model)
-
-    sentences = [_text(t, "a sentence") for t in texts]
-    if not sentences:
-        raise BadInput("no sentences: give at least one")
-    _whole(batch_size, "batch_size")
+    check_range(batch_size, "batch_size", BATCH_SIZE)
     if threads is not None:
-        _whole(threads, "threads")
+        check_range(threads, "threads", THREADS)
     _choice(device, ("auto", "cpu", "cuda"), "device")
     _choice(dtype, DTYPES, "dtype")
-    corpus = prepare_corpus(sentences, model=model, truncate=truncate)
-    kinds = [token_kinds(p) for p in corpus.pieces]
-    shape = corpus.shape
-    sums = StatsAccumulator(shape.layers, shape.heads)
-    for batch in compute_batches(
-        corpus, batch_size=batch_size, device=device, threads=threads, dtype=dtype
-    ):
-        sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
-        if progress is not None:
-            progress(len(batch.indices))
+    sentences = (_text(t, "a sentence") for t in texts)  # read as used: a file streams
+    first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
+    if not first:
+        raise BadInput("no sentences: give at least one")
+    sums: StatsAccumulator | None = None
+    encoder = None
+    dropped = 0
+    for corpus in corpus_chunks(itertools.chain(first, sentences), model=model, truncate=truncate):
+        shape = corpus.shape
+        if sums is None:
+            sums = StatsAccumulator(shape.layers, shape.heads)
+        if encoder is None:
+            perf.import_torch()
+            encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
+        kinds = [token_kinds(p) for p in corpus.pieces]
+        dropped += sum(p.dropped for p in corpus.pieces)
+        for batch in compute_batches(
+            corpus,
+            batch_size=batch_size,
+            device=device,
+            threads=threads,
+            dtype=dtype,
+            encoder=encoder,
+        ):
+            sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
+            if progress is not None:
+                progress(len(batch.indices))
+    assert sums is not None  # corpus_chunks yields at least one chunk
     name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
     return HeadStats(
         records=sums.result(),
@@ -117,7 +143,7 @@ def head_stats(
         heads=shape.heads,
         sentences=sums.sentences,
         queries=sums.queries,
-        dropped=sum(p.dropped for p in corpus.pieces),
+        dropped=dropped,
     )
 
 
@@ -139,8 +165,3 @@ def _model(model: object) -> str | None:
         f"model must be a folder or a Hugging Face Hub id (a str or a path), got "
         f"{type(model).__name__}"
     )
-
-
-def _whole(value: object, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise BadInput(f"{what} must be a whole number of at least 1, got {value!r}")

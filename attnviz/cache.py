@@ -27,18 +27,20 @@ import re
 import stat
 import sys
 import time
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import PASS_THROUGH, AttnvizError
 from attnviz.output import atomic_write
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
 FORMAT = 1  # bump when the entry layout changes; part of every key
+ROW_SUM_TOLERANCE = 1e-2  # a cached row may sum to 1 this far off (float16 attention)
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
 
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")  # <key>.npz
@@ -81,7 +83,23 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     xdg = env.get("XDG_CACHE_HOME", "")
     if xdg and Path(xdg).is_absolute():  # the XDG spec says to ignore a relative path
         return Path(xdg) / "attnviz"
-    return Path.home() / ".cache" / "attnviz"
+    return _home(env) / ".cache" / "attnviz"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    """$HOME when it is an absolute path, else the user's home from the password database.
+
+    An empty HOME (HOME="") would otherwise put the cache in /.cache or ./.cache.
+    """
+    home = env.get("HOME", "")
+    if home and Path(home).is_absolute():
+        return Path(home)
+    try:
+        import pwd
+
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, OSError):
+        return Path.home()
 
 
 def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
@@ -147,6 +165,7 @@ def _model_files(folder: Path) -> list[list[str | int]]:
 
 TOKENIZERS = "tokenizers"  # subfolder for tokenizers that transformers had to convert
 _TOKENIZER = re.compile(r"[0-9a-f]{64}\.json")
+_TEMP_TOKENIZER = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")
 
 
 def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Path:
@@ -163,6 +182,38 @@ def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Pa
     return cache_dir(environ) / TOKENIZERS / f"{digest}.json"
 
 
+# A converted tokenizer.json larger than this is not kept (real ones are 0.5 to 20 MB).
+MAX_TOKENIZER_BYTES = 64 * MB
+
+
+def load_tokenizer_json(path: Path) -> str | None:
+    """The converted tokenizer kept at `path` (a regular file only), or None; a use for the LRU."""
+    try:
+        with os.fdopen(_open_regular(path), "rb") as handle:
+            data = handle.read(MAX_TOKENIZER_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > MAX_TOKENIZER_BYTES:
+        return None
+    _touch(path)
+    return data.decode("utf-8")
+
+
+def store_tokenizer_json(path: Path, text: str) -> None:
+    """Keep a converted tokenizer at `path`, counted in the cache's size; a failure only warns."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path, "w") as handle:
+            handle.write(text)
+    except (OSError, AttnvizError) as exc:
+        cause = exc.__context__ if isinstance(exc, AttnvizError) else exc
+        _unusable(folder, getattr(cause, "strerror", None) or exc)
+        return
+    _touch(path)
+    _evict(cache_dir(), limit_bytes(), keep=path)
+
+
 def _entry_path(key: str) -> Path:
     if not _ENTRY.fullmatch(f"{key}.npz"):
         raise ValueError(f"not a cache key: {key!r}")
@@ -176,36 +227,110 @@ def _touch(path: Path) -> None:
         os.utime(path, ns=(now, now))
 
 
-def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry."""
-    data = np.load(path, allow_pickle=False)
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError("not an npz archive")
-    with data:
-        if "attentions" not in data.files or "ids" not in data.files:
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor of `path` when it is a regular file (not a link, FIFO or device).
+
+    Opened without blocking and without following a link, then checked with fstat: a
+    FIFO planted as an entry would otherwise block the read forever.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    """The array `name`.npy of an entry, its header checked before its data is read.
+
+    `shape` is the one expected (None: any that fits the cache's size limit); a header
+    that claims another, or more bytes than the member holds, is refused before a
+    single byte of data is decompressed.
+    """
+    info = archive.getinfo(f"{name}.npy")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            header = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"{name} has .npy format {version}")
+        claimed, _, dtype = header
+        size = math.prod(claimed) * dtype.itemsize  # Python ints: a lying shape cannot wrap
+        if dtype.hasobject or (shape is not None and tuple(claimed) != shape):
+            raise ValueError(f"{name} is {dtype} {tuple(claimed)}, expected {shape}")
+        if size > limit_bytes() or size > info.file_size:
+            raise ValueError(f"{name} claims {size} bytes in a member of {info.file_size}")
+    with archive.open(info) as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
+
+
+def _read(path: Path, expect: tuple[int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry.
+
+    `expect` is (layers, heads, pieces): an entry of another shape is refused from its
+    header. The weights are checked as attention: finite, in 0..1, rows summing to 1.
+    """
+    with os.fdopen(_open_regular(path), "rb") as handle, zipfile.ZipFile(handle) as archive:
+        names = archive.namelist()
+        if "attentions.npy" not in names or "ids.npy" not in names:
             raise ValueError("the arrays 'attentions' and 'ids' are missing")
-        attentions = data["attentions"]  # (L, H, T, T)
-        ids = data["ids"]  # (T,)
+        L, H, T = expect if expect is not None else (None, None, None)
+        ids = _member(archive, "ids", (T,) if T is not None else None)  # (T,)
+        if ids.ndim != 1:
+            raise ValueError(f"ids are {ids.dtype} {ids.shape}")
+        T = ids.shape[0]
+        want = (L, H, T, T) if L is not None and H is not None else None
+        attentions = _member(archive, "attentions", want)  # (L, H, T, T)
     if attentions.dtype != np.float32 or attentions.ndim != 4:
         raise ValueError(f"attentions are {attentions.dtype} {attentions.shape}")
     if attentions.shape[2] != attentions.shape[3]:
         raise ValueError(f"attentions are not square: {attentions.shape}")
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.shape[0] != attentions.shape[2]:
+    if ids.dtype.kind not in "iu" or ids.shape[0] != attentions.shape[2]:
         raise ValueError(f"ids {ids.dtype} {ids.shape} do not fit attentions {attentions.shape}")
+    if attentions.size and not _is_attention(attentions):
+        raise ValueError("its weights are not attention (non-finite, or rows not summing to 1)")
     return attentions, ids
 
 
-def load(key: str, *, expect_ids: Sequence[int] | None = None) -> np.ndarray | None:
+def _is_attention(attentions: np.ndarray) -> bool:
+    """Finite weights in 0..1 whose rows sum to 1 (to float16's precision)."""
+    rows = attentions.sum(axis=-1, dtype=np.float64)  # (L, H, T)
+    if not np.isfinite(rows).all() or np.abs(rows - 1).max() > ROW_SUM_TOLERANCE:
+        return False
+    return bool(attentions.min() >= 0)
+
+
+def load(
+    key: str,
+    *,
+    expect_ids: Sequence[int] | None = None,
+    expect_shape: tuple[int, int] | None = None,
+) -> np.ndarray | None:
     """The cached (L, H, T, T) float32 attentions for `key`, or None on a miss.
 
-    An entry whose ids differ from `expect_ids` is a miss. A corrupt or unreadable
-    entry is removed with a warning and is a miss too.
+    An entry whose ids differ from `expect_ids` is a miss. An entry of another shape
+    than `expect_shape` (layers, heads) by `expect_ids`, or whose weights are not
+    attention (NaN, rows that do not sum to 1), is corrupt: like an unreadable one it
+    is removed with a warning and is a miss too.
     """
     path = _entry_path(key)
+    expect = None
+    if expect_shape is not None and expect_ids is not None:
+        expect = (*expect_shape, len(expect_ids))
     try:
-        attentions, ids = _read(path)
+        attentions, ids = _read(path, expect)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except PASS_THROUGH:
+        raise
     except Exception as exc:  # any failure to read is a bad entry, never a crash
         reason = getattr(exc, "strerror", None) or exc
         if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
@@ -259,16 +384,23 @@ def store(key: str, attentions: np.ndarray, ids: Sequence[int]) -> None:
 
 
 def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[float, int, Path]]]:
-    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path)."""
+    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path).
+
+    Entries are the attention files and the converted tokenizers in `tokenizers/`: both
+    count towards the size limit and are evicted least recently used first.
+    """
     entries: list[tuple[int, str, int, Path]] = []
     temps: list[tuple[float, int, Path]] = []
-    try:
-        listing = list(os.scandir(folder))
-    except OSError:
-        return entries, temps
-    for item in listing:
-        is_entry = bool(_ENTRY.fullmatch(item.name))
-        if not is_entry and not _TEMP.fullmatch(item.name):
+    listing: list[tuple[os.DirEntry[str], re.Pattern[str], re.Pattern[str]]] = []
+    for where, entry, temp in (
+        (folder, _ENTRY, _TEMP),
+        (folder / TOKENIZERS, _TOKENIZER, _TEMP_TOKENIZER),
+    ):
+        with contextlib.suppress(OSError):
+            listing += [(item, entry, temp) for item in os.scandir(where)]
+    for item, entry, temp in listing:
+        is_entry = bool(entry.fullmatch(item.name))
+        if not is_entry and not temp.fullmatch(item.name):
             continue
         try:
             if not item.is_file(follow_symlinks=False):
@@ -283,12 +415,15 @@ def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[fl
     return entries, temps
 
 
-def _remove(path: Path) -> bool:
+def _remove(path: Path, *, strict: bool = False) -> bool:
+    """Remove `path`; False if it was gone. A failure warns, or with `strict` raises OSError."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False  # another attnviz got there first
     except OSError as exc:
+        if strict:
+            raise
         _unusable(path.parent, exc.strerror or exc)
         return False
     return True
@@ -324,23 +459,26 @@ def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
 def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """Remove every entry (and leftover temp file) of the cache: (entries removed, bytes freed).
 
-    Other files in the folder are left alone.
+    Other files in the folder are left alone. Entries that cannot be removed (a
+    read-only folder) raise AttnvizError, one line, after the others are removed.
     """
     folder = cache_dir(environ)
     entries, temps = _scan(folder)
-    removed = freed = 0
-    for _, _, size, path in entries:
-        if _remove(path):
-            removed += 1
-            freed += size
-    for _, size, path in temps:
-        if _remove(path):
-            freed += size
-    converted = folder / TOKENIZERS
-    if converted.is_dir():
-        for path in converted.iterdir():
-            if _TOKENIZER.fullmatch(path.name):
-                size = path.stat().st_size
-                if _remove(path):
-                    freed += size
+    removed = freed = failed = 0
+    reason = ""
+    for size, path, is_entry in [(e[2], e[3], True) for e in entries] + [
+        (t[1], t[2], False) for t in temps
+    ]:
+        try:
+            if _remove(path, strict=True):
+                removed += is_entry
+                freed += size
+        except OSError as exc:
+            failed += 1
+            reason = exc.strerror or str(exc)
+    if failed:
+        raise AttnvizError(
+            f"cannot remove {failed} of the cache's {len(entries) + len(temps)} files in "
+            f"{folder} ({reason}); removed {removed}: check the folder's permissions"
+        )
     return removed, freed

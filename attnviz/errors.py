@@ -7,7 +7,19 @@ unless `--debug` is given.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import threading
+from collections.abc import Iterator
+
+# What a failing call into a foreign library must let through: the user's interrupt, the
+# interpreter's own exits, and running out of memory (reported as such). Anything else it
+# raises is the input's fault, BaseException included: pyo3 turns a Rust panic in tokenizers
+# or safetensors (a catastrophic regex, a lying header) into PanicException, which derives
+# from BaseException so that `except Exception` misses it.
+PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)
 
 
 class AttnvizError(Exception):
@@ -29,3 +41,41 @@ def short_reason(exc: BaseException, limit: int = 160) -> str:
     if len(text) > limit:
         text = text[:limit].rsplit(" ", 1)[0] + "…"
     return text.rstrip(".")
+
+
+_quiet_lock = threading.Lock()
+_quiet: dict[str, int] = {"depth": 0, "saved": -1}
+
+
+@contextlib.contextmanager
+def quiet_panics() -> Iterator[None]:
+    """Keep stderr (file descriptor 2) silent during a call into tokenizers or safetensors.
+
+    A Rust panic there prints its message and, with RUST_BACKTRACE set, a backtrace
+    straight to file descriptor 2, before Python sees it as an exception; attnviz
+    reports that exception in one line instead. Nested and concurrent uses share one
+    redirection, restored when the last one ends.
+    """
+    with _quiet_lock:
+        if _quiet["depth"] == 0:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                sys.stderr.flush()
+            try:
+                saved = os.dup(2)
+            except OSError:  # no stderr at all: nothing to keep quiet
+                saved = -1
+            if saved >= 0:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 2)
+                os.close(devnull)
+            _quiet["saved"] = saved
+        _quiet["depth"] += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet["depth"] -= 1
+            if _quiet["depth"] == 0 and _quiet["saved"] >= 0:
+                os.dup2(_quiet["saved"], 2)
+                os.close(_quiet["saved"])
+                _quiet["saved"] = -1

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import AttnvizError, short_reason
 
 if TYPE_CHECKING:
     from attnviz.model import EncoderConfig
@@ -42,6 +42,9 @@ LIMITS = {
     "type_vocab_size": 1024,
     "embedding_size": 65536,
 }
+# A config.json larger than this is not a config (real ones are a few kilobytes; a long
+# id2label map makes them some hundreds): refused by its size before it is parsed.
+MAX_CONFIG_BYTES = 8 * 2**20
 # The dtypes `load_encoder` computes in; None means float32.
 
 # ---------------------------------------------------------------------------------------------
@@ -240,9 +243,21 @@ def read_config(folder: Path) -> dict[str, Any]:
             "(config.json and model.safetensors)"
         )
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise AttnvizError(
+                f"{path} is {size / 2**20:.1f} MB; a config.json is a few kilobytes (attnviz reads "
+                f"at most {MAX_CONFIG_BYTES // 2**20} MB): restore or re-download the file"
+            )
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AttnvizError(f"cannot read {path} ({exc}): restore or re-download the file") from None
+    except RecursionError:
+        raise AttnvizError(
+            f"cannot read {path}: its JSON is nested too deeply; restore or re-download the file"
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, huge ints
+        raise AttnvizError(
+            f"cannot read {path} ({short_reason(exc, 120)}): restore or re-download the file"
+        ) from None
     if not isinstance(raw, dict):
         raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
     describe(raw, where=str(path))
@@ -266,11 +281,17 @@ def _model_type(raw: dict[str, Any], where: str) -> str:
     elif isinstance(model_type, str) and model_type in FAMILIES:
         return model_type
     else:
-        what = f"{model_type!r} model"
+        what = f"{_shown(model_type)} model"
     raise AttnvizError(
         f"{where} describes a {what}; attnviz computes {SUPPORTED_FAMILIES} encoders "
         f"(model types: {', '.join(SUPPORTED_TYPES)}): pass a checkpoint of one of these"
     )
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters: a config's values are echoed, not dumped."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _whole(value: object, low: int, high: int) -> bool:
@@ -294,8 +315,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     position_type = raw.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise AttnvizError(
-            f"{where} uses position_embedding_type={position_type}; attnviz computes only "
-            "absolute position embeddings"
+            f"{where} uses position_embedding_type={_shown(position_type)}; attnviz computes "
+            "only absolute position embeddings"
         )
 
     def value(name: str) -> Any:
@@ -310,21 +331,21 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         sizes[name] = raw.get(key, family.defaults[name])
         if not _whole(sizes[name], 1, limit):
             raise AttnvizError(
-                f"{where} has {key}={sizes[name]!r}; expected a whole number from 1 to {limit}: "
-                f"the config is corrupt or not a {family.name}"
+                f"{where} has {key}={_shown(sizes[name])}; expected a whole number from 1 to "
+                f"{limit}: the config is corrupt or not a {family.name}"
             )
     sizes.setdefault("type_vocab_size", 0)  # DistilBERT has no token types
     sizes.setdefault("embedding_size", sizes["hidden"])  # unfactorised embeddings
     act = value("activation")
     if not isinstance(act, str) or act not in ACTIVATION_NAMES:
         raise AttnvizError(
-            f"{where} uses {family.keys['activation']}={act!r}, which attnviz does not compute; "
-            f"supported: {', '.join(ACTIVATION_NAMES)}"
+            f"{where} uses {family.keys['activation']}={_shown(act)}, which attnviz does not "
+            f"compute; supported: {', '.join(ACTIVATION_NAMES)}"
         )
     eps = value("layer_norm_eps")  # DistilBERT fixes 1e-12 in its code
     if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
         raise AttnvizError(
-            f"{where} has layer_norm_eps={eps!r}; expected a small positive number such as "
+            f"{where} has layer_norm_eps={_shown(eps)}; expected a small positive number such as "
             "1e-12: the config is corrupt"
         )
     hidden, heads = sizes["hidden"], sizes["heads"]
@@ -340,7 +361,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         pad = raw.get("pad_token_id", family.defaults["pad_token_id"])
         if not _whole(pad, 0, positions - 2):
             raise AttnvizError(
-                f"{where} has pad_token_id={pad!r} with max_position_embeddings={positions}; "
+                f"{where} has pad_token_id={_shown(pad)} with "
+                f"max_position_embeddings={positions}; "
                 f"{family.name} numbers positions after the padding index, so it must be a whole "
                 f"number below {positions - 1}: the config is corrupt"
             )
@@ -376,14 +398,15 @@ def _check_quirks(raw: dict[str, Any], family: Family, where: str) -> None:
         groups, inner = raw.get("num_hidden_groups", 1), raw.get("inner_group_num", 1)
         if groups != 1 or inner != 1 or isinstance(groups, bool) or isinstance(inner, bool):
             raise AttnvizError(
-                f"{where} has num_hidden_groups={groups!r} and inner_group_num={inner!r}; "
+                f"{where} has num_hidden_groups={_shown(groups)} and "
+                f"inner_group_num={_shown(inner)}; "
                 "attnviz computes ALBERT with one shared layer only (both 1, as every released "
                 "ALBERT has)"
             )
     sinusoidal = raw.get("sinusoidal_pos_embds", False)
     if not isinstance(sinusoidal, bool):
         raise AttnvizError(
-            f"{where} has sinusoidal_pos_embds={sinusoidal!r}; expected true or false: "
+            f"{where} has sinusoidal_pos_embds={_shown(sinusoidal)}; expected true or false: "
             "the config is corrupt"
         )
 

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import IO
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import DPI
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
 DATA_SUFFIXES = (".npz", ".json")  # raw attention data
 HTML_SUFFIXES = (".html", ".htm")  # one self-contained interactive page
-DPI_RANGE = (10, 1200)
+DPI_RANGE = DPI  # attnviz.limits holds every numeric bound
 
 
 @dataclass(frozen=True)
@@ -76,29 +77,100 @@ def _umask() -> int:
     return mask
 
 
+# A temporary file is `.NAME.attnviz-PID-RANDOM.tmp`: a later write to the same folder
+# removes those whose process is gone (killed with -9, or the machine went down).
+_TEMP_MARK = ".attnviz-"
+
+
+def temp_prefix(path: Path) -> str:
+    return f".{path.name}{_TEMP_MARK}"
+
+
+def _remove_stale_temps(folder: Path, path: Path) -> None:
+    """Remove temporary files of earlier writes to `path` whose process no longer runs."""
+    prefix = temp_prefix(path)
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(prefix) :].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _running(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(folder / name)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # someone else's process, or not a pid: leave its file alone
+    return True
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) during the block raise SystemExit, so the temp file is removed.
+
+    Only from the main thread and only where the signal has its default action: a
+    program that handles these signals itself keeps its handler.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, _exit_on_signal)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _exit_on_signal(number: int, frame: object) -> None:
+    raise SystemExit(128 + number)
+
+
 @contextlib.contextmanager
 def atomic_write(path: Path, mode: str = "wb") -> Iterator[IO]:
-    """Yield a file object; on success it becomes `path`, on failure it vanishes."""
+    """Yield a file object; on success it becomes `path`, on failure it vanishes.
+
+    A SIGTERM while writing removes the temporary file too; one left by a process that
+    was killed outright is removed by the next write to the same path.
+    """
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise AttnvizError(f"cannot write {path}: folder {folder} does not exist; create it first")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise AttnvizError(
-            f"cannot write {path}: {exc.strerror or exc}; choose a writable folder"
-        ) from None
-    try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as handle:
-            yield handle
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
+    _remove_stale_temps(folder, path)
+    with _terminate_as_exit():
+        try:
+            fd, tmp = tempfile.mkstemp(
+                prefix=f"{temp_prefix(path)}{os.getpid()}-", suffix=".tmp", dir=folder
+            )
+        except OSError as exc:
             raise AttnvizError(
-                f"cannot write {path}: {exc.strerror or exc}; choose a writable path"
+                f"cannot write {path}: {exc.strerror or exc}; choose a writable folder"
             ) from None
-        raise
+        try:
+            encoding = None if "b" in mode else "utf-8"
+            with os.fdopen(fd, mode, encoding=encoding) as handle:
+                yield handle
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise AttnvizError(
+                    f"cannot write {path}: {exc.strerror or exc}; choose a writable path"
+                ) from None
+            raise

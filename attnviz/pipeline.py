@@ -8,7 +8,8 @@ in padded batches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +29,20 @@ if TYPE_CHECKING:
 
 
 def prepare(
-    text: str, *, model: str | None = None, pair: str | None = None, truncate: bool = False
+    text: str,
+    *,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    use_cache: bool = True,
 ) -> Prepared:
-    """Find the model and tokenize `text` (and `pair`) for it, without importing torch."""
+    """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
+
+    `use_cache` lets a tokenizer that transformers had to convert be kept in the cache.
+    """
     source = locate(model)
     config = read_config(source.folder)
-    tokenizer = load_tokenizer(source.folder)
+    tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     shape = describe(config)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
     _check_vocabulary(pieces, shape, source)
@@ -63,10 +72,8 @@ def compute(
     if key is not None:
         from attnviz import cache
 
-        hit = cache.load(key, expect_ids=prepared.pieces.ids)
-        if hit is not None and hit.shape[:2] != (prepared.num_layers, prepared.num_heads):
-            cache.warn(f"a cached entry has the wrong shape {hit.shape}; recomputing it")
-            hit = None
+        shape = (prepared.num_layers, prepared.num_heads)
+        hit = cache.load(key, expect_ids=prepared.pieces.ids, expect_shape=shape)
         if hit is not None:
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
@@ -105,6 +112,7 @@ def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
         with torch.inference_mode():
             out = encoder(input_ids, type_ids, causal=causal)
     attentions = out.attentions[:, 0].float().numpy()  # (L, H, T, T)
+    check_finite(attentions, prepared.source)
     return Analysis(prepared, attentions, causal, dtype)
 
 
@@ -132,21 +140,50 @@ class Batch:
 
 def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool = False) -> Corpus:
     """Tokenize every sentence for `model` with one tokenizer, without importing torch."""
+    return next(corpus_chunks(texts, model=model, truncate=truncate, chunk=max(1, len(texts))))
+
+
+# Sentences tokenized at a time by `corpus_chunks`: a tokenized sentence holds some
+# kilobytes (pieces, offsets, labels), so a chunk stays in the tens of megabytes however
+# long the corpus; within a chunk, batches are sorted by length.
+CHUNK_SENTENCES = 4096
+
+
+def corpus_chunks(
+    texts: Iterable[str],
+    *,
+    model: str | None = None,
+    truncate: bool = False,
+    chunk: int = CHUNK_SENTENCES,
+) -> Iterator[Corpus]:
+    """The sentences tokenized `chunk` at a time, as they are read from `texts`.
+
+    One model lookup and one tokenizer serve every chunk; a sentence's number in an
+    error counts from the first sentence of `texts`. At least one chunk is yielded
+    (empty when `texts` is).
+    """
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
-    pieces = []
-    for number, text in enumerate(texts, start=1):
-        try:
-            pieces.append(
-                tokenize(tokenizer, text, max_positions=shape.max_tokens, truncate=truncate)
-            )
-            _check_vocabulary(pieces[-1], shape, source)
-        except AttnvizError as exc:
-            quoted = text if len(text) <= 40 else text[:39] + "…"
-            raise type(exc)(f"sentence {number} ({quoted!r}): {exc}") from None
-    return Corpus(source, config, pieces)
+    texts = iter(texts)
+    number = 0
+    while True:
+        pieces = []
+        for text in itertools.islice(texts, chunk):
+            number += 1
+            try:
+                pieces.append(
+                    tokenize(tokenizer, text, max_positions=shape.max_tokens, truncate=truncate)
+                )
+                _check_vocabulary(pieces[-1], shape, source)
+            except AttnvizError as exc:
+                quoted = text if len(text) <= 40 else text[:39] + "…"
+                raise type(exc)(f"sentence {number} ({quoted!r}): {exc}") from None
+        if pieces or number == 0:
+            yield Corpus(source, config, pieces)
+        if len(pieces) < chunk:
+            return
 
 
 def pick_device(device: str, *, batched: bool) -> str:
@@ -193,7 +230,26 @@ def compute_batches(
         with torch.inference_mode(), perf.threads(threads):
             out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
         attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+        check_finite(attentions, corpus.model)
         yield Batch(indices, [len(p) for p in batch], attentions)
+
+
+def check_finite(attentions: np.ndarray, model: ModelSource) -> None:
+    """Refuse attentions with NaN or infinity (weights that hold them) in one line.
+
+    A NaN would otherwise pass on as a heatmap of blanks, `NaN` in JSON (which is
+    not JSON) or a head labelled "mixed" with entropy 0. One sum over the array
+    finds it (NaN and infinity survive a sum), so the check costs no copy.
+    """
+    if np.isfinite(attentions.sum(dtype=np.float64)):
+        return
+    layers = np.flatnonzero(~np.isfinite(attentions.reshape(attentions.shape[0], -1)).all(axis=1))
+    first = int(layers[0]) if len(layers) else 0
+    raise AttnvizError(
+        f"the attention of {model.name} is not finite (NaN or infinity) from layer {first} on: "
+        "its weights hold NaN or infinite values, or overflow in this dtype; use a sound "
+        "checkpoint, or --dtype float32"
+    )
 
 
 def padded(batch: list[Pieces], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

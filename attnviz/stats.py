@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import TOP, check_range
 from attnviz.tokenize import Pieces
 
 if TYPE_CHECKING:
@@ -308,10 +309,8 @@ def sort_records(
     """
     if column not in SORT_COLUMNS:
         raise BadInput(f"cannot sort by {column!r}: use one of {', '.join(SORT_COLUMNS)}")
-    if top is not None and (
-        isinstance(top, bool) or not isinstance(top, int | np.integer) or top < 1
-    ):
-        raise BadInput(f"--top must be at least 1, got {top}")
+    if top is not None:
+        top = check_range(top, "--top", TOP)
     ordered = sorted(records, key=lambda r: (r["layer"], r["head"]))
     if column == "entropy":
         ordered.sort(key=lambda r: r["entropy"])

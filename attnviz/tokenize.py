@@ -19,12 +19,13 @@ the byte-level pieces of one character (an emoji split over bytes) each show it.
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attnviz.errors import AttnvizError, BadInput
-from attnviz.output import atomic_write
+from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
+from attnviz.limits import max_text_chars
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -59,6 +60,7 @@ class Pieces:
     word_ids: list[int | None]  # None for special tokens
     sequence_ids: list[int | None]  # 0 for text, 1 for pair, None for special tokens
     dropped: int = 0  # pieces cut off by --truncate
+    cut: int = 0  # characters cut off by --truncate before tokenizing (a text far too long)
     labels: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,7 +86,7 @@ class Pieces:
                 labels.append(SPACE)
                 continue
             start, end = self.offsets[i]
-            original = self.source(i)[start:end].strip()  # sentencepiece spans may hold the space
+            original = _span(self.source(i), start, end)  # sentencepiece spans may hold the space
             if not original:
                 labels.append(token)
                 continue
@@ -116,12 +118,28 @@ class Pieces:
         first, last = pieces[0], pieces[-1]
         if self.word_ids[first] is None:
             return self.labels[first]
-        text = self.source(first)[self.offsets[first][0] : self.offsets[last][1]].strip()
+        text = _span(self.source(first), self.offsets[first][0], self.offsets[last][1])
         return text or self.labels[first]
 
 
-def load_tokenizer(folder: Path) -> Tokenizer:
-    """The model's fast tokenizer, with its own padding and truncation switched off."""
+def _span(source: str, start: int, end: int) -> str:
+    """The text of a span, for a label: with the combining marks that follow it, in NFC.
+
+    An uncased tokenizer strips accents, so the span of `cafe` + U+0301 (a decomposed
+    `café`) ends before the accent: it is taken back, and the label composed (for
+    display only; the pieces and offsets are the tokenizer's).
+    """
+    while end < len(source) and unicodedata.combining(source[end]):
+        end += 1
+    return unicodedata.normalize("NFC", source[start:end].strip())
+
+
+def load_tokenizer(folder: Path, *, use_cache: bool = True) -> Tokenizer:
+    """The model's fast tokenizer, with its own padding and truncation switched off.
+
+    `use_cache` (unless ATTNVIZ_NO_CACHE is set) keeps a tokenizer that transformers had
+    to convert in the cache's folder, for the next run.
+    """
     path = folder / "tokenizer.json"
     if not path.is_file() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise AttnvizError(
@@ -132,38 +150,44 @@ def load_tokenizer(folder: Path) -> Tokenizer:
         if path.is_file():
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(path))
+            with quiet_panics():
+                tokenizer = Tokenizer.from_file(str(path))
         else:
-            tokenizer = _tokenizer_from_transformers(folder)
-    except AttnvizError:
+            tokenizer = _tokenizer_from_transformers(folder, use_cache)
+    except (AttnvizError, *PASS_THROUGH):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
         raise AttnvizError(
-            f"cannot read the tokenizer in {folder} ({str(exc)[:120]}): the model folder needs "
-            "tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a sentencepiece model)"
+            f"cannot read the tokenizer in {folder} ({short_reason(exc, 120)}): the model "
+            "folder needs tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a "
+            "sentencepiece model)"
         ) from exc
     tokenizer.no_padding()  # never pad a single sentence
     tokenizer.no_truncation()  # the model's position limit applies, not the tokenizer's
     return tokenizer
 
 
-def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
+def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
     """transformers' fast tokenizer for a folder without tokenizer.json, converted once.
 
     The conversion is kept in the attention cache's folder, so later runs load it with
-    the `tokenizers` library and never import transformers.
+    the `tokenizers` library and never import transformers. A cache that cannot keep it
+    costs the next run time, and a warning; never the command.
     """
     from tokenizers import Tokenizer
 
     from attnviz import cache
 
     saved = None
-    if cache.cache_enabled(False):
+    if use_cache and cache.cache_enabled(False):
         with contextlib.suppress(OSError):
             saved = cache.tokenizer_path(folder)
-    if saved is not None and saved.is_file():
-        with contextlib.suppress(Exception):  # unreadable: convert again below
-            return Tokenizer.from_file(str(saved))
+    if saved is not None:
+        with contextlib.suppress(Exception):  # missing or unreadable: convert again below
+            text = cache.load_tokenizer_json(saved)
+            if text is not None:
+                with quiet_panics():
+                    return Tokenizer.from_str(text)
 
     from transformers import AutoTokenizer
 
@@ -175,10 +199,7 @@ def _tokenizer_from_transformers(folder: Path) -> Tokenizer:
             "add tokenizer.json (save the tokenizer with transformers)"
         )
     if saved is not None:
-        with contextlib.suppress(OSError):  # an unusable cache only costs the next run time
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(saved, "w") as handle:
-                handle.write(backend.to_str())
+        cache.store_tokenizer_json(saved, backend.to_str())
     return backend
 
 
@@ -198,7 +219,8 @@ def tokenize(
             raise BadInput(
                 "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
             ) from None
-    encoding = tokenizer.encode(text, pair)
+    text, cut = _bounded(text, pair, max_positions, truncate)
+    encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
             "the text has nothing the tokenizer keeps (only spaces, control or zero-width "
@@ -214,14 +236,51 @@ def tokenize(
         tokenizer.enable_truncation(max_positions)
         try:
             full = len(encoding)
-            encoding = tokenizer.encode(text, pair)
+            encoding = _encode(tokenizer, text, pair)
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
-    return _pieces(encoding, text, pair, dropped)
+    return _pieces(encoding, text, pair, dropped, cut)
 
 
-def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pieces:
+def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
+    """`text` refused by its size before it is tokenized, or with --truncate cut at a space.
+
+    Tokenizing costs time and memory in proportion to the characters (10 MB took 17 s
+    and 1.7 GB), and a text of more than `max_text_chars` cannot fit the model's
+    positions: the cut, made at a space so no word is split, keeps every piece that
+    could be kept. Returns the text and how many characters were cut.
+    """
+    limit = max_text_chars(max_positions)
+    size = len(text) + len(pair or "")
+    if size <= limit:
+        return text, 0
+    if not truncate or pair is not None or len(pair or "") >= limit:
+        fix = "shorten it" + (" or pass --truncate to keep its start" if pair is None else "")
+        raise BadInput(
+            f"the text is {size:,} characters long, more than a model of {max_positions} "
+            f"positions can take (attnviz reads at most {limit:,}): {fix}"
+        )
+    space = text.rfind(" ", limit // 2, limit + 1)
+    kept = text[: space if space > 0 else limit]
+    return kept, len(text) - len(kept)
+
+
+def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
+    """`tokenizer.encode`, its failures (a Rust panic included) as one AttnvizError."""
+    try:
+        with quiet_panics():
+            return tokenizer.encode(text, pair)
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # a hostile tokenizer.json: a catastrophic regex, no [UNK]
+        raise AttnvizError(
+            f"the model's tokenizer failed on this text ({short_reason(exc, 120)}): its "
+            "tokenizer files are broken; use the tokenizer that came with the checkpoint"
+        ) from None
+
+
+def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: int = 0) -> Pieces:
     return Pieces(
         text=text,
         pair=pair,
@@ -232,4 +291,5 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int) -> Pi
         word_ids=list(encoding.word_ids),
         sequence_ids=list(encoding.sequence_ids),
         dropped=dropped,
+        cut=cut,
     )

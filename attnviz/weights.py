@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from attnviz.errors import AttnvizError, BadInput, short_reason
+from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.families import FAMILIES, describe, encoder_config_for, read_config
 
 if TYPE_CHECKING:
@@ -35,8 +36,11 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
         try:
             from safetensors.torch import load_file
 
-            return load_file(safetensors_path)
-        except Exception as exc:
+            with quiet_panics():
+                return load_file(safetensors_path)
+        except PASS_THROUGH:
+            raise
+        except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
             raise AttnvizError(
                 f"cannot read weights from {safetensors_path} ({short_reason(exc)}): the "
                 "file is corrupt or incomplete; re-download it"
@@ -45,8 +49,12 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
         import torch
 
         try:
-            state = torch.load(bin_path, map_location="cpu", weights_only=True)
-        except Exception as exc:
+            with warnings.catch_warnings():  # torch's advice on legacy files is not for the user
+                warnings.simplefilter("ignore")
+                state = torch.load(bin_path, map_location="cpu", weights_only=True)
+        except PASS_THROUGH:
+            raise
+        except BaseException as exc:
             raise AttnvizError(
                 f"cannot read weights from {bin_path}: it is corrupt, or not a plain PyTorch "
                 "state dict (attnviz never runs code stored in a checkpoint); re-download it "
@@ -271,9 +279,11 @@ def count_parameters(folder: Path) -> int:
         try:
             from safetensors import safe_open
 
-            with safe_open(str(path), framework="np") as handle:
+            with quiet_panics(), safe_open(str(path), framework="np") as handle:
                 shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}  # noqa: SIM118
-        except Exception as exc:
+        except PASS_THROUGH:
+            raise
+        except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
             raise AttnvizError(
                 f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
                 "re-download it"

@@ -3,10 +3,12 @@ bad entries and unusable folders never crash, and the size bound holds (LRU)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +160,64 @@ def _empty_zip(path: Path) -> None:
         pass
 
 
+def _poisoned(values: np.ndarray) -> Callable[[Path], None]:
+    """An entry of the right shape and ids whose weights are not attention."""
+
+    def write(path: Path) -> None:
+        with path.open("wb") as handle:
+            np.savez(handle, attentions=values, ids=np.arange(100 + 1, 100 + 1 + 7))
+
+    write.__name__ = "_poisoned"
+    return write
+
+
+_NAN = np.full((2, 3, 7, 7), 1 / 7, np.float32)
+_NAN[1, 2, 3, 4] = np.nan
+_NOT_ROWS = np.full((2, 3, 7, 7), 0.5, np.float32)  # rows sum to 3.5
+_NEGATIVE = np.zeros((2, 3, 7, 7), np.float32)
+_NEGATIVE[..., 0], _NEGATIVE[..., 1] = -1, 2  # rows sum to 1, but a weight below 0
+
+
+def _huge_header(path: Path) -> None:
+    """A compressed member whose header claims 4 GB of zeros (a zip bomb of the right kind)."""
+    header = {"descr": "<f4", "fortran_order": False, "shape": (2, 3, 16384, 16384)}
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(member, header)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ids.npy", _npy(np.arange(101, 108)))
+        with archive.open("attentions.npy", "w", force_zip64=True) as out:
+            out.write(member.getvalue())
+            for _ in range(64):  # 64 MB of zeros, a few kilobytes compressed
+                out.write(bytes(2**20))
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
 @pytest.mark.parametrize(
-    "corrupt", [_truncate, _random, _flip_a_byte, _other_arrays, _not_a_zip, _bad_shape, _empty_zip]
+    "corrupt",
+    [
+        _truncate,
+        _random,
+        _flip_a_byte,
+        _other_arrays,
+        _not_a_zip,
+        _bad_shape,
+        _empty_zip,
+        _poisoned(_NAN),
+        _poisoned(_NOT_ROWS),
+        _poisoned(_NEGATIVE),
+        _huge_header,
+        _fifo,
+    ],
 )
 def test_corrupt_entry_warns_is_removed_and_recomputed(
     corrupt, cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
@@ -168,7 +226,7 @@ def test_corrupt_entry_warns_is_removed_and_recomputed(
     cache.store(key(1), att, ids)
     path = cache_in_tmp / f"{key(1)}.npz"
     corrupt(path)
-    assert cache.load(key(1), expect_ids=ids) is None
+    assert cache.load(key(1), expect_ids=ids) is None  # quickly: no hang, no 4 GB read
     lines = warnings_of(capsys)
     assert len(lines) == 1 and lines[0].startswith("warning: "), lines
     assert not path.exists()
@@ -341,3 +399,13 @@ def test_importing_the_cache_does_not_import_torch_or_transformers() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_entry_of_another_shape_is_refused_from_its_header(
+    cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    att, ids = attentions(1)  # 2 layers, 3 heads
+    cache.store(key(1), att, ids)
+    assert cache.load(key(1), expect_ids=ids, expect_shape=(2, 3)) is not None
+    assert cache.load(key(1), expect_ids=ids, expect_shape=(6, 12)) is None
+    assert "expected (6, 12, 7, 7)" in warnings_of(capsys)[0]

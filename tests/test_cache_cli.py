@@ -199,3 +199,57 @@ def test_a_folder_without_tokenizer_json_needs_transformers_only_once(
     cleared = runner.invoke(app, ["cache", "clear"])
     assert cleared.exit_code == 0
     assert list((cache_dir / "tokenizers").glob("*.json")) == []
+
+
+# --- the converted tokenizer is part of the cache (issue 14) ---------------------------------
+
+
+def _vocab_only(cache_dir: Path, tiny_bert: TinyFactory) -> str:
+    folder = cache_dir.parent / "vocab-only"
+    if not folder.exists():
+        shutil.copytree(tiny_bert("safetensors"), folder)
+        (folder / "tokenizer.json").unlink()
+    return str(folder)
+
+
+@pytest.mark.slow  # transformers converts the tokenizer (about 2 s)
+def test_the_converted_tokenizer_is_cached_counted_and_optional(
+    cache_dir: Path, tiny_bert: TinyFactory
+) -> None:
+    folder = _vocab_only(cache_dir, tiny_bert)
+    assert runner.invoke(app, ["show", TEXT, "--model", folder, "--no-cache"]).exit_code == 0
+    assert not (cache_dir / "tokenizers").exists()
+
+    assert runner.invoke(app, ["tokens", TEXT, "--model", folder]).exit_code == 0
+    assert len(list((cache_dir / "tokenizers").glob("*.json"))) == 1
+    info = runner.invoke(app, ["cache", "info"]).stdout
+    assert "entries  1" in info  # counted in the cache's size, evicted like an entry
+
+
+@pytest.mark.slow  # transformers converts the tokenizer (about 2 s)
+def test_a_tokenizer_the_cache_cannot_keep_is_a_warning(
+    cache_dir: Path, tiny_bert: TinyFactory
+) -> None:
+    folder = _vocab_only(cache_dir, tiny_bert)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    (cache_dir / "tokenizers").write_text("a file where the folder goes")  # unwritable, as root too
+    result = runner.invoke(app, ["tokens", TEXT, "--model", folder])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("warning: cannot use the attention cache")
+
+
+def test_cache_clear_that_cannot_remove_fails_in_one_line(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnviz import cache
+
+    cache.store("ab" * 32, np.full((1, 1, 2, 2), 0.5, np.float32), [1, 2])
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    result = runner.invoke(app, ["cache", "clear"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot remove 1 of the cache's 1 files in")
+    assert "Permission denied" in result.stderr and result.stdout == ""

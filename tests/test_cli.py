@@ -188,6 +188,26 @@ def _broken_model(tiny_bert: TinyFactory, tmp_path: Path, how: str) -> str:
     elif how == "gpt2":
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    elif how == "regex":  # a catastrophic pre-tokenizer regex: the Rust tokenizer panics
+        tokenizer = json.loads((folder / "tokenizer.json").read_text())
+        split = {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated"}
+        tokenizer["pre_tokenizer"] = {**split, "invert": False}
+        (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    elif how == "no-unk":  # a vocab.txt without [UNK], and no tokenizer.json
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            (folder / name).unlink()
+        vocab = (folder / "vocab.txt").read_text().splitlines()
+        (folder / "vocab.txt").write_text("\n".join(v for v in vocab if v != "[UNK]") + "\n")
+    elif how == "deep-config":  # nested past Python's recursion limit
+        text = (folder / "config.json").read_text().rstrip().rstrip("}")
+        (folder / "config.json").write_text(text + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif how == "huge-act":  # a 5 MB value must not be echoed whole
+        config = json.loads((folder / "config.json").read_text())
+        config["hidden_act"] = "x" * 5_000_000
+        (folder / "config.json").write_text(json.dumps(config))
+    elif how == "huge-config":
+        with (folder / "config.json").open("a") as handle:
+            handle.write(" " * 9 * 2**20)
     return str(folder)
 
 
@@ -255,6 +275,18 @@ BAD = [
     (["stats", "--threads", "0"], 2, "Invalid value for '--threads'"),
     (["stats", "--out", "{tmp}/s.npz"], 2, "unknown extension"),
     (["stats", SHORT, "--model", "@gpt2"], 1, "model types: bert"),
+    # hostile model folders (issue 14): a tokenizer that panics, configs that overflow
+    (["tokens", "a" * 40 + "b", "--model", "@regex"], 1, "the model's tokenizer failed"),
+    (["tokens", "hello ☃ 銀行", "--model", "@no-unk"], 1, "Missing [UNK] token"),
+    (["info", "--model", "@deep-config"], 1, "nested too deeply"),
+    (["info", "--model", "@huge-act"], 1, "hidden_act='xxxxx"),
+    (["info", "--model", "@huge-config"], 1, "a config.json is a few kilobytes"),
+    # numeric options out of range (attnviz.limits)
+    (["stats", SHORT, "--threads", "100000"], 2, "Invalid value for '--threads'"),
+    (["stats", SHORT, "--threads", "1000000000000"], 2, "Invalid value for '--threads'"),
+    (["stats", SHORT, "--batch-size", "10000000"], 2, "Invalid value for '--batch-size'"),
+    (["stats", SHORT, "--top", "10000000000"], 2, "Invalid value for '--top'"),
+    (["rollout", SHORT, "--top", "10000000000"], 2, "Invalid value for '--top'"),
 ]
 
 
@@ -271,7 +303,7 @@ def test_bad_input_gets_one_line_and_no_file(
     assert result.exit_code == code, (result.stdout, result.stderr)
     message = result.stderr.strip()
     assert message.startswith("Error: ") and "\n" not in message, message
-    assert words in message
+    assert words in message and len(message) < 600
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
@@ -423,6 +455,16 @@ def test_a_very_narrow_terminal_still_works(columns: str) -> None:
         result = runner.invoke(app, args, env={"COLUMNS": columns})
         assert result.exit_code == 0, (args, result.stderr)
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("columns", ["0", "-3", "abc", "99999999999"])
+def test_an_unusable_terminal_width_draws_at_80_columns(columns: str) -> None:
+    """COLUMNS=0 made rich draw at width 0: every view printed nothing and exited 0."""
+    for args in (["show", SHORT], ["rollout", SHORT, "--top", "1"]):
+        result = runner.invoke(app, args, env={"COLUMNS": columns})
+        assert result.exit_code == 0, (args, result.stderr)
+        lines = result.stdout.splitlines()
+        assert "Maria" in result.stdout and max(len(line) for line in lines) <= 80
 
 
 def test_an_empty_corpus_file_is_refused(tmp_path: Path) -> None:

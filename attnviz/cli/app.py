@@ -21,10 +21,12 @@ from attnviz.cli.errors import (
     debug_all,
     failures,
     os_error_line,
+    replace_unencodable,
     silence_stdout,
 )
 from attnviz.cli.input import (
     check_image_options,
+    console_width,
     corpus,
     exclude_list,
     head_list,
@@ -67,6 +69,7 @@ from attnviz.cli.options import (
     View,
 )
 from attnviz.errors import BadInput
+from attnviz.limits import BATCH_SIZE, THREADS, TOP
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -111,7 +114,7 @@ def _main(
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, width=console_width())
 
 
 def _input(
@@ -383,7 +386,9 @@ def rollout(
             "--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."
         ),
     ] = -1,
-    top: Annotated[int, typer.Option("--top", help="Inputs listed for each token.", min=1)] = 3,
+    top: Annotated[
+        int, typer.Option("--top", help="Inputs listed for each token.", min=TOP[0], max=TOP[1])
+    ] = 3,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
     measure: MeasureOpt = Measure.weight,
@@ -589,7 +594,8 @@ def stats(
         ),
     ] = SortColumn.layer,
     top: Annotated[
-        int | None, typer.Option("--top", help="Show only the first N heads.", min=1)
+        int | None,
+        typer.Option("--top", help="Show only the first N heads.", min=TOP[0], max=TOP[1]),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list of per-head records.")
@@ -603,7 +609,13 @@ def stats(
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Sentences per padded batch.", min=1)
+        int,
+        typer.Option(
+            "--batch-size",
+            help="Sentences per padded batch.",
+            min=BATCH_SIZE[0],
+            max=BATCH_SIZE[1],
+        ),
     ] = 32,
     device: Annotated[
         Device,
@@ -611,7 +623,12 @@ def stats(
     ] = Device.auto,
     threads: Annotated[
         int | None,
-        typer.Option("--threads", help="CPU threads for torch. Default: torch's own.", min=1),
+        typer.Option(
+            "--threads",
+            help="CPU threads for torch. Default: torch's own.",
+            min=THREADS[0],
+            max=THREADS[1],
+        ),
     ] = None,
     dtype: DtypeOpt = Dtype.float32,
     own_scales: Annotated[
@@ -786,6 +803,7 @@ def main() -> None:
     Commands report their own errors; this catches what happens outside them,
     such as `attnviz --help > /dev/full`.
     """
+    replace_unencodable()
     try:
         app()
     except BrokenPipeError:

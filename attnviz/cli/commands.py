@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +62,9 @@ class BatchOptions:
 def _prepare(inp: Input) -> Prepared:
     """Tokenize for the model; notes on stderr (never stdout, so JSON stays clean)."""
     try:
-        prepared = api.prepare(inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate)
+        prepared = api.prepare(
+            inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate, cache=inp.cache
+        )
     except BadInput as exc:
         if inp.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -71,9 +73,10 @@ def _prepare(inp: Input) -> Prepared:
                 "</dev/null so the command does not read the loop's input)"
             ) from None
         raise
-    if prepared.dropped:
+    if prepared.dropped or prepared.pieces.cut:
+        rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         print(
-            f"note: --truncate dropped the last {prepared.dropped} pieces "
+            f"note: --truncate dropped the last {prepared.dropped} pieces{rest} "
             f"(the model takes {len(prepared.pieces)})",
             file=sys.stderr,
         )
@@ -139,7 +142,9 @@ def _save(
 
 def _wrote(out: Path | None) -> None:
     if out is not None:
-        print(f"wrote {out}", file=sys.stderr)
+        from attnviz.cli.errors import printable
+
+        print(f"wrote {printable(str(out))}", file=sys.stderr)
 
 
 def _json(record: Any) -> None:
@@ -355,7 +360,7 @@ def export(
 
 def stats(
     console: Console,
-    texts: list[str],
+    texts: Iterable[str],
     *,
     model: str | None,
     truncate: bool,
@@ -376,7 +381,7 @@ def stats(
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
-    with _progress(len(texts)) as advance:
+    with _progress(len(texts) if isinstance(texts, list) else None) as advance:
         result = api.head_stats(
             texts,
             model=model,
@@ -409,14 +414,29 @@ def stats(
 
 
 @contextlib.contextmanager
-def _progress(total: int, what: str = "sentences") -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal; `advance(n)` counts n more done."""
+def _progress(total: int | None, what: str = "sentences") -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; `advance(n)` counts n more `what`.
+
+    `total` is None for a corpus read as it runs (a file, stdin): the bar counts.
+    """
     from rich.progress import Progress
 
-    err = Console(stderr=True)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+    from attnviz.cli.input import console_width
+
+    err = Console(stderr=True, width=console_width())
+    # Drawn only when a batch ends (no refresh thread): stderr is kept silent during calls
+    # into the tokenizer (attnviz.errors.quiet_panics), and a frame lost there would
+    # leave the bar's cursor moves out of step.
+    # A real terminal only: FORCE_COLOR makes rich call a redirected stderr a terminal.
+    shown = err.is_terminal and sys.stderr.isatty()
+    with Progress(console=err, transient=True, disable=not shown, auto_refresh=False) as bar:
         task = bar.add_task(what, total=total)
-        yield lambda n: bar.advance(task, n)
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            bar.refresh()
+
+        yield advance
 
 
 def tokens(console: Console, inp: Input) -> None:

@@ -87,7 +87,17 @@ def failures(debug: bool) -> Iterator[None]:
             raise
         typer.echo(os_error_line(exc), err=True)
         raise typer.Exit(1) from None
-    except Exception as exc:
+    except MemoryError:
+        if debug:
+            raise
+        typer.echo(
+            "Error: out of memory: use a shorter text, a smaller model or a smaller --batch-size",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # the last net: a Rust panic is a BaseException too
         if debug:
             raise
         typer.echo(
@@ -105,10 +115,41 @@ def silence_stdout() -> int:
     return 141
 
 
+def replace_unencodable() -> None:
+    """Print `?` for what the output's encoding cannot hold, instead of failing on it.
+
+    With PYTHONIOENCODING=ascii, or LC_ALL=C without Python's UTF-8 mode, stdout is
+    ASCII: a label such as `João` or a shade character would otherwise end the command
+    with a UnicodeEncodeError.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "João ░".encode(encoding)
+        except UnicodeEncodeError:
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except LookupError:
+            pass
+
+
 def os_error_line(exc: OSError) -> str:
-    where = f": {exc.filename}" if exc.filename else ""
+    where = f": {printable(str(exc.filename))}" if exc.filename else ""
     return f"Error: {exc.strerror or exc}{where}: check free space and permissions"
 
 
+MAX_LINE = 2000  # characters of an error line; a value echoed from a hostile file is cut
+
+
 def one_line(message: str) -> str:
-    return " ".join(message.split())
+    """`message` on one line, control characters (a file name's newline or ANSI escape) shown
+    escaped rather than sent to the terminal, and at most MAX_LINE characters."""
+    line = printable(" ".join(message[: MAX_LINE * 4].split()))
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
+
+
+def printable(text: str) -> str:
+    """`text` with control and other unprintable characters escaped (`\\n`, `\\x1b`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import itertools
 import os
 import stat
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import typer
 
 from attnviz.errors import BadInput
+from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
 
 def read_text(text: str | None) -> str:
@@ -19,10 +24,7 @@ def read_text(text: str | None) -> str:
             raise BadInput("the text is empty: pass a sentence in quotes, or pipe one in")
         return utf8(text, "the text")
     if stdin_is_data():
-        try:
-            data = sys.stdin.read()
-        except UnicodeDecodeError:
-            raise not_utf8("standard input") from None
+        data = _stdin_text()
         if not data.strip():
             raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
         return utf8(data.strip(), "standard input")
@@ -31,12 +33,46 @@ def read_text(text: str | None) -> str:
     return default_sentence()
 
 
+def _stdin_text() -> str:
+    """Standard input decoded as UTF-8 whatever the locale, read no further than any model takes."""
+    stream = getattr(sys.stdin, "buffer", None)
+    try:
+        data = stream.read(MAX_TEXT_BYTES + 1) if stream is not None else sys.stdin.read()
+    except UnicodeDecodeError:
+        raise not_utf8("standard input") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read standard input: {exc.strerror or exc}") from None
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    if len(data) > MAX_TEXT_BYTES:
+        raise too_big("standard input")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8("standard input") from None
+
+
+def too_big(where: str) -> BadInput:
+    return BadInput(
+        f"{where} holds more than {megabytes(MAX_TEXT_BYTES)} of text, more than any model takes: "
+        "pass the start of it (e.g. head -c 100000)"
+    )
+
+
 def utf8(text: str, where: str) -> str:
-    """`text` if it is valid UTF-8 (undecodable bytes arrive as lone surrogates)."""
+    """`text` if it is valid UTF-8 (undecodable bytes arrive as lone surrogates).
+
+    In a locale that is not UTF-8 (LC_ALL=C without Python's UTF-8 mode) every
+    non-ASCII byte of an argument arrives as a lone surrogate: its bytes are taken
+    back from the locale's decoding and read as the UTF-8 they are.
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise not_utf8(where) from None
+        try:
+            return os.fsencode(text).decode("utf-8")
+        except (UnicodeError, ValueError):
+            raise not_utf8(where) from None
     return text
 
 
@@ -69,6 +105,25 @@ def check_image_options(ctx: typer.Context, out: Path | None) -> None:
         raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
 
 
+MAX_COLUMNS = 4096  # wider than any terminal; past it COLUMNS is a mistake, not a width
+
+
+def console_width() -> int | None:
+    """The width to draw at when COLUMNS is set but unusable (0, negative, absurd): 80.
+
+    None leaves it to rich (COLUMNS when sane, else the terminal's size, else 80). With
+    COLUMNS=0 rich would draw every view at width 0: nothing at all, and exit 0.
+    """
+    raw = os.environ.get("COLUMNS", "").strip()
+    if not raw:
+        return None
+    try:
+        columns = int(raw)
+    except ValueError:
+        return 80
+    return None if 1 <= columns <= MAX_COLUMNS else 80
+
+
 def stdin_is_data() -> bool:
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
@@ -99,37 +154,75 @@ def exclude_list(exclude: str | None) -> list[str] | None:
     return [part.strip() for part in exclude.split(",") if part.strip()] or [exclude]
 
 
-def corpus(texts: list[str] | None, file: Path | None) -> list[str]:
-    """The sentences: arguments and --file lines; else stdin lines; else the samples."""
+def corpus(texts: list[str] | None, file: Path | None) -> Iterable[str]:
+    """The sentences: arguments and --file lines; else stdin lines; else the samples.
+
+    A file (or stdin) is read as it is used, a line at a time, so a corpus of any
+    length takes the memory of the lines in use, never of the whole file.
+    """
     sentences = [utf8(t, "a sentence") for t in texts or [] if t.strip()]
     if texts and not sentences:
         raise BadInput("the sentences are empty: pass some text, or use --file")
     if file is not None:
-        sentences += lines(file)
-    elif not texts:
+        return itertools.chain(sentences, lines(file))
+    if not texts:
         if stdin_is_data():
-            sentences = lines(Path("-"))
-        else:
-            from attnviz.samples import sample_sentences
+            return lines(Path("-"))
+        from attnviz.samples import sample_sentences
 
-            sentences = sample_sentences()
+        return sample_sentences()
     return sentences
 
 
-def lines(file: Path) -> list[str]:
-    """The non-blank lines of a UTF-8 file ('-' is stdin)."""
+def lines(file: Path) -> Iterator[str]:
+    """The non-blank lines of a UTF-8 file ('-' is stdin), stripped, read as they are used.
+
+    The file is opened here, so a missing or unreadable file is refused at once. A line
+    longer than any model takes (MAX_TEXT_BYTES) is refused without reading the rest.
+    """
     name = "standard input" if str(file) == "-" else str(file)
     try:
-        data = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise not_utf8(name) from None
+        if str(file) == "-":
+            handle: BinaryIO = getattr(sys.stdin, "buffer", None) or io.BytesIO(
+                sys.stdin.read().encode("utf-8", "surrogateescape")
+            )
+        else:
+            handle = file.open("rb")
     except FileNotFoundError:
         raise BadInput(f"cannot read {name}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"cannot read {name}: it is a folder; give a text file") from None
     except OSError as exc:
         raise BadInput(f"cannot read {name}: {exc.strerror or exc}") from None
-    lines = [line.strip() for line in data.splitlines() if line.strip()]
-    if not lines:
+    return _lines(handle, name, close=str(file) != "-")
+
+
+def _lines(handle: BinaryIO, name: str, *, close: bool) -> Iterator[str]:
+    found = False
+    number = 0
+    try:
+        while True:
+            try:
+                raw = handle.readline(MAX_TEXT_BYTES + 1)
+            except IsADirectoryError:
+                raise BadInput(f"cannot read {name}: it is a folder; give a text file") from None
+            except OSError as exc:
+                raise BadInput(f"cannot read {name}: {exc.strerror or exc}") from None
+            if not raw:
+                break
+            number += 1
+            if len(raw) > MAX_TEXT_BYTES:
+                raise too_big(f"line {number} of {name}")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise not_utf8(name) from None
+            for line in text.splitlines():  # \r, \v, \f, U+2028 and the like end lines too
+                if line.strip():
+                    found = True
+                    yield line.strip()
+    finally:
+        if close:
+            handle.close()
+    if not found:
         raise BadInput(f"{name} has no sentences: write one sentence a line")
-    return [utf8(line, name) for line in lines]

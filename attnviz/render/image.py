@@ -572,6 +572,22 @@ def _release(fig: Figure) -> None:
         pyplot.close(fig)
 
 
+def _check_pixels(fig: Figure, dpi: float) -> None:
+    """Refuse an image too big to draw in bounded memory, before it is drawn."""
+    from attnviz.limits import MAX_IMAGE_PIXELS
+
+    width_in, height_in = (float(v) for v in fig.get_size_inches())
+    pixels = width_in * dpi * height_in * dpi
+    if pixels > MAX_IMAGE_PIXELS:
+        _release(fig)
+        fits = max(1, int((MAX_IMAGE_PIXELS / (width_in * height_in)) ** 0.5))
+        raise BadInput(
+            f"the image would be {width_in * dpi:,.0f} × {height_in * dpi:,.0f} pixels at "
+            f"--dpi {dpi}, more than attnviz draws ({MAX_IMAGE_PIXELS // 10**6} million): use "
+            f"--dpi {fits} or less, or show fewer heads"
+        )
+
+
 def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = False) -> None:
     """Write `fig` to `path` as PNG, SVG or PDF (chosen by the suffix), all or nothing.
 
@@ -584,6 +600,7 @@ def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = 
     fmt = _image_format(path)
     if isinstance(dpi, bool) or not isinstance(dpi, int | float) or not dpi > 0:
         raise BadInput(f"dpi must be a positive number, got {dpi}: try 200 for slides")
+    _check_pixels(fig, dpi)  # SVG and PDF embed the heatmaps as images at this dpi too
     metadata: dict[str, str | None] = {}
     if fmt == "svg":
         metadata = {"Date": None}

@@ -1,0 +1,58 @@
+"""The bounds attnviz keeps to, in one place: numeric options and the size of what it reads.
+
+The command line declares its options with these ranges and the public API checks the
+same values with `check_range`, so both refuse an absurd value with the same line
+before any work: `--threads 100000` would otherwise crash OpenMP, `--dpi 1200` on a big
+grid would allocate gigabytes. Sizes are refused before the work they would cost: a
+text before it is tokenized, a corpus line before it is decoded, a config.json before
+it is parsed, an image before it is rasterised.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from attnviz.errors import BadInput
+
+# Numeric options: (lowest, highest), inclusive.
+THREADS = (1, 256)  # torch CPU threads; OpenMP fails or segfaults far past the core count
+BATCH_SIZE = (1, 4096)  # sentences per padded batch (attention memory is capped separately)
+TOP = (1, 1_000_000)  # rows listed by --top (more than there are simply lists them all)
+DPI = (10, 1200)  # image resolution
+
+# An image larger than this many pixels (figure size × dpi) is refused before it is drawn:
+# PNG is drawn at that size, and SVG and PDF embed the heatmaps as images at that dpi
+# (at --dpi 1200, a 150-word model view peaked at 3.1 GB as SVG). The default dpi (200)
+# on the largest figure (30 inches a side) is 36 million pixels.
+MAX_IMAGE_PIXELS = 40_000_000
+
+# Text. A piece of a BERT-family tokenizer is a few characters, so a text of more than
+# TEXT_CHARS_PER_POSITION characters per position the model has is refused (or, with
+# --truncate, cut at a space) before it is tokenized: tokenizing costs time and about
+# 170 bytes of memory per character. MAX_TEXT_BYTES is what any model could take
+# (65,536 positions, the largest config attnviz accepts), so standard input and corpus
+# lines are read no further than that.
+TEXT_CHARS_PER_POSITION = 64
+MIN_TEXT_CHARS = 32_768
+MAX_TEXT_BYTES = 16 * 2**20
+
+
+def max_text_chars(positions: int) -> int:
+    """The longest text, in characters, read for a model of `positions` positions."""
+    return max(MIN_TEXT_CHARS, TEXT_CHARS_PER_POSITION * positions)
+
+
+def check_range(value: object, option: str, bounds: tuple[int, int], hint: str = "") -> int:
+    """`value` as an int when it is a whole number within `bounds`; else BadInput, one line."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
+        raise BadInput(f"{option} must be a whole number from {low} to {high}, got {value!r}")
+    number = int(value)
+    if not low <= number <= high:
+        raise BadInput(f"{option} {number} is out of range: use {low}..{high}{hint}")
+    return number
+
+
+def megabytes(size: int) -> str:
+    """`size` bytes as `12.3 MB` (1 MB = 2**20 bytes)."""
+    return f"{size / 2**20:.1f} MB"
