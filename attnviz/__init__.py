@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from attnviz.analysis import Analysis, ModelInfo, Prepared
+    from attnviz.analysis import Analysis
     from attnviz.api import analyse, head_stats, prepare
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.explain import Explanation
     from attnviz.find import HeadLink, HeadLinks
+    from attnviz.prepared import ModelInfo, Prepared
     from attnviz.query import QueryRow
     from attnviz.stats import HeadRecord, HeadStats
     from attnviz.tokenize import Word
@@ -38,8 +39,8 @@ _EXPORTS = {
     "prepare": "attnviz.api",
     "head_stats": "attnviz.api",
     "Analysis": "attnviz.analysis",
-    "Prepared": "attnviz.analysis",
-    "ModelInfo": "attnviz.analysis",
+    "Prepared": "attnviz.prepared",
+    "ModelInfo": "attnviz.prepared",
     "AttentionView": "attnviz.views",
     "HeadsView": "attnviz.views",
     "RolloutView": "attnviz.views",

@@ -1,7 +1,7 @@
-"""The public objects: a prepared input (`Prepared`) and its attention (`Analysis`).
+"""An input's attention (`Analysis`), and the views, measures and files made from it.
 
-`attnviz.prepare` finds the model and tokenizes, without torch; `Prepared.analyse`
-runs the encoder (or reads the cache). An `Analysis` holds every attention weight
+`attnviz.analyse` (or `attnviz.prepare(...).analyse()`) returns it. It holds every
+attention weight
 `[layers, heads, T, T]` over the model's own pieces, and builds the views that the
 commands show: `view` (one head or the head mean), `heads`, `model_view`, `rollout`,
 `explain`; `figure` and `save` draw them; `save` also writes the raw data.
@@ -9,10 +9,8 @@ commands show: `view` (one head or the head mean), `heads`, `model_view`, `rollo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ from attnviz.output import (
     atomic_write,
     check_output,
 )
+from attnviz.prepared import ModelInfo, Prepared, _Input, choice, short
 from attnviz.views import (
     AttentionView,
     HeadsView,
@@ -35,8 +34,6 @@ from attnviz.views import (
     heads_view,
     layer_view,
     model_view,
-    resolve_heads,
-    resolve_index,
     rollout_view,
 )
 
@@ -46,199 +43,14 @@ if TYPE_CHECKING:
 
     from attnviz.compare import Comparison
     from attnviz.explain import Explanation
-    from attnviz.families import ModelShape
     from attnviz.find import HeadLinks
-    from attnviz.locate import ModelSource
     from attnviz.query import QueryRow
-    from attnviz.tokenize import Pieces, Word
-    from attnviz.vocabulary import TokenizerInfo, VocabularyFit
+    from attnviz.tokenize import Pieces
 
-__all__ = ["MASKS", "VIEWS", "Analysis", "ModelInfo", "Prepared"]
+__all__ = ["VIEWS", "Analysis"]
 
 Exclude = str | Sequence[str] | None  # "special", "punct", both, or nothing
-MASKS: tuple[str, ...] = ("none", "causal")
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 VIEWS: tuple[str, ...] = ("show", "heads", "model")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """Which model computed the attention, and its shape."""
-
-    name: str  # what was asked for (a folder, a Hub id) or the embedded model's name
-    family: str  # "BERT", "RoBERTa", ...
-    layers: int
-    heads: int
-    folder: Path  # where its files are
-    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
-    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
-    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
-
-    @property
-    def description(self) -> str:
-        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
-        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
-        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
-        if self.tokenizer is not None:
-            tok = self.tokenizer
-            size = f"{tok.size:,} " if tok.size else ""
-            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
-        return "; ".join(parts)
-
-
-def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        raise BadInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-class _Input:
-    """What a tokenized input offers, with or without its attention."""
-
-    pieces: Pieces
-
-    @property
-    def text(self) -> str:
-        return self.pieces.text
-
-    @property
-    def pair(self) -> str | None:
-        return self.pieces.pair
-
-    @property
-    def tokens(self) -> list[str]:
-        """The model's vocabulary pieces, special tokens included: `[CLS]`, `joao`, `##ou`."""
-        return list(self.pieces.tokens)
-
-    @property
-    def labels(self) -> list[str]:
-        """Each piece as the text spells it: `João`, `pens`, `##ou` (special tokens as named)."""
-        return list(self.pieces.labels)
-
-    @property
-    def words(self) -> list[Word]:
-        """The words of the text, each with the indices of its pieces; a special token is a word."""
-        return self.pieces.words()
-
-    @property
-    def pair_start(self) -> int | None:
-        """The piece where sentence B starts; None without a pair."""
-        return next((i for i, seq in enumerate(self.pieces.sequence_ids) if seq == 1), None)
-
-    @property
-    def dropped(self) -> int:
-        """Pieces cut off the end by truncation."""
-        return self.pieces.dropped
-
-    @property
-    def fit(self) -> VocabularyFit:
-        """How the text fits the model's vocabulary: pieces per word, unknown words."""
-        from attnviz.vocabulary import vocabulary_fit
-
-        return vocabulary_fit(self.pieces)
-
-
-@dataclass(frozen=True)
-class Prepared(_Input):
-    """A tokenized input and the model it is for; no weights loaded, no torch imported."""
-
-    source: ModelSource
-    config: dict[str, Any] = field(repr=False)
-    pieces: Pieces
-    truncate: bool = False
-
-    def __repr__(self) -> str:
-        return (
-            f"<Prepared {self.source.name}: {len(self.pieces)} pieces, text={_short(self.text)!r}>"
-        )
-
-    @cached_property
-    def shape(self) -> ModelShape:
-        from attnviz.families import describe
-
-        return describe(self.config)
-
-    @property
-    def num_layers(self) -> int:
-        return self.shape.layers
-
-    @property
-    def num_heads(self) -> int:
-        return self.shape.heads
-
-    @cached_property
-    def model(self) -> ModelInfo:
-        """The model: name, family, shape, and what its tokenizer and model card say."""
-        from attnviz.vocabulary import describe_tokenizer, model_languages
-
-        shape, source = self.shape, self.source
-        return ModelInfo(
-            source.name,
-            shape.family,
-            shape.layers,
-            shape.heads,
-            source.folder,
-            source.origin,
-            describe_tokenizer(source.folder),
-            model_languages(source.folder),
-        )
-
-    def fit_note(self) -> str | None:
-        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
-        return self.fit.note(self.model.name, self.model.languages)
-
-    def check(
-        self,
-        *,
-        layer: int | None = None,
-        head: int | None = None,
-        heads: Sequence[int] | None = None,
-    ) -> None:
-        """Refuse a layer, head or list of heads this model does not have, before computing."""
-        if layer is not None:
-            resolve_index(layer, self.num_layers, "layer")
-        if head is not None:
-            resolve_index(head, self.num_heads, "head")
-        resolve_heads(heads, self.num_heads)
-
-    def analyse(
-        self, *, mask: str = "none", dtype: str = "float32", cache: bool = True
-    ) -> Analysis:
-        """Every attention weight of this input: from the cache, or by running the encoder.
-
-        `mask="causal"` is a what-if: the encoder run with a causal mask. `dtype` is what
-        the encoder computes in. `cache` reads and writes the attention cache (unless
-        ATTNVIZ_NO_CACHE is set).
-        """
-        from attnviz.cache import cache_enabled
-        from attnviz.pipeline import compute
-
-        causal = _choice(mask, MASKS, "mask") == "causal"
-        _choice(dtype, DTYPES, "dtype")
-        return compute(self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype)
-
-    def explain(
-        self,
-        *,
-        token: str | None = None,
-        index: int | None = None,
-        layer: int = -1,
-        head: int = 0,
-        lang: str = "en",
-        mask: str = "none",
-    ) -> Explanation:
-        """One query's attention in one head, step by step (see `Analysis.explain`)."""
-        import dataclasses
-
-        from attnviz.explain import explain, find_query
-        from attnviz.i18n import check_lang
-
-        lang = check_lang(lang)
-        causal = _choice(mask, MASKS, "mask") == "causal"
-        choice = find_query(self.pieces, token=token, index=index, lang=lang)
-        self.check(layer=layer, head=head)
-        explanation = explain(self, layer=layer, head=head, query=choice.index, causal=causal)
-        return dataclasses.replace(explanation, lang=lang)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -278,7 +90,7 @@ class Analysis(_Input):
         L, H, T, _ = self.attentions.shape
         return (
             f"<Analysis {self.model.name}: {L} layers × {H} heads × {T} pieces, "
-            f"text={_short(self.text)!r}{', causal' if self.causal else ''}>"
+            f"text={short(self.text)!r}{', causal' if self.causal else ''}>"
         )
 
     @property
@@ -455,7 +267,7 @@ class Analysis(_Input):
         if not chosen:
             raise BadInput("name at least one measure to compare")
         for name in chosen:
-            _choice(name, tuple(MEASURES), "measure")
+            choice(name, tuple(MEASURES), "measure")
         views = [self.view(layer, None, units, measure=m) for m in chosen]
         q = find_label(views[0].tokens, query, "--query")
         from attnviz.compare import Comparison
@@ -504,7 +316,7 @@ class Analysis(_Input):
         exclude: Exclude = None,
         measure: str = "weight",
     ) -> AttentionView | HeadsView:
-        _choice(view, VIEWS, "view")
+        choice(view, VIEWS, "view")
         if view == "heads":
             return self.heads(layer, heads, units, exclude=exclude, measure=measure)
         if view == "model":
@@ -559,7 +371,9 @@ class Analysis(_Input):
         check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
         suffix = path.suffix.lower()
         if suffix in DATA_SUFFIXES:
-            self._write_data(path, measure)
+            from attnviz.files import write_data
+
+            write_data(self, path, measure)
             return path
         if measure != "weight" and suffix in HTML_SUFFIXES:
             raise BadInput("pages show the attention weights: drop --measure, or write an image")
@@ -582,51 +396,9 @@ class Analysis(_Input):
 
     def to_dict(self) -> dict[str, Any]:
         """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
-        words = self.words
-        return {
-            "model": self.model.name,
-            "text": self.text,
-            "pair": self.pair,
-            "causal": self.causal,
-            "dtype": self.dtype,
-            "words": [w.label for w in words],
-            "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
-            "word_of_piece": self._word_of_piece().tolist(),
-            "tokens": self.tokens,
-            "input_ids": list(self.pieces.ids),
-            "token_type_ids": list(self.pieces.type_ids),
-            "attentions": self.attentions.astype(np.float32).tolist(),
-        }
+        from attnviz.files import data_record
 
-    def _write_data(self, out: Path, measure: str = "weight") -> None:
-        """The raw attentions over the model's own pieces, as .npz (no pickle) or .json;
-        with a `measure`, that measure too, under its name ("value-zeroing" -> value_zeroing)."""
-        extra: dict[str, np.ndarray] = {}
-        if measure != "weight":
-            extra[measure.replace("-", "_")] = self.measure(measure).astype(np.float32)
-        if out.suffix.lower() != ".npz":
-            record = self.to_dict()
-            record.update({name: values.tolist() for name, values in extra.items()})
-            with atomic_write(out, "w") as handle:
-                json.dump(record, handle, ensure_ascii=False)
-            return
-        pieces = self.pieces
-        arrays: dict[str, Any] = dict(
-            attentions=self.attentions.astype(np.float32),  # (L, H, T, T)
-            tokens=np.array(pieces.tokens, dtype=np.str_),
-            input_ids=np.array(pieces.ids, dtype=np.int64),
-            token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
-            causal=np.array(self.causal),
-            dtype=np.array(self.dtype, dtype=np.str_),
-            model=np.array(self.model.name, dtype=np.str_),
-            text=np.array(self.text, dtype=np.str_),
-            pair=np.array(self.pair or "", dtype=np.str_),  # "" without a pair
-            words=np.array([w.label for w in self.words], dtype=np.str_),
-            word_of_piece=self._word_of_piece(),  # (T,) int64: each piece's word
-            **extra,  # the measure asked for: (L, H, T, T) or (L, T, T)
-        )
-        with atomic_write(out, "wb") as handle:
-            np.savez(handle, **arrays)
+        return data_record(self)
 
     # ------------------------------------------------------------ interactive pages
 
@@ -647,60 +419,22 @@ class Analysis(_Input):
         under the pointer) or "model" (every layer and head); at `layer`, `head`, and
         with `heads` selected. `theme` is "auto" (the reader's setting), "light" or "dark".
         """
+        from attnviz.files import page_options
         from attnviz.render.html import page
 
         return page(
             self.attentions,
             self.labels,
-            **self._html_options(view, layer, head, heads, units, theme),
+            **page_options(self, view, layer, head, heads, units, theme),
         )
-
-    def _html_options(
-        self,
-        view: str,
-        layer: int,
-        head: int | None,
-        heads: Sequence[int] | None,
-        units: str,
-        theme: str,
-    ) -> dict[str, Any]:
-        """Where the page opens, checked as the views check it."""
-        _choice(view, (*VIEWS, "matrix"), "view")
-        _choice(theme, ("auto", "light", "dark"), "theme")
-        self.prepared.check(layer=layer, head=head, heads=heads)
-        chosen = self.view(layer, head, units)  # resolves layer, head and units once
-        words = self.words
-        word_start = next(
-            (w for w, word in enumerate(words) if self.pieces.sequence_ids[word.pieces[0]] == 1),
-            None,
-        )
-        return {
-            "words": [w.pieces for w in words],
-            "word_labels": [w.label for w in words],
-            "pair_start": self.pair_start,
-            "pair_word_start": word_start,
-            "title": self.title,
-            "view": {"show": "matrix", "heads": "heads", "model": "model"}.get(view, view),
-            "layer": chosen.layer,
-            "head": chosen.head,
-            "heads": resolve_heads(heads, self.model.heads),
-            "units": units,
-            "theme": theme,
-        }
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in an analysis shows the interactive view."""
+        from attnviz.files import page_options
         from attnviz.render.html import fragment
 
-        options = self._html_options("heads", -1, None, None, "words", "auto")
+        options = page_options(self, "heads", -1, None, None, "words", "auto")
         return fragment(self.attentions, self.labels, **options)
-
-    def _word_of_piece(self) -> np.ndarray:
-        """(T,) int64: the index in `words` of the word each piece belongs to."""
-        owner = np.zeros(len(self.pieces), dtype=np.int64)  # (T,)
-        for w, word in enumerate(self.words):
-            owner[word.pieces] = w
-        return owner
 
     # ------------------------------------------------------------ display
 
@@ -722,7 +456,3 @@ def _path(path: object) -> Path:
     if not isinstance(path, str | Path):
         raise BadInput(f"the output path must be a str or a Path, got {type(path).__name__}")
     return Path(path)
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

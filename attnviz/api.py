@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from attnviz import perf
-from attnviz.analysis import DTYPES, Analysis, Prepared, _choice
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, check_range
+from attnviz.prepared import DTYPES, Prepared, choice
 
 if TYPE_CHECKING:
+    from attnviz.analysis import Analysis
     from attnviz.stats import HeadStats
 
 __all__ = ["analyse", "head_stats", "prepare"]
@@ -105,8 +106,8 @@ def head_stats(
     check_range(batch_size, "batch_size", BATCH_SIZE)
     if threads is not None:
         check_range(threads, "threads", THREADS)
-    _choice(device, ("auto", "cpu", "cuda"), "device")
-    _choice(dtype, DTYPES, "dtype")
+    choice(device, ("auto", "cpu", "cuda"), "device")
+    choice(dtype, DTYPES, "dtype")
     sentences = (_text(t, "a sentence") for t in texts)  # read as used: a file streams
     first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
     if not first:

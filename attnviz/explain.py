@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from attnviz.model import Encoder, MultiHeadAttention
-    from attnviz.pipeline import Prepared
+    from attnviz.prepared import Prepared
     from attnviz.tokenize import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]

@@ -36,8 +36,8 @@ from attnviz.errors import BadInput
 if TYPE_CHECKING:
     import torch
 
-    from attnviz.analysis import Prepared
     from attnviz.model import Encoder, EncoderLayer
+    from attnviz.prepared import Prepared
 
 __all__ = ["MEASURES", "PER_LAYER", "compute_measure", "describe_measure"]
 

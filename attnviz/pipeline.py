@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz import perf
-from attnviz.analysis import Analysis, Prepared
+from attnviz.analysis import Analysis
 from attnviz.errors import AttnvizError
 from attnviz.families import ModelShape, describe, read_config
 from attnviz.locate import ModelSource, locate
+from attnviz.prepared import Prepared
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from rich.cells import cell_len
 from attnviz.errors import BadInput
 from attnviz.explain import Explanation, explain, find_query
 from attnviz.i18n import CATALOGUE, LANGS, default_lang, placeholders, text
-from attnviz.pipeline import Prepared, prepare
+from attnviz.pipeline import prepare
+from attnviz.prepared import Prepared
 from attnviz.render.explain import ExplanationView, bar, shown_rows
 from tests.conftest import PT_SENTENCE, TinyFactory
 from tests.rendering import render as render_view

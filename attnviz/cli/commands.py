@@ -25,7 +25,8 @@ from attnviz.errors import BadInput
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
-    from attnviz.analysis import Analysis, Prepared
+    from attnviz.analysis import Analysis
+    from attnviz.prepared import Prepared
     from attnviz.query import QueryRow
     from attnviz.views import AttentionView
 

@@ -1,0 +1,214 @@
+"""A prepared input: the text tokenized for a model, no weights loaded, no torch imported.
+
+`attnviz.prepare` returns a `Prepared`; its `analyse()` runs the encoder (or reads the
+cache) and gives an `attnviz.Analysis`. `ModelInfo` says which model it is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnviz.errors import BadInput
+from attnviz.views import resolve_heads, resolve_index
+
+if TYPE_CHECKING:
+    from attnviz.analysis import Analysis
+    from attnviz.explain import Explanation
+    from attnviz.families import ModelShape
+    from attnviz.locate import ModelSource
+    from attnviz.tokenize import Pieces, Word
+    from attnviz.vocabulary import TokenizerInfo, VocabularyFit
+
+__all__ = ["DTYPES", "MASKS", "ModelInfo", "Prepared", "choice"]
+
+MASKS: tuple[str, ...] = ("none", "causal")
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Which model computed the attention, and its shape."""
+
+    name: str  # what was asked for (a folder, a Hub id) or the embedded model's name
+    family: str  # "BERT", "RoBERTa", ...
+    layers: int
+    heads: int
+    folder: Path  # where its files are
+    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
+    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
+
+    @property
+    def description(self) -> str:
+        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
+        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
+        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
+        if self.tokenizer is not None:
+            tok = self.tokenizer
+            size = f"{tok.size:,} " if tok.size else ""
+            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
+        return "; ".join(parts)
+
+
+def choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise BadInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+class _Input:
+    """What a tokenized input offers, with or without its attention."""
+
+    pieces: Pieces
+
+    @property
+    def text(self) -> str:
+        return self.pieces.text
+
+    @property
+    def pair(self) -> str | None:
+        return self.pieces.pair
+
+    @property
+    def tokens(self) -> list[str]:
+        """The model's vocabulary pieces, special tokens included: `[CLS]`, `joao`, `##ou`."""
+        return list(self.pieces.tokens)
+
+    @property
+    def labels(self) -> list[str]:
+        """Each piece as the text spells it: `João`, `pens`, `##ou` (special tokens as named)."""
+        return list(self.pieces.labels)
+
+    @property
+    def words(self) -> list[Word]:
+        """The words of the text, each with the indices of its pieces; a special token is a word."""
+        return self.pieces.words()
+
+    @property
+    def pair_start(self) -> int | None:
+        """The piece where sentence B starts; None without a pair."""
+        return next((i for i, seq in enumerate(self.pieces.sequence_ids) if seq == 1), None)
+
+    @property
+    def dropped(self) -> int:
+        """Pieces cut off the end by truncation."""
+        return self.pieces.dropped
+
+    @property
+    def fit(self) -> VocabularyFit:
+        """How the text fits the model's vocabulary: pieces per word, unknown words."""
+        from attnviz.vocabulary import vocabulary_fit
+
+        return vocabulary_fit(self.pieces)
+
+
+@dataclass(frozen=True)
+class Prepared(_Input):
+    """A tokenized input and the model it is for; no weights loaded, no torch imported."""
+
+    source: ModelSource
+    config: dict[str, Any] = field(repr=False)
+    pieces: Pieces
+    truncate: bool = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Prepared {self.source.name}: {len(self.pieces)} pieces, text={short(self.text)!r}>"
+        )
+
+    @cached_property
+    def shape(self) -> ModelShape:
+        from attnviz.families import describe
+
+        return describe(self.config)
+
+    @property
+    def num_layers(self) -> int:
+        return self.shape.layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.shape.heads
+
+    @cached_property
+    def model(self) -> ModelInfo:
+        """The model: name, family, shape, and what its tokenizer and model card say."""
+        from attnviz.vocabulary import describe_tokenizer, model_languages
+
+        shape, source = self.shape, self.source
+        return ModelInfo(
+            source.name,
+            shape.family,
+            shape.layers,
+            shape.heads,
+            source.folder,
+            source.origin,
+            describe_tokenizer(source.folder),
+            model_languages(source.folder),
+        )
+
+    def fit_note(self) -> str | None:
+        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
+        return self.fit.note(self.model.name, self.model.languages)
+
+    def check(
+        self,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+    ) -> None:
+        """Refuse a layer, head or list of heads this model does not have, before computing."""
+        if layer is not None:
+            resolve_index(layer, self.num_layers, "layer")
+        if head is not None:
+            resolve_index(head, self.num_heads, "head")
+        resolve_heads(heads, self.num_heads)
+
+    def analyse(
+        self, *, mask: str = "none", dtype: str = "float32", cache: bool = True
+    ) -> Analysis:
+        """Every attention weight of this input: from the cache, or by running the encoder.
+
+        `mask="causal"` is a what-if: the encoder run with a causal mask. `dtype` is what
+        the encoder computes in. `cache` reads and writes the attention cache (unless
+        ATTNVIZ_NO_CACHE is set).
+        """
+        from attnviz.cache import cache_enabled
+        from attnviz.pipeline import compute
+
+        causal = choice(mask, MASKS, "mask") == "causal"
+        choice(dtype, DTYPES, "dtype")
+        return compute(self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype)
+
+    def explain(
+        self,
+        *,
+        token: str | None = None,
+        index: int | None = None,
+        layer: int = -1,
+        head: int = 0,
+        lang: str = "en",
+        mask: str = "none",
+    ) -> Explanation:
+        """One query's attention in one head, step by step (see `Analysis.explain`)."""
+        import dataclasses
+
+        from attnviz.explain import explain, find_query
+        from attnviz.i18n import check_lang
+
+        lang = check_lang(lang)
+        causal = choice(mask, MASKS, "mask") == "causal"
+        query = find_query(self.pieces, token=token, index=index, lang=lang)
+        self.check(layer=layer, head=head)
+        explanation = explain(self, layer=layer, head=head, query=query.index, causal=causal)
+        return dataclasses.replace(explanation, lang=lang)
+
+
+def short(text: str, limit: int = 40) -> str:
+    """`text` cut to `limit` characters for a repr."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
