@@ -21,6 +21,7 @@ from attnviz.errors import AttnvizError, BadInput
 from attnviz.render.image import (
     DEFAULT_CMAP,
     IMAGE_SUFFIXES,
+    THEMES,
     check_colormap,
     grid_figure,
     heatmap_figure,
@@ -640,3 +641,45 @@ def test_odd_characters_in_labels_and_titles_save_in_every_format(
         assert "\u202e" not in drawn
     fig = heatmap_figure(softmax_rows((5, 5)), odd, title="".join(odd))
     save_figure(fig, tmp_path / f"odd{suffix}")
+
+
+def text_outside_the_image(fig: Figure) -> list[str]:
+    """Sides of the figure that something drawn crosses: the layout is computed, not
+    cropped to fit, so the extent of everything drawn must lie inside the image."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        canvas.draw()
+    drawn = fig.get_tightbbox(canvas.get_renderer())  # inches
+    width, height = fig.get_size_inches()
+    tolerance = 0.01
+    sides = {
+        "left": drawn.x0 < -tolerance,
+        "bottom": drawn.y0 < -tolerance,
+        "right": drawn.x1 > width + tolerance,
+        "top": drawn.y1 > height + tolerance,
+    }
+    return [side for side, crossed in sides.items() if crossed]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [TOKENS, ["a-very-long-first-key-label", "b", "c"], ["猫", "は", "😀", "Ж"], ["x" * 40] * 5],
+    ids=["tokens", "long-first", "unicode", "long"],
+)
+def test_nothing_is_cut_off_at_the_edges(labels: list[str]) -> None:
+    n = len(labels)
+    title = "a title that is rather long for a small heatmap · layer 11 · head 11"
+    for theme in THEMES:
+        assert not text_outside_the_image(
+            heatmap_figure(softmax_rows((n, n)), labels, title=title, theme=theme, annotate=True)
+        )
+    titles = [f"L{h} H{h}" for h in range(5)]
+    assert not text_outside_the_image(
+        grid_figure(softmax_rows((5, n, n)), labels, panel_titles=titles, title=title)
+    )
+    assert not text_outside_the_image(
+        heatmap_figure(softmax_rows((n, n)) * 1e-4, labels, title="tiny weights")
+    )
