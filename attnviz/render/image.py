@@ -305,17 +305,9 @@ def _colorbar(
     bar.outline.set_edgecolor(fg)
 
 
-def _set_ticks(
-    ax: Axes,
-    axis: str,
-    labels: Sequence[str],
-    step: int,
-    size_pt: float,
-    show_labels: bool = True,
-) -> None:
-    """Ticks at every `step`-th token with its label; none at all when `show_labels` is off
-    (an inner panel of a grid), since a tick without a label tells nothing."""
-    positions = list(range(0, len(labels), step)) if show_labels else []
+def _set_ticks(ax: Axes, axis: str, labels: Sequence[str], step: int, size_pt: float) -> None:
+    """A tick at every `step`-th token, with its label."""
+    positions = list(range(0, len(labels), step))
     texts = [labels[i] for i in positions]
     family = _font_family()
     if axis == "x":
@@ -830,10 +822,10 @@ def _write_png(fig: Figure, handle: IO[bytes], options: dict[str, Any]) -> None:
 
     raw = io.BytesIO()
     fig.savefig(raw, format="rgba", **options)
-    data = raw.getvalue()
+    data = np.frombuffer(raw.getbuffer(), dtype=np.uint8)  # the pixels, not a copy
     dpi = options["dpi"]
     width = int(fig.get_figwidth() * dpi)  # as Agg sizes its canvas
-    height = len(data) // (4 * width)
+    height = data.size // (4 * width)
     image = Image.frombuffer("RGBA", (width, height), data, "raw", "RGBA", 0, 1)
     if not options["transparent"]:
         image = image.convert("RGB")
