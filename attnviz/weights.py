@@ -12,6 +12,7 @@ import contextlib
 import re
 import warnings
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -82,13 +83,23 @@ def _rules(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
     ]
 
 
-# Per model_type: checkpoint names -> ours, and ours -> checkpoint names.
-_TO_OURS = {mt: _rules(f.names) for mt, f in FAMILIES.items()}
-_TO_HF = {mt: _rules([(ours, hf) for hf, ours in f.names]) for mt, f in FAMILIES.items()}
+# Per model_type: checkpoint names -> ours, and ours -> checkpoint names; compiled on
+# first use, since most commands never rename a weight.
+@cache
+def _to_ours(model_type: str) -> list[tuple[re.Pattern[str], str]]:
+    return _rules(FAMILIES[model_type].names)
+
+
+@cache
+def _to_hf(model_type: str) -> list[tuple[re.Pattern[str], str]]:
+    return _rules([(ours, hf) for hf, ours in FAMILIES[model_type].names])
+
+
 # Parts of a checkpoint that are not the encoder: pooler, MLM / NSP heads, buffers.
-_IGNORED = re.compile(r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)")
+# (Patterns as text: `re` compiles and caches them on first use.)
+_IGNORED = r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)"
 # Slots 1.. of a shared-layer encoder (ALBERT): the checkpoint stores only slot 0.
-_LATER_SLOT = re.compile(r"^layers\.(?!0\.)\d+\.")
+_LATER_SLOT = r"^layers\.(?!0\.)\d+\."
 
 
 def _rename(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
@@ -101,7 +112,7 @@ def _rename(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
 
 def hf_name(name: str, model_type: str = "bert") -> str:
     """The checkpoint's (transformers') name of one of this project's parameter names."""
-    return _rename(name, _TO_HF[model_type])
+    return _rename(name, _to_hf(model_type))
 
 
 def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[str, V]:
@@ -119,10 +130,10 @@ def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[st
         if prefixed and not key.startswith(prefix):
             continue
         name = key.removeprefix(prefix)
-        if _IGNORED.match(name):
+        if re.match(_IGNORED, name):
             continue
         name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-        converted[_rename(name, _TO_OURS[model_type])] = tensor
+        converted[_rename(name, _to_ours(model_type))] = tensor
     return converted
 
 
@@ -230,7 +241,7 @@ def load_encoder(
     original = convert_state_dict({key: key for key in stored}, shape.model_type)
     expected = encoder.state_dict()
     if cfg.shared_layers:  # one stored layer fills every slot
-        expected = {k: v for k, v in expected.items() if not _LATER_SLOT.match(k)}
+        expected = {k: v for k, v in expected.items() if not re.match(_LATER_SLOT, k)}
     _check_keys(expected, state, original, folder, shape.model_type)
     state = {k: v.to(target) for k, v in state.items()}
     if cfg.shared_layers:

@@ -6,6 +6,8 @@ the same loop, so a noisy shared machine slows both alike. Ratios are what
 matter; seconds vary from machine to machine.
 
     attnviz --help               vs  python -c "import typer, rich"
+    attnviz heads --out PNG      vs  python -c "import matplotlib"   (cached: 12 panels)
+    attnviz model --out PNG      vs  python -c "import matplotlib"   (cached: 72 panels)
     attnviz show, cold           vs  python -c "import torch"   (--no-cache: a fresh process)
     attnviz show, cached         vs  python -c "import torch"   (the same sentence seen before)
     attnviz show, another layer  vs  python -c "import torch"   (cached, layer 2 this time)
@@ -15,6 +17,9 @@ matter; seconds vary from machine to machine.
     attnviz show --measure M     vs  attnviz show, cold          (each measure)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
+
+`--only help,images` runs only those groups of rows (help, show, page, images, measures,
+throughput, memory); by default all of them run.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
+GROUPS = ("help", "show", "page", "images", "measures", "throughput", "memory")
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
 TRANSFORMERS_RUN = f"""
@@ -129,7 +135,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
     parser.add_argument("--sentences", type=int, default=256, help="throughput sentences")
     parser.add_argument("--corpus", type=int, default=10_000, help="stats sentences for RSS")
+    parser.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"comma-separated groups of rows to run, of {', '.join(GROUPS)} (default: all)",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only <= set(GROUPS):
+        parser.error(f"--only: unknown group(s) {', '.join(sorted(only - set(GROUPS)))}")
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -142,61 +156,105 @@ def main() -> None:
             ours, theirs = side_by_side(command, reference, args.runs, env)
             rows.append(Row(name, ours, ref_name, theirs, target, limit))
 
-        pair(
-            "attnviz --help",
-            [*ATTNVIZ, "--help"],
-            [PYTHON, "-c", "import typer, rich"],
-            "import typer, rich",
-            "≤ 3×",
-            3.0,
-        )
-        cold = [*ATTNVIZ, "show", SENTENCE, "--no-cache"]
-        pair("attnviz show, cold", cold, torch_, "import torch", "≤ 1.15×", 1.15)
-        subprocess.run([*ATTNVIZ, "show", SENTENCE], check=True, capture_output=True, env=env)
-        cached = [*ATTNVIZ, "show", SENTENCE]
-        pair("attnviz show, cached", cached, torch_, "import torch", "≤ 0.25×", 0.25)
-        other = [*ATTNVIZ, "show", SENTENCE, "--layer", "2", "--head", "4"]
-        pair("attnviz show, cached, another layer", other, torch_, "import torch", "≤ 0.25×", 0.25)
-        pair(
-            "attnviz show, cold",
-            cold,
-            [PYTHON, "-c", TRANSFORMERS_RUN],
-            "transformers AutoModel, eager",
-        )
-        page = [*ATTNVIZ, "export", SENTENCE, "--view", "model", "--out", str(folder / "p.html")]
-        pair(
-            "attnviz export --out page.html, cached",
-            page,
-            cached,
-            "attnviz show, cached",
-            "≤ 1.2×",
-            1.2,
-        )
-        for measure, limit in (
-            ("norm", 2.0),
-            ("norm-res-ln", 2.0),
-            ("alti", 2.0),
-            ("value-zeroing", None),  # T + 1 passes of each layer, batched
-        ):
+        if "help" in only:
             pair(
-                f"attnviz show --measure {measure}, cold",
-                [*cold, "--measure", measure],
-                cold,
-                "attnviz show, cold",
-                "≤ 2×" if limit else "",
-                limit,
+                "attnviz --help",
+                [*ATTNVIZ, "--help"],
+                [PYTHON, "-c", "import typer, rich"],
+                "import typer, rich",
+                "≤ 1.8×",
+                1.8,
             )
-        grid = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png, "--no-cache"]
-        pair("attnviz heads --out grid.png", grid, torch_, "import torch")
+        cold = [*ATTNVIZ, "show", SENTENCE, "--no-cache"]
+        cached = [*ATTNVIZ, "show", SENTENCE]
+        if only & {"show", "page", "images"}:
+            subprocess.run(cached, check=True, capture_output=True, env=env)  # fill the cache
+        if "show" in only:
+            pair("attnviz show, cold", cold, torch_, "import torch", "≤ 1.15×", 1.15)
+            pair("attnviz show, cached", cached, torch_, "import torch", "≤ 0.25×", 0.25)
+            other = [*ATTNVIZ, "show", SENTENCE, "--layer", "2", "--head", "4"]
+            pair(
+                "attnviz show, cached, another layer",
+                other,
+                torch_,
+                "import torch",
+                "≤ 0.25×",
+                0.25,
+            )
+            pair(
+                "attnviz show, cold",
+                cold,
+                [PYTHON, "-c", TRANSFORMERS_RUN],
+                "transformers AutoModel, eager",
+            )
+        if "page" in only:
+            page = [
+                *ATTNVIZ,
+                "export",
+                SENTENCE,
+                "--view",
+                "model",
+                "--out",
+                str(folder / "p.html"),
+            ]
+            pair(
+                "attnviz export --out page.html, cached",
+                page,
+                cached,
+                "attnviz show, cached",
+                "≤ 1.2×",
+                1.2,
+            )
+        if "images" in only:
+            matplotlib_ = [PYTHON, "-c", "import matplotlib"]
+            heads_png = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png]
+            pair(
+                "attnviz heads --out PNG (12 panels), cached",
+                heads_png,
+                matplotlib_,
+                "import matplotlib",
+                "≤ 2.5×",
+                2.5,
+            )
+            model_png = [*ATTNVIZ, "model", SENTENCE, "--out", str(folder / "model.png")]
+            pair(
+                "attnviz model --out PNG (72 panels), cached",
+                model_png,
+                matplotlib_,
+                "import matplotlib",
+                "≤ 6×",
+                6.0,
+            )
+            grid = [*ATTNVIZ, "heads", SENTENCE, "--layer", "3", "--out", png, "--no-cache"]
+            pair("attnviz heads --out grid.png", grid, torch_, "import torch")
+        if "measures" in only:
+            for measure, limit in (
+                ("norm", 2.0),
+                ("norm-res-ln", 2.0),
+                ("alti", 2.0),
+                ("value-zeroing", None),  # T + 1 passes of each layer, batched
+            ):
+                pair(
+                    f"attnviz show --measure {measure}, cold",
+                    [*cold, "--measure", measure],
+                    cold,
+                    "attnviz show, cold",
+                    "≤ 2×" if limit else "",
+                    limit,
+                )
 
-        from benchmarks.throughput import measure
+        throughput = None
+        if "throughput" in only:
+            from benchmarks.throughput import measure
 
-        throughput = measure(args.sentences, 128, 32, _threads(), rounds=3)
-        show_rss = peak_rss_mb(cold, env)
-        corpus = corpus_file(folder, args.corpus)
-        start = time.perf_counter()
-        stats_rss = peak_rss_mb([*ATTNVIZ, "stats", "--file", str(corpus), "--json"], env)
-        stats_seconds = time.perf_counter() - start
+            throughput = measure(args.sentences, 128, 32, _threads(), rounds=3)
+        memory = None
+        if "memory" in only:
+            show_rss = peak_rss_mb(cold, env)
+            corpus = corpus_file(folder, args.corpus)
+            start = time.perf_counter()
+            stats_rss = peak_rss_mb([*ATTNVIZ, "stats", "--file", str(corpus), "--json"], env)
+            memory = show_rss, stats_rss, time.perf_counter() - start
 
     import torch
 
@@ -211,11 +269,26 @@ def main() -> None:
             f"| {row.name} | {row.ours:.2f} | `{row.reference}` | {row.theirs:.2f} "
             f"| {row.ours / row.theirs:.2f}× | {row.verdict()} |"
         )
+    if throughput is not None:
+        _print_throughput(throughput, args.sentences)
+    if memory is not None:
+        show_rss, stats_rss, stats_seconds = memory
+        print("\n| peak memory (RSS) | MB | target |")
+        print("|---|---:|---|")
+        print(f"| attnviz show (cold) | {show_rss:.0f} | ≤ 500 MB: {_met(show_rss <= 500)} |")
+        print(
+            f"| attnviz stats, {args.corpus:,} sentences ({stats_seconds:.0f} s) "
+            f"| {stats_rss:.0f} | bounded |"
+        )
+    print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
+
+
+def _print_throughput(throughput: dict, sentences: int) -> None:
     ours_t, theirs_t = throughput["results"]["attnviz"], throughput["results"]["transformers"]
     roof = throughput["roof"]
     ratio = ours_t.per_second / theirs_t.per_second
     print(
-        f"\nThroughput: {args.sentences} sentences of {throughput['mean_tokens']:.0f} pieces, "
+        f"\nThroughput: {sentences} sentences of {throughput['mean_tokens']:.0f} pieces, "
         f"batch {throughput['batch_size']}, {throughput['threads']} threads "
         f"(medians of 3 rounds); 2048² float32 matmul roof {roof:.1f} GFLOP/s\n"
     )
@@ -231,14 +304,6 @@ def main() -> None:
         f"| transformers BertModel (eager) | {theirs_t.per_second:.1f} | {theirs_t.gflops:.1f} "
         f"| {theirs_t.gflops / roof:.0%} | |"
     )
-    print("\n| peak memory (RSS) | MB | target |")
-    print("|---|---:|---|")
-    print(f"| attnviz show (cold) | {show_rss:.0f} | ≤ 500 MB: {_met(show_rss <= 500)} |")
-    print(
-        f"| attnviz stats, {args.corpus:,} sentences ({stats_seconds:.0f} s) "
-        f"| {stats_rss:.0f} | bounded |"
-    )
-    print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
 
 
 def _threads() -> int:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -15,12 +16,14 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from PIL import Image
 
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.render.image import (
     DEFAULT_CMAP,
     IMAGE_SUFFIXES,
+    THEMES,
     check_colormap,
     grid_figure,
     heatmap_figure,
@@ -259,7 +262,64 @@ def test_nan_cells_do_not_break_the_scale(tmp_path: Path) -> None:
 
 
 def cell_texts(ax: Axes) -> list:
-    return [t for t in ax.texts if t.get_text().replace(".", "").isdigit()]
+    """The values written on cells (placed in data units, unlike the titles of panels)."""
+    on_cells = [t for t in ax.texts if t.get_transform() is ax.transData]
+    return [t for t in on_cells if t.get_text().replace(".", "").isdigit()]
+
+
+@dataclass
+class Panel:
+    """One heatmap of a grid as the reader sees it: a frame with a title over it, the
+    labels beside it and the colours in it. A row of panels is drawn on one Axes (one
+    image for the row), so a panel is found by its frame, in that Axes' data units."""
+
+    ax: Axes
+    title: str
+    x0: float  # x of the panel's first column of cells
+    size: int  # cells a side
+    row: int
+    col: int
+
+    def _inside(self, x: float) -> bool:
+        return self.x0 - 0.5 <= x <= self.x0 + self.size - 0.5
+
+    def key_labels(self) -> list[str]:
+        ticks = zip(self.ax.get_xticks(), self.ax.get_xticklabels(), strict=True)
+        return [label.get_text() for x, label in ticks if self._inside(x)]
+
+    def query_labels(self) -> list[str]:
+        return tick_texts(self.ax.get_yticklabels()) if self.col == 0 else []
+
+    def cell_texts(self) -> list:
+        return [t for t in cell_texts(self.ax) if self._inside(t.get_position()[0])]
+
+    def colour(self, row: int, col: int) -> np.ndarray:
+        """The RGBA colour (0..1) drawn for cell (row, col)."""
+        image = self.ax.get_images()[0]
+        pixels = np.asarray(image.get_array())
+        left, right, _, _ = image.get_extent()
+        x = int((self.x0 + col - left) / (right - left) * pixels.shape[1])
+        return pixels[row, x] / 255
+
+
+def grid_panels(fig: Figure) -> list[Panel]:
+    """The panels of a grid figure, row by row from the top, left to right."""
+    found = []
+    rows = sorted(panels(fig), key=lambda ax: -ax.get_position().y0)
+    for row, ax in enumerate(rows):
+        frames = sorted(
+            (p for p in ax.patches if isinstance(p, Rectangle)), key=lambda p: p.get_x()
+        )
+        titles = sorted(
+            (t for t in ax.texts if t.get_transform() is not ax.transData),
+            key=lambda t: t.get_position()[0],
+        )
+        assert len(frames) == len(titles)
+        for col, (frame, title) in enumerate(zip(frames, titles, strict=True)):
+            x0, size = frame.get_x() + 0.5, round(frame.get_width())
+            assert x0 - 0.5 <= title.get_position()[0] <= x0 + size - 0.5  # over its panel
+            found.append(Panel(ax, title.get_text(), x0, size, row, col))
+    return found
 
 
 def test_annotate_writes_each_value_with_contrasting_colour() -> None:
@@ -288,14 +348,15 @@ def test_grid_annotates_small_inputs_only() -> None:
     small = grid_figure(
         softmax_rows((4, 3, 3)), list("abc"), panel_titles=list("ABCD"), title="t", annotate=True
     )
-    assert all(len(cell_texts(ax)) == 9 for ax in panels(small))
+    assert len(grid_panels(small)) == 4
+    assert all(len(p.cell_texts()) == 9 for p in grid_panels(small))
     large = grid(heads=4, annotate=True)  # 7 tokens: still small
-    assert all(len(cell_texts(ax)) == 49 for ax in panels(large))
+    assert all(len(p.cell_texts()) == 49 for p in grid_panels(large))
     labels = [f"t{i}" for i in range(12)]
     too_big = grid_figure(
         softmax_rows((4, 12, 12)), labels, panel_titles=list("ABCD"), title="t", annotate=True
     )
-    assert all(cell_texts(ax) == [] for ax in panels(too_big))
+    assert all(p.cell_texts() == [] for p in grid_panels(too_big))
 
 
 # ---------------------------------------------------------------- grid
@@ -307,29 +368,32 @@ def test_grid_shares_one_colour_scale_and_one_colour_bar() -> None:
     fig = grid_figure(
         matrices, list("abcde"), panel_titles=["h0", "h1", "h2", "h3"], title="layer 0"
     )
-    clims = {ax.get_images()[0].get_clim() for ax in panels(fig)}
-    assert len(clims) == 1
-    assert clims.pop() == pytest.approx((0.0, matrices.max()))
-    assert len(colorbars(fig)) == 1
+    (bar,) = colorbars(fig)
+    assert bar.get_ylim() == pytest.approx((0.0, matrices.max()))
+    colormap = matplotlib.colormaps[DEFAULT_CMAP]
+    for head, panel in enumerate(grid_panels(fig)):
+        for row, col in [(0, 0), (1, 3), (4, 4), (2, 1)]:
+            expected = colormap(matrices[head, row, col] / matrices.max())
+            assert panel.colour(row, col) == pytest.approx(expected, abs=2 / 255)
 
 
 def test_grid_is_near_square_with_titles_and_suptitle() -> None:
     fig = grid(heads=12)
-    axes = panels(fig)
-    assert len(axes) == 12
-    rows = {ax.get_subplotspec().rowspan.start for ax in axes}  # type: ignore[union-attr]
-    cols = {ax.get_subplotspec().colspan.start for ax in axes}  # type: ignore[union-attr]
-    assert (len(rows), len(cols)) == (3, 4)
-    assert [ax.get_title() for ax in axes] == [f"head {h}" for h in range(12)]
+    shown = grid_panels(fig)
+    assert len(shown) == 12
+    assert ({p.row for p in shown}, {p.col for p in shown}) == ({0, 1, 2}, {0, 1, 2, 3})
+    assert [p.title for p in shown] == [f"head {h}" for h in range(12)]
     assert fig.get_suptitle() == "bert-base · layer 2"
 
 
 def test_grid_labels_tokens_on_outer_panels_only() -> None:
     fig = grid(heads=10)  # 3 x 4 with two panels in the last row
-    for index, ax in enumerate(panels(fig)):
+    shown = grid_panels(fig)
+    assert len(shown) == 10
+    for index, panel in enumerate(shown):
         col = index % 4
-        y_texts = tick_texts(ax.get_yticklabels())
-        x_texts = tick_texts(ax.get_xticklabels())
+        y_texts = panel.query_labels()
+        x_texts = panel.key_labels()
         assert (y_texts == TOKENS) == (col == 0), index
         assert (x_texts == TOKENS) == (index + 4 >= 10), index
         if col != 0:
@@ -350,8 +414,8 @@ def test_grid_of_long_inputs_keeps_few_labels(tmp_path: Path) -> None:
     fig = grid_figure(
         softmax_rows((12, 200, 200)), labels, panel_titles=[str(h) for h in range(12)], title="t"
     )
-    for ax in panels(fig):
-        assert len(ax.get_xticklabels()) <= 30
+    for panel in grid_panels(fig):
+        assert len(panel.key_labels()) <= 30
     save_figure(fig, tmp_path / "grid.png", dpi=40)
 
 
@@ -640,3 +704,45 @@ def test_odd_characters_in_labels_and_titles_save_in_every_format(
         assert "\u202e" not in drawn
     fig = heatmap_figure(softmax_rows((5, 5)), odd, title="".join(odd))
     save_figure(fig, tmp_path / f"odd{suffix}")
+
+
+def text_outside_the_image(fig: Figure) -> list[str]:
+    """Sides of the figure that something drawn crosses: the layout is computed, not
+    cropped to fit, so the extent of everything drawn must lie inside the image."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        canvas.draw()
+    drawn = fig.get_tightbbox(canvas.get_renderer())  # inches
+    width, height = fig.get_size_inches()
+    tolerance = 0.01
+    sides = {
+        "left": drawn.x0 < -tolerance,
+        "bottom": drawn.y0 < -tolerance,
+        "right": drawn.x1 > width + tolerance,
+        "top": drawn.y1 > height + tolerance,
+    }
+    return [side for side, crossed in sides.items() if crossed]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [TOKENS, ["a-very-long-first-key-label", "b", "c"], ["猫", "は", "😀", "Ж"], ["x" * 40] * 5],
+    ids=["tokens", "long-first", "unicode", "long"],
+)
+def test_nothing_is_cut_off_at_the_edges(labels: list[str]) -> None:
+    n = len(labels)
+    title = "a title that is rather long for a small heatmap · layer 11 · head 11"
+    for theme in THEMES:
+        assert not text_outside_the_image(
+            heatmap_figure(softmax_rows((n, n)), labels, title=title, theme=theme, annotate=True)
+        )
+    titles = [f"L{h} H{h}" for h in range(5)]
+    assert not text_outside_the_image(
+        grid_figure(softmax_rows((5, n, n)), labels, panel_titles=titles, title=title)
+    )
+    assert not text_outside_the_image(
+        heatmap_figure(softmax_rows((n, n)) * 1e-4, labels, title="tiny weights")
+    )

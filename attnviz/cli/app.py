@@ -9,9 +9,12 @@ options live in `options`; failures become one line and an exit code in `errors`
 
 from __future__ import annotations
 
+import gc
+import importlib
 import sys
+import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -797,6 +800,52 @@ def cache_clear(debug: DebugOpt = False) -> None:
         commands.cache_clear(_console())
 
 
+def _stand_in(module: str, name: str) -> type:
+    """A class that stands for `module.name` and imports `module` only when it is used."""
+
+    def real() -> Any:
+        return getattr(importlib.import_module(module), name)
+
+    class Deferred(type):
+        def __getattr__(cls, attr: str) -> Any:
+            return getattr(real(), attr)
+
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, real())
+
+    class StandIn(metaclass=Deferred):
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            return real()(*args, **kwargs)
+
+    return StandIn
+
+
+def _import_rich_help() -> None:
+    """Import typer's rich help formatter without rich.markdown and rich.traceback.
+
+    typer.rich_utils imports both at the top, and with them markdown-it, pygments and
+    attrs: about half of `attnviz --help`. attnviz's help is rich markup, never Markdown
+    (`rich_markup_mode="rich"`), and tracebacks are typer's pretty exceptions, which are
+    off; so while rich_utils is imported, those two names are stand-ins that import the
+    real module if they are ever used. sys.modules is left as it was.
+    """
+    if "typer.rich_utils" in sys.modules:
+        return
+    placeholders = {}
+    for module, name in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+        if module not in sys.modules:
+            placeholder = types.ModuleType(module)
+            setattr(placeholder, name, _stand_in(module, name))
+            placeholders[module] = placeholder
+    sys.modules.update(placeholders)
+    try:
+        importlib.import_module("typer.rich_utils")
+    finally:
+        for module, placeholder in placeholders.items():
+            if sys.modules.get(module) is placeholder:
+                del sys.modules[module]
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -804,6 +853,11 @@ def main() -> None:
     such as `attnviz --help > /dev/full`.
     """
     replace_unencodable()
+    if len(sys.argv) < 2 or {"-h", "--help"} & set(sys.argv[1:]):
+        # The help is printed and the process ends: the cyclic collector would only walk
+        # the objects of typer's and rich's imports, finding nothing to free.
+        gc.disable()
+        _import_rich_help()
     try:
         app()
     except BrokenPipeError:

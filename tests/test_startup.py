@@ -1,0 +1,50 @@
+"""Start-up: what `attnviz --help` and light imports leave out (speed is measured by
+benchmarks/bench.py, never timed here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow  # subprocess
+def test_help_is_rich_without_markdown_or_tracebacks() -> None:
+    probe = (
+        "import sys\n"
+        "sys.argv = ['attnviz', '--help']\n"
+        "from attnviz.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "left_out = ('rich.markdown', 'markdown_it', 'pygments', 'rich.traceback')\n"
+        "assert not [m for m in left_out if m in sys.modules], sorted(sys.modules)\n"
+        "import typer.rich_utils as r\n"
+        "from rich.markdown import Markdown\n"
+        "from rich.traceback import Traceback\n"
+        "assert type(r.Markdown('*x*')) is Markdown  # the stand-in gives the real thing\n"
+        "assert isinstance(Markdown('*y*'), r.Markdown)\n"
+        "assert r.Traceback.from_exception == Traceback.from_exception\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100", "FORCE_COLOR": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Commands" in result.stdout and "show" in result.stdout
+    assert "\x1b[1m" in result.stdout  # bold, as rich markup renders it
+
+
+@pytest.mark.slow  # subprocess
+def test_importing_the_weight_loader_compiles_no_renaming_rules() -> None:
+    probe = (
+        "import attnviz.weights as w\n"
+        "assert w._to_ours.cache_info().currsize == 0\n"
+        "assert w.hf_name('layers.3.attention.out_proj.weight').startswith('encoder.layer.3.')\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
