@@ -141,6 +141,15 @@ def _save(
         analysis.save(out, view, **where, measure=inp.measure, **asdict(style))
 
 
+def _show_result(console: Console, result: Any, as_json: bool, out: Path | None) -> None:
+    """Print `result` as JSON (its `to_dict()`) or drawn, then say which file was written."""
+    if as_json:
+        _json(result.to_dict())
+    else:
+        console.print(result)
+    _wrote(out)
+
+
 def _wrote(out: Path | None) -> None:
     if out is not None:
         from attnviz.cli.errors import printable
@@ -178,11 +187,7 @@ def show(
         analysis.save(out, "show", layer=layer, head=head, units=units)
     elif out is not None:
         shown.save(out, **asdict(style))
-    if as_json:
-        _json(shown.to_dict())
-    else:
-        console.print(shown)
-    _wrote(out)
+    _show_result(console, shown, as_json, out)
 
 
 def heads(
@@ -285,11 +290,7 @@ def rollout(
         )
     if out is not None:
         view.save(out, **asdict(style))
-    if as_json:
-        _json(view.to_dict())
-    else:
-        console.print(view)
-    _wrote(out)
+    _show_result(console, view, as_json, out)
 
 
 def compare_measures(
@@ -309,11 +310,7 @@ def compare_measures(
     comparison = analysis.compare(query, layer, units=units, top=top)
     if out is not None:
         comparison.save(out, **asdict(style))
-    if as_json:
-        _json(comparison.to_dict())
-    else:
-        console.print(comparison)
-    _wrote(out)
+    _show_result(console, comparison, as_json, out)
 
 
 def find(
@@ -335,11 +332,7 @@ def find(
     links = analysis.find(source, target, units=units, exclude=exclude, top=top)
     if out is not None:
         links.save(out, **asdict(style))
-    if as_json:
-        _json(links.to_dict())
-    else:
-        console.print(links)
-    _wrote(out)
+    _show_result(console, links, as_json, out)
 
 
 def export(
