@@ -193,7 +193,7 @@ def explain(
     T = len(pieces)
     query = _piece_index(pieces, query)
     if encoder is None:
-        encoder = load_encoder(prepared.source.folder, prepared.config)
+        encoder = cast("Encoder", load_encoder(prepared.source.folder, prepared.config))
     layer = resolve_index(layer, len(encoder.layers), "layer")
     attention = cast("MultiHeadAttention", encoder.layers[layer].attention)
     nh, dk = attention.num_heads, attention.head_size

@@ -1,9 +1,10 @@
-"""Model families: what each BERT-family config.json says, and where each keeps its weights.
+"""Model families: what each config.json says, and where each keeps its weights.
 
-The families computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT.
+The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
+the decoders GPT-2, Llama, Mistral and Qwen2 (read by `attnviz.decoder_families`).
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
-refusing absurd sizes before anything is allocated; `Family` names each family's
-config keys, state-dict names and quirks.
+refusing absurd sizes before anything is allocated; `Family` names each encoder
+family's config keys, state-dict names and quirks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnviz.decoder_families import (
+    DECODER_NAMES,
+    DECODER_TYPES,
+    DecoderConfig,
+    describe_decoder,
+)
 from attnviz.errors import AttnvizError, short_reason
+from attnviz.limits import DECODER_TOKENS
 
 if TYPE_CHECKING:
     from attnviz.model import EncoderConfig
@@ -203,8 +211,11 @@ FAMILIES: dict[str, Family] = {
         shared_layers=True,
     ),
 }
-SUPPORTED_TYPES = tuple(FAMILIES)
-SUPPORTED_FAMILIES = "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT"
+SUPPORTED_TYPES = (*FAMILIES, *DECODER_TYPES)
+SUPPORTED_FAMILIES = (
+    "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT encoders, and GPT-2, Llama, "
+    "Mistral and Qwen2 decoders"
+)
 # A config.json without model_type is taken for BERT when it has BERT's keys and nothing
 # that marks another architecture.
 _BERT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
@@ -232,6 +243,17 @@ class ModelShape:
     pad_position: int | None = None  # RoBERTa's padding index, which positions count after
     project_embeddings: bool = False  # a Linear embedding_size -> hidden after the embeddings
     shared_layers: bool = False  # ALBERT: all layers share one layer's weights
+    decoder: DecoderConfig | None = None  # set for a decoder (GPT-2, Llama, Mistral, Qwen2)
+
+    @property
+    def causal(self) -> bool:
+        """A decoder: each token sees only itself and the tokens before it."""
+        return self.decoder is not None
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: fewer than `heads` under grouped-query attention."""
+        return self.decoder.num_kv_heads if self.decoder is not None else self.heads
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -239,7 +261,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
         raise AttnvizError(
-            f"{folder} has no config.json: pass the folder of a BERT-family checkpoint "
+            f"{folder} has no config.json: pass the folder of a BERT-family or decoder checkpoint "
             "(config.json and model.safetensors)"
         )
     try:
@@ -278,12 +300,12 @@ def _model_type(raw: dict[str, Any], where: str) -> str:
         ):
             return "bert"
         what = "model without model_type that is not shaped like BERT"
-    elif isinstance(model_type, str) and model_type in FAMILIES:
+    elif isinstance(model_type, str) and model_type in SUPPORTED_TYPES:
         return model_type
     else:
         what = f"{_shown(model_type)} model"
     raise AttnvizError(
-        f"{where} describes a {what}; attnviz computes {SUPPORTED_FAMILIES} encoders "
+        f"{where} describes a {what}; attnviz computes {SUPPORTED_FAMILIES} "
         f"(model types: {', '.join(SUPPORTED_TYPES)}): pass a checkpoint of one of these"
     )
 
@@ -306,6 +328,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     not whole numbers in range or do not fit together. `where` names the file.
     """
     model_type = _model_type(raw, where)
+    if model_type in DECODER_TYPES:
+        return _decoder_shape(describe_decoder(raw, model_type, where), model_type)
     family = FAMILIES[model_type]
     if raw.get("is_decoder") or raw.get("add_cross_attention"):
         raise AttnvizError(
@@ -389,6 +413,27 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         pad_position=pad,
         project_embeddings=project,
         shared_layers=family.shared_layers,
+    )
+
+
+def _decoder_shape(cfg: DecoderConfig, model_type: str) -> ModelShape:
+    """A decoder's `ModelShape`: its longest input is its own limit or attnviz's bound."""
+    return ModelShape(
+        family=DECODER_NAMES[model_type],
+        layers=cfg.num_layers,
+        heads=cfg.num_heads,
+        hidden=cfg.hidden_size,
+        head_size=cfg.head_size,
+        intermediate=cfg.intermediate_size,
+        vocab=cfg.vocab_size,
+        max_tokens=min(cfg.max_positions, DECODER_TOKENS),
+        activation=cfg.hidden_act,
+        embedding_size=cfg.hidden_size,
+        type_vocab_size=0,
+        model_type=model_type,
+        positions=cfg.max_positions,
+        layer_norm_eps=cfg.norm_eps,
+        decoder=cfg,
     )
 
 

@@ -26,6 +26,11 @@ DPI = (10, 1200)  # image resolution
 # on the largest figure (30 inches a side) is 36 million pixels.
 MAX_IMAGE_PIXELS = 40_000_000
 
+# Decoders take inputs as long as their position limit (thousands of tokens); attnviz reads
+# at most this many pieces of one input (a 2,048-piece layer of 9 heads is 151 MB of float32
+# attention; the model's own limit applies when it is lower).
+DECODER_TOKENS = 2048
+
 # Text. A piece of a BERT-family tokenizer is a few characters, so a text of more than
 # TEXT_CHARS_PER_POSITION characters per position the model has is refused (or, with
 # --truncate, cut at a space) before it is tokenized: tokenizing costs time and about

@@ -86,6 +86,11 @@ def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> n
     describe_measure(name)
     if name == "weight":
         raise BadInput("the weights are Analysis.attentions; measure() is for the others")
+    if prepared.shape.causal:
+        raise BadInput(
+            f"--measure {name} is computed for encoders only; {prepared.source.name} is a "
+            f"decoder ({prepared.shape.family}): use --measure weight"
+        )
     from attnviz import perf
 
     perf.import_torch()
@@ -96,7 +101,7 @@ def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> n
 
     pieces = prepared.pieces
     # In float64: a cosine distance of 1e-3 keeps its digits.
-    encoder: Encoder = load_encoder(prepared.source.folder, prepared.config).double()
+    encoder = cast("Encoder", load_encoder(prepared.source.folder, prepared.config)).double()
     input_ids = torch.tensor([pieces.ids])  # (1, T)
     type_ids = torch.tensor([pieces.type_ids])  # (1, T)
     T = len(pieces)

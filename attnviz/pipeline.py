@@ -17,7 +17,7 @@ import numpy as np
 
 from attnviz import perf
 from attnviz.analysis import Analysis
-from attnviz.errors import AttnvizError
+from attnviz.errors import AttnvizError, BadInput
 from attnviz.families import ModelShape, describe, read_config
 from attnviz.locate import ModelSource, locate
 from attnviz.prepared import Prepared
@@ -26,6 +26,7 @@ from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 if TYPE_CHECKING:
     import torch
 
+    from attnviz.decoder import Decoder
     from attnviz.model import Encoder
 
 
@@ -43,8 +44,13 @@ def prepare(
     """
     source = locate(model)
     config = read_config(source.folder)
-    tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     shape = describe(config)
+    if pair is not None and shape.causal:
+        raise BadInput(
+            f"--pair is for encoders: {source.name} is a decoder ({shape.family}), which reads "
+            "one running text; put both sentences in the text instead"
+        )
+    tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
     _check_vocabulary(pieces, shape, source)
     return Prepared(source, config, pieces, truncate)
@@ -205,7 +211,7 @@ def compute_batches(
     causal: bool = False,
     device: str = "auto",
     threads: int | None = None,
-    encoder: Encoder | None = None,
+    encoder: Encoder | Decoder | None = None,
     dtype: str = "float32",
 ) -> Iterator[Batch]:
     """Run the corpus through the encoder in padded batches, shortest sentences first.

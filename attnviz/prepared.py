@@ -41,11 +41,32 @@ class ModelInfo:
     origin: str  # "embedded", "local folder" or "Hugging Face Hub"
     tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
     languages: tuple[str, ...] | None = None  # from the model card; None: not stated
+    decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
+    kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
+
+    @property
+    def kind(self) -> str:
+        """`encoder`, or `decoder, causal` for a model that only looks back."""
+        return "decoder, causal" if self.decoder else "encoder"
+
+    @property
+    def grouping(self) -> str | None:
+        """Grouped-query attention in words, or None when every query head has its own keys."""
+        if not self.kv_heads or self.kv_heads == self.heads:
+            return None
+        return (
+            f"{self.heads} query heads share {self.kv_heads} key/value heads "
+            f"({self.heads // self.kv_heads} each)"
+        )
 
     @property
     def description(self) -> str:
         """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
         parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
+        if self.decoder:
+            parts[0] += f" ({self.kind})"
+        if self.grouping:
+            parts.append(self.grouping)
         parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
         if self.tokenizer is not None:
             tok = self.tokenizer
@@ -149,7 +170,19 @@ class Prepared(_Input):
             source.origin,
             describe_tokenizer(source.folder),
             model_languages(source.folder),
+            decoder=shape.causal,
+            kv_heads=shape.kv_heads,
         )
+
+    def what_if_mask(self, mask: str) -> bool:
+        """Whether `mask` asks for the causal what-if; refused on a decoder, already causal."""
+        causal = choice(mask, MASKS, "mask") == "causal"
+        if causal and self.shape.causal:
+            raise BadInput(
+                f"--mask causal changes nothing on {self.source.name}: it is a decoder, and its "
+                "own mask is already causal; leave --mask out"
+            )
+        return causal
 
     def fit_note(self) -> str | None:
         """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
@@ -181,7 +214,7 @@ class Prepared(_Input):
         from attnviz.cache import cache_enabled
         from attnviz.pipeline import compute
 
-        causal = choice(mask, MASKS, "mask") == "causal"
+        causal = self.what_if_mask(mask)
         choice(dtype, DTYPES, "dtype")
         return compute(self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype)
 
@@ -202,7 +235,7 @@ class Prepared(_Input):
         from attnviz.i18n import check_lang
 
         lang = check_lang(lang)
-        causal = choice(mask, MASKS, "mask") == "causal"
+        causal = self.what_if_mask(mask)
         query = find_query(self.pieces, token=token, index=index, lang=lang)
         self.check(layer=layer, head=head)
         explanation = explain(self, layer=layer, head=head, query=query.index, causal=causal)

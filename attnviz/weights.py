@@ -1,9 +1,9 @@
-"""Read a checkpoint's weights and load them into the from-scratch encoder.
+"""Read a checkpoint's weights and load them into the from-scratch encoder or decoder.
 
 Weights are read straight from safetensors (or a `pytorch_model.bin` through
-`torch.load(weights_only=True)`), never through transformers' model classes, and
-never with remote code. Each family's names are mapped to this project's by one
-pure function (`convert_state_dict`), and loading checks every key and shape.
+`torch.load(weights_only=True)`), sharded or not, never through transformers' model
+classes, and never with remote code. Each family's names are mapped to this project's
+by one pure function (`convert_state_dict`), and loading checks every key and shape.
 """
 
 from __future__ import annotations
@@ -16,24 +16,90 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from attnviz.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.families import FAMILIES, MAX_CONFIG_BYTES, describe, encoder_config_for, read_config
 
 if TYPE_CHECKING:
     import torch
 
+    from attnviz.decoder import Decoder
     from attnviz.model import Encoder
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# A sharded checkpoint: an index naming the file that holds each tensor.
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+MAX_SHARDS = 4096
 DTYPES = ("float32", "float16", "bfloat16")
 
 V = TypeVar("V")
 
 
+def weight_files(folder: Path) -> list[Path]:
+    """The files that hold a checkpoint's weights: one, or the shards its index names.
+
+    An index is input from a stranger: its shard names must be plain file names in the
+    folder, and every one must exist.
+    """
+    for name in WEIGHT_FILES:
+        if (folder / name).is_file():
+            return [folder / name]
+    for name in INDEX_FILES:
+        index = folder / name
+        if index.is_file():
+            return _shards(index)
+    raise AttnvizError(
+        f"{folder} has no model.safetensors or pytorch_model.bin (nor a sharded index): put the "
+        "checkpoint's weights next to its config.json"
+    )
+
+
+def _shards(index: Path) -> list[Path]:
+    import json
+
+    def bad(why: str) -> AttnvizError:
+        return AttnvizError(f"cannot read {index}: {why}; restore or re-download the checkpoint")
+
+    try:
+        if index.stat().st_size > MAX_CONFIG_BYTES:
+            raise bad("it is far larger than an index of shards")
+        raw = json.loads(index.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise bad("its JSON is nested too deeply") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(short_reason(exc, 120)) from None
+    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise bad("it has no weight_map of tensor names to files")
+    if not all(isinstance(v, str) for v in weight_map.values()):
+        raise bad("its weight_map holds values that are not file names")
+    names = sorted(set(weight_map.values()))
+    if len(names) > MAX_SHARDS:
+        raise bad(f"it names {len(names)} shards (attnviz reads at most {MAX_SHARDS})")
+    suffix = ".safetensors" if index.name.startswith("model.safetensors") else ".bin"
+    paths = []
+    for name in names:
+        if Path(name).name != name or name in (".", "..") or not name.endswith(suffix):
+            raise bad(f"shard {name[:60]!r} is not a {suffix} file name in its folder")
+        path = index.parent / name
+        if not path.is_file():
+            raise bad(f"its shard {name} is missing")
+        paths.append(path)
+    return paths
+
+
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's tensors, from model.safetensors or (safely) pytorch_model.bin."""
-    safetensors_path, bin_path = (folder / name for name in WEIGHT_FILES)
-    if safetensors_path.is_file():
+    """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged."""
+    state: dict[str, torch.Tensor] = {}
+    for path in weight_files(folder):
+        state.update(_read_file(path))
+    return state
+
+
+def _read_file(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one weights file: safetensors, or a weights-only pickle."""
+    safetensors_path = bin_path = path
+    if path.suffix == ".safetensors":
         try:
             from safetensors.torch import load_file
 
@@ -46,7 +112,7 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
                 f"cannot read weights from {safetensors_path} ({short_reason(exc)}): the "
                 "file is corrupt or incomplete; re-download it"
             ) from exc
-    if bin_path.is_file():
+    else:
         import torch
 
         try:
@@ -69,10 +135,6 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
                 "tensors; save the model with save_pretrained"
             )
         return state
-    raise AttnvizError(
-        f"{folder} has no model.safetensors or pytorch_model.bin: put the checkpoint's "
-        "weights next to its config.json"
-    )
 
 
 def _rules(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
@@ -83,21 +145,75 @@ def _rules(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
     ]
 
 
+# Parts of a checkpoint that are not the encoder: pooler, MLM / NSP heads, buffers.
+# (Patterns as text: `re` compiles and caches them on first use.)
+_IGNORED = r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)"
+
+
+def _layout(model_type: str) -> tuple[str, str, list[tuple[str, str]], str]:
+    """(family name, prefix in a *For* checkpoint, name templates, names to ignore)."""
+    if model_type in FAMILIES:
+        family = FAMILIES[model_type]
+        return family.name, family.prefix, family.names, _IGNORED
+    prefix, names, ignored = DECODER_LAYOUTS[layout(model_type)]
+    return DECODER_NAMES[model_type], prefix, names, ignored
+
+
 # Per model_type: checkpoint names -> ours, and ours -> checkpoint names; compiled on
 # first use, since most commands never rename a weight.
 @cache
 def _to_ours(model_type: str) -> list[tuple[re.Pattern[str], str]]:
-    return _rules(FAMILIES[model_type].names)
+    return _rules(_layout(model_type)[2])
 
 
 @cache
 def _to_hf(model_type: str) -> list[tuple[re.Pattern[str], str]]:
-    return _rules([(ours, hf) for hf, ours in FAMILIES[model_type].names])
+    return _rules([(ours, hf) for hf, ours in _layout(model_type)[2]])
 
 
-# Parts of a checkpoint that are not the encoder: pooler, MLM / NSP heads, buffers.
-# (Patterns as text: `re` compiles and caches them on first use.)
-_IGNORED = r"^(pooler\.|cls\.|embeddings\.position_ids$|embeddings\.token_type_ids$)"
+# GPT-2 keeps its linear layers as Conv1D, weight (in, out): the transpose of nn.Linear's;
+# and q, k, v in one c_attn of 3C outputs, split here into the three projections.
+_GPT2_CONV1D = r"^h\.\d+\.(attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$"
+_GPT2_FUSED = r"^(h\.\d+\.attn\.)c_attn\.(weight|bias)$"
+
+
+def _gpt2_parts(name: str, value: V) -> list[tuple[str, V]]:
+    """One GPT-2 entry as nn.Linear entries: c_attn split in three, Conv1D weights transposed.
+
+    `value` is a tensor, a shape (a list, for counting parameters) or a name (for messages).
+    """
+    fused = re.match(_GPT2_FUSED, name)
+    if fused:
+        prefix, kind = fused[1], fused[2]
+        return [
+            (f"{prefix}{part}_attn.{kind}", _third(value, i, kind == "weight"))
+            for i, part in enumerate("qkv")
+        ]
+    if re.match(_GPT2_CONV1D, name):
+        return [(name, _transposed(value))]
+    return [(name, value)]
+
+
+def _transposed(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(reversed(value))
+    return value.t() if value.ndim == 2 else value
+
+
+def _third(value: Any, i: int, weight: bool) -> Any:
+    """Part i of q, k, v in c_attn (weight (C, 3C) -> (C, C) rows; bias (3C,) -> (C,))."""
+    if isinstance(value, str):
+        return value
+    if weight:
+        value = _transposed(value)  # (3C, C)
+    if isinstance(value, list | tuple):
+        return type(value)([value[0] // 3, *value[1:]])
+    rows = value.shape[0] // 3
+    return value[i * rows : (i + 1) * rows]
+
+
 # Slots 1.. of a shared-layer encoder (ALBERT): the checkpoint stores only slot 0.
 _LATER_SLOT = r"^layers\.(?!0\.)\d+\."
 
@@ -123,17 +239,19 @@ def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[st
     classification, QA, discriminator heads) is not the encoder and is dropped. Unknown
     keys are kept under their own name so that the strict check reports them.
     """
-    prefix = FAMILIES[model_type].prefix
+    _, prefix, _, ignored = _layout(model_type)
     prefixed = any(key.startswith(prefix) for key in state)
     converted: dict[str, V] = {}
     for key, tensor in state.items():
         if prefixed and not key.startswith(prefix):
             continue
         name = key.removeprefix(prefix)
-        if re.match(_IGNORED, name):
+        if re.match(ignored, name):
             continue
         name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-        converted[_rename(name, _to_ours(model_type))] = tensor
+        parts = _gpt2_parts(name, tensor) if model_type == "gpt2" else [(name, tensor)]
+        for part, value in parts:
+            converted[_rename(part, _to_ours(model_type))] = value
     return converted
 
 
@@ -150,9 +268,10 @@ def _check_keys(
     key has none, so it gets its transformers name (with the family's prefix if
     the file uses it).
     """
-    family = FAMILIES[model_type]
-    uses_prefix = any(key.startswith(family.prefix) for key in original.values())
-    prefix = family.prefix if uses_prefix else ""
+    family_name, family_prefix, _, _ = _layout(model_type)
+    kind = "encoder" if model_type in FAMILIES else "decoder"
+    uses_prefix = any(key.startswith(family_prefix) for key in original.values())
+    prefix = family_prefix if uses_prefix else ""
     missing = sorted(prefix + hf_name(k, model_type) for k in set(expected) - set(got))
     unexpected = sorted(original[k] for k in set(got) - set(expected))
     wrong = sorted(
@@ -177,7 +296,7 @@ def _check_keys(
             problems.append(f"{label}: {shown}")
     if problems:
         raise AttnvizError(
-            f"the weights in {folder} do not fit a {family.name} encoder with its config.json "
+            f"the weights in {folder} do not fit a {family_name} {kind} with its config.json "
             f"({'; '.join(problems)}): check that config.json and the weights belong together"
         )
 
@@ -219,8 +338,8 @@ def compute_dtype(dtype: str | None) -> torch.dtype:
 
 def load_encoder(
     folder: Path, config: dict[str, Any] | None = None, dtype: str | None = None
-) -> Encoder:
-    """Build the from-scratch encoder for `folder` and load its weights, strictly.
+) -> Encoder | Decoder:
+    """Build the from-scratch encoder (or decoder) for `folder` and load its weights, strictly.
 
     `config` is the folder's config.json when the caller has already read it.
     Weights stored in float16 or bfloat16 are computed in float32 unless `dtype`
@@ -228,14 +347,17 @@ def load_encoder(
     """
     import torch
 
+    from attnviz.decoder import Decoder
     from attnviz.model import Encoder
 
     target = compute_dtype(dtype)
     raw_config = config if config is not None else read_config(folder)
     shape = describe(raw_config)
     cfg = encoder_config_for(shape)
+    encoder: Encoder | Decoder
     with torch.device("meta"), _without_random_init():
-        encoder = Encoder(cfg)  # no memory, no random initialisation
+        # no memory, no random initialisation
+        encoder = Decoder(shape.decoder) if shape.decoder is not None else Encoder(cfg)
     stored = read_state_dict(folder)
     state = convert_state_dict(stored, shape.model_type)
     original = convert_state_dict({key: key for key in stored}, shape.model_type)
@@ -264,7 +386,7 @@ def _fill_slots(state: dict[str, V], num_layers: int) -> dict[str, V]:
     return filled
 
 
-def _check_computes(encoder: Encoder, dtype: str | None) -> None:
+def _check_computes(encoder: Encoder | Decoder, dtype: str | None) -> None:
     """Run two pieces through the encoder: an old torch may lack half-precision CPU kernels."""
     import torch
 
@@ -285,13 +407,16 @@ def count_parameters(folder: Path) -> int:
     so this needs no torch.
     """
     model_type = describe(read_config(folder)).model_type
-    path = folder / "model.safetensors"
-    if path.is_file():
+    shapes: dict[str, list[int]] = {}
+    for path in weight_files(folder):
+        if path.suffix != ".safetensors":
+            shapes.update({key: list(t.shape) for key, t in _read_file(path).items()})
+            continue
         try:
             from safetensors import safe_open
 
             with quiet_panics(), safe_open(str(path), framework="np") as handle:
-                shapes = {key: handle.get_slice(key).get_shape() for key in handle.keys()}  # noqa: SIM118
+                shapes.update({key: handle.get_slice(key).get_shape() for key in handle.keys()})  # noqa: SIM118
         except PASS_THROUGH:
             raise
         except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
@@ -299,8 +424,6 @@ def count_parameters(folder: Path) -> int:
                 f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
                 "re-download it"
             ) from exc
-    else:
-        shapes = {key: list(t.shape) for key, t in read_state_dict(folder).items()}
     total = 0
     for shape in convert_state_dict(shapes, model_type).values():
         count = 1

@@ -316,6 +316,120 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) 
     return make
 
 
+# ---------------------------------------------------------------------------------------------
+# Tiny decoders: GPT-2, Llama, Mistral, Qwen2, with a byte-level BPE tokenizer trained here.
+
+DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
+_DECODER_CLASSES = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
+
+
+def _decoder_tokenizer(folder: Path, bos: bool) -> int:
+    """A GPT-2 style byte-level BPE (`Ġ` marks word starts); with `bos`, `<s>` starts each input
+    as Llama's tokenizers do (GPT-2's and Qwen2's add nothing)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<s>", "</s>", "<pad>"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(TOKENIZER_CORPUS, trainer)
+    bpe.decoder = decoders.ByteLevel()
+    if bos:
+        bpe.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)]
+        )
+    else:
+        bpe.post_processor = processors.ByteLevel(trim_offsets=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer)
+
+
+def _decoder_settings(family: str, vocab: int) -> dict:
+    """2 layers, 8 query heads; Llama-family models 4 key/value heads (2 queries per group).
+
+    Weights 15x wider than transformers' default (std 0.3), so that attention is far from
+    uniform: a wrong rotation, group or window would show.
+    """
+    if family == "gpt2":
+        return dict(
+            vocab_size=vocab,
+            n_embd=64,
+            n_layer=2,
+            n_head=8,
+            n_positions=128,
+            initializer_range=0.3,
+        )
+    return dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        initializer_range=0.3,
+        tie_word_embeddings=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
+    """Write a tiny random decoder of `family` (gpt2, llama, mistral, qwen2); return its folder.
+
+    `arch` "model" saves the bare model (GPT2Model, LlamaModel), "lm" the *LMHeadModel /
+    *ForCausalLM (keys under `transformer.` / `model.`, an LM head beside them);
+    `dtype` stores the weights in float16 or bfloat16; `shard` saves shards of at most that
+    size ("20KB") with an index. Other keywords override the config.
+    """
+    import torch
+    import transformers
+
+    made: dict[tuple, Path] = {}
+
+    def make(
+        family: str,
+        arch: str = "model",
+        dtype: str | None = None,
+        shard: str | None = None,
+        **overrides,
+    ) -> Path:
+        key = (family, arch, dtype, shard, repr(sorted(overrides.items())))
+        if key in made:
+            return made[key]
+        folder = tmp_path_factory.mktemp(f"tiny-{family}")
+        vocab = _decoder_tokenizer(folder, bos=family == "llama")
+        stem = _DECODER_CLASSES[family]
+        config = getattr(transformers, f"{stem}Config")(
+            **{**_decoder_settings(family, vocab), **overrides}
+        )
+        torch.manual_seed(0)
+        cls = (
+            f"{stem}Model"
+            if arch == "model"
+            else ("GPT2LMHeadModel" if family == "gpt2" else f"{stem}ForCausalLM")
+        )
+        model = getattr(transformers, cls)(config).eval()
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype))
+        if shard is not None:
+            model.save_pretrained(folder, max_shard_size=shard)
+        else:
+            model.save_pretrained(folder)
+        made[key] = folder
+        return folder
+
+    return make
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Hypothesis tests are `slow` (many examples each) even where no one marked them."""

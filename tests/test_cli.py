@@ -185,9 +185,9 @@ def _broken_model(tiny_bert: TinyFactory, tmp_path: Path, how: str) -> str:
     elif how == "small-vocab":
         shutil.rmtree(folder)
         shutil.copytree(tiny_bert(vocab_size=1000), folder)
-    elif how == "gpt2":
+    elif how == "t5":
         config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+        (folder / "config.json").write_text(json.dumps({**config, "model_type": "t5"}))
     elif how == "regex":  # a catastrophic pre-tokenizer regex: the Rust tokenizer panics
         tokenizer = json.loads((folder / "tokenizer.json").read_text())
         split = {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated"}
@@ -227,7 +227,7 @@ BAD = [
     (["show", SHORT, "--model", "@no-config"], 1, "no config.json"),
     (["show", SHORT, "--model", "@no-weights"], 1, "no model.safetensors"),
     (["show", SHORT, "--model", "@corrupt"], 1, "cannot read weights"),
-    (["info", "--model", "@gpt2"], 1, "model types: bert"),
+    (["info", "--model", "@t5"], 1, "model types: bert"),
     (
         ["export", SHORT, "--out", "{tmp}/x.jpg"],
         2,
@@ -274,7 +274,7 @@ BAD = [
     (["stats", "--file", "{tmp}"], 2, "it is a folder"),
     (["stats", "--threads", "0"], 2, "Invalid value for '--threads'"),
     (["stats", "--out", "{tmp}/s.npz"], 2, "unknown extension"),
-    (["stats", SHORT, "--model", "@gpt2"], 1, "model types: bert"),
+    (["stats", SHORT, "--model", "@t5"], 1, "model types: bert"),
     # hostile model folders (issue 14): a tokenizer that panics, configs that overflow
     (["tokens", "a" * 40 + "b", "--model", "@regex"], 1, "the model's tokenizer failed"),
     (["tokens", "hello ☃ 銀行", "--model", "@no-unk"], 1, "Missing [UNK] token"),

@@ -123,7 +123,7 @@ def test_shape_mismatch_is_named(tiny_bert: TinyFactory, tmp_path: Path) -> None
     ("changes", "expected"),
     [
         (
-            {"model_type": "gpt2"},
+            {"model_type": "t5"},
             "computes BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT",
         ),
         ({"is_decoder": True}, "decoder"),

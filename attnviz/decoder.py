@@ -1,0 +1,208 @@
+"""Decoders written from scratch on the same `MultiHeadAttention`: GPT-2 and the Llama family.
+
+A decoder is the lesson's attention with the causal mask as the model's own: each
+token sees itself and the tokens before it, never those after. The two kinds here
+differ around that attention:
+
+- GPT-2: learned position embeddings added to the tokens, LayerNorm *before* each
+  sub-layer (pre-LN), and a GELU feed-forward;
+- Llama, Mistral, Qwen2 (SmolLM, TinyLlama): no position table; instead rotary position
+  embeddings (RoPE) turn q and k by their position's angle after the split into heads.
+  Fewer key/value heads than query heads (grouped-query attention), RMSNorm, and a
+  gated SiLU feed-forward (SwiGLU). Mistral, and some Qwen2 layers, look back at most
+  `sliding_window` tokens.
+
+Names as in attnviz.model: B batch, T tokens, C hidden size, nh query heads,
+n_kv key/value heads, hs head size, L layers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from attnviz.decoder_families import DecoderConfig
+from attnviz.model import ACTIVATIONS, EncoderOutput, MultiHeadAttention, Rotary
+
+
+def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
+    """inv_freq (hs/2,): the angle per position of each feature pair, with `rope_scaling`.
+
+    "default" is theta^(-2i/hs). "linear" divides every frequency by `factor`; "llama3"
+    (Llama 3.1) divides only the slow ones, blending in between.
+    """
+    hs = cfg.head_size
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
+    scaling = dict(cfg.rope_scaling)
+    kind = scaling.get("rope_type", "default")
+    if kind == "linear":
+        return inv_freq / scaling["factor"]
+    if kind == "llama3":
+        factor, low = scaling["factor"], scaling["low_freq_factor"]
+        high = scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / inv_freq  # (hs/2,) tokens per full turn
+        slow = wavelength > old / low  # turns too slowly for the trained length: stretch
+        fast = wavelength < old / high  # turns fast: keep
+        smooth = (old / wavelength - low) / (high - low)  # 0..1 between the two
+        blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        return torch.where(slow, inv_freq / factor, torch.where(fast, inv_freq, blended))
+    return inv_freq
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x²) + eps) times a learned gain; no mean subtracted, no bias (Llama)."""
+
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # (B, T, C), the mean of squares in float32 as the reference does
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)  # (B, T, C)
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm: x + attention(norm(x)), then x + feed-forward(norm(x))."""
+
+    def __init__(self, cfg: DecoderConfig, index: int) -> None:
+        super().__init__()
+        C = cfg.hidden_size
+        self.gpt2 = cfg.kind == "gpt2"
+        self.attention = MultiHeadAttention(
+            C,
+            cfg.num_heads,
+            bias=cfg.qkv_bias,
+            num_kv_heads=cfg.num_kv_heads,
+            head_size=cfg.head_size,
+            out_bias=cfg.out_bias,
+            scale=cfg.scale(index),
+        )
+        if self.gpt2:
+            self.norm1: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
+            self.norm2: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
+        else:
+            self.norm1 = RMSNorm(C, cfg.norm_eps)
+            self.norm2 = RMSNorm(C, cfg.norm_eps)
+        self.ff_gate = None if self.gpt2 else nn.Linear(C, cfg.intermediate_size, cfg.mlp_bias)
+        self.ff_in = nn.Linear(C, cfg.intermediate_size, bias=self.gpt2 or cfg.mlp_bias)
+        self.ff_out = nn.Linear(cfg.intermediate_size, C, bias=self.gpt2 or cfg.mlp_bias)
+        self.activation = ACTIVATIONS[cfg.hidden_act]
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        weights_out: torch.Tensor | None = None,
+        rotary: Rotary | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.norm1(x)  # (B, T, C)
+        attended, weights = self.attention(h, h, h, mask, weights_out, rotary)  # (B, T, C)
+        x = x + attended  # (B, T, C)
+        h = self.norm2(x)  # (B, T, C)
+        if self.ff_gate is None:  # GPT-2: act(h W_in) W_out
+            hidden = self.activation(self.ff_in(h))  # (B, T, I)
+        else:  # SwiGLU: act(h W_gate) * (h W_up), then W_down
+            hidden = self.activation(self.ff_gate(h)) * self.ff_in(h)  # (B, T, I)
+        return x + self.ff_out(hidden), weights  # (B, T, C)
+
+
+def decoder_mask(
+    T: int, window: int | None, attention_mask: torch.Tensor | None, device: torch.device
+) -> torch.Tensor:
+    """True hides a key: every key after the query, those `window` or more tokens back, padding.
+
+    (T, T), or (B, 1, T, T) with `attention_mask` (B, T), 1 for real tokens.
+    """
+    query = torch.arange(T, device=device)[:, None]  # (T, 1)
+    key = torch.arange(T, device=device)[None, :]  # (1, T)
+    hidden = key > query  # (T, T): the causal mask
+    if window is not None:
+        hidden |= key <= query - window  # the sliding window: only the last `window` tokens
+    if attention_mask is not None:
+        hidden = hidden | (attention_mask == 0)[:, None, None, :]  # (B, 1, T, T)
+    return hidden
+
+
+class Decoder(nn.Module):
+    """A GPT-2 or Llama-family decoder that returns the attention weights of its layers.
+
+    Only what attention needs is built: no LM head, and `upto` stops after a layer, since
+    a later layer cannot change an earlier one's attention.
+    """
+
+    def __init__(self, cfg: DecoderConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.positions = (
+            nn.Embedding(cfg.max_positions, cfg.hidden_size) if cfg.kind == "gpt2" else None
+        )
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.final_norm: nn.Module = (
+            nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
+            if cfg.kind == "gpt2"
+            else RMSNorm(cfg.hidden_size, cfg.norm_eps)
+        )
+        self.inv_freq: torch.Tensor | None
+        self.register_buffer("inv_freq", None, persistent=False)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        causal: bool = True,
+        keep_inputs: bool = False,
+        layers: Sequence[int] | None = None,
+    ) -> EncoderOutput:
+        """`input_ids` (B, T); `attention_mask` (B, T) 1 for real tokens (right padding).
+
+        Returns the attentions of `layers` (default: all), in that order, as (len, B, nh, T, T);
+        the layers after the last of them are not run. `token_type_ids` and `causal` are
+        accepted for the encoder's signature: a decoder has no segments and is always causal.
+        """
+        cfg = self.config
+        keep = list(range(cfg.num_layers)) if layers is None else list(layers)
+        B, T = input_ids.shape
+        x = self.tokens(input_ids)  # (B, T, C)
+        rotary = None
+        if self.positions is not None:  # GPT-2: a learned vector per position
+            x = x + self.positions(torch.arange(T, device=input_ids.device))[None]  # (B, T, C)
+        else:  # Llama: positions enter as rotations of q and k in every layer
+            rotary = Rotary(self._frequencies(), torch.arange(T, device=input_ids.device), x.dtype)
+        masks: dict[int | None, torch.Tensor] = {}
+        weights = x.new_empty(len(keep), B, cfg.num_heads, T, T)  # (len(keep), B, nh, T, T)
+        inputs = []
+        last = max(keep, default=-1)
+        for i, layer in enumerate(self.layers):
+            if i > last and not keep_inputs:
+                break
+            window = cfg.window(i)
+            if window not in masks:
+                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device)
+            if keep_inputs:
+                inputs.append(x)
+            slot = keep.index(i) if i in keep else None
+            x, w = layer(x, masks[window], weights[slot] if slot is not None else None, rotary)
+            if slot is not None and w.data_ptr() != weights[slot].data_ptr():
+                weights[slot] = w  # a path that could not write in place (autograd)
+        if keep_inputs or last == cfg.num_layers - 1:
+            x = self.final_norm(x)
+        return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
+
+    def _frequencies(self) -> torch.Tensor:
+        if self.inv_freq is None or self.inv_freq.device.type == "meta":
+            self.inv_freq = rotary_frequencies(self.config)
+        return self.inv_freq
+
+    def fuse_projections(self) -> None:
+        """One Q/K/V matmul per layer from now on (see MultiHeadAttention.fuse_projections)."""
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.fuse_projections()

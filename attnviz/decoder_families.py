@@ -1,0 +1,355 @@
+"""Decoder families: what a GPT-2, Llama, Mistral or Qwen2 config.json says (no torch).
+
+`describe_decoder` checks a decoder's config.json and returns its `DecoderConfig`:
+every size a whole number in range, every setting that changes attention either
+computed or refused in one line that names the key. `DECODER_FAMILIES` names each
+family's state-dict layout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from attnviz.errors import AttnvizError
+
+DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
+DECODER_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
+# Rotary scalings computed (rotary_frequencies in attnviz.decoder); others are refused.
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The shape of a decoder; `kind` is "gpt2" or "llama" (Llama, Mistral, Qwen2)."""
+
+    kind: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    intermediate_size: int
+    max_positions: int
+    norm_eps: float
+    hidden_act: str
+    qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
+    out_bias: bool = False
+    mlp_bias: bool = False
+    # Llama family: rotary frequencies, and per layer how far back a token may look.
+    rope_theta: float = 10000.0
+    rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none
+    sliding_windows: tuple[int | None, ...] = ()  # per layer; (): no window anywhere
+    # GPT-2: how its config scales the scores.
+    scale_attn_weights: bool = True
+    scale_by_inverse_layer: bool = False
+
+    def scale(self, layer: int) -> float:
+        """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1)."""
+        scale = 1 / math.sqrt(self.head_size) if self.scale_attn_weights else 1.0
+        return scale / (layer + 1) if self.scale_by_inverse_layer else scale
+
+    def window(self, layer: int) -> int | None:
+        return self.sliding_windows[layer] if self.sliding_windows else None
+
+    @property
+    def rope_type(self) -> str:
+        return str(dict(self.rope_scaling).get("rope_type", "default"))
+
+
+# Checkpoint names -> this project's, `{i}` a layer number. GPT-2's fused c_attn is split
+# into q, k, v (and its Conv1D weights transposed) by attnviz.weights before renaming.
+_GPT2_NAMES = [
+    ("wte.", "tokens."),
+    ("wpe.", "positions."),
+    ("h.{i}.ln_1.", "layers.{i}.norm1."),
+    ("h.{i}.attn.q_attn.", "layers.{i}.attention.q_proj."),
+    ("h.{i}.attn.k_attn.", "layers.{i}.attention.k_proj."),
+    ("h.{i}.attn.v_attn.", "layers.{i}.attention.v_proj."),
+    ("h.{i}.attn.c_proj.", "layers.{i}.attention.out_proj."),
+    ("h.{i}.ln_2.", "layers.{i}.norm2."),
+    ("h.{i}.mlp.c_fc.", "layers.{i}.ff_in."),
+    ("h.{i}.mlp.c_proj.", "layers.{i}.ff_out."),
+    ("ln_f.", "final_norm."),
+]
+_LLAMA_NAMES = [
+    ("embed_tokens.", "tokens."),
+    ("layers.{i}.input_layernorm.", "layers.{i}.norm1."),
+    ("layers.{i}.self_attn.q_proj.", "layers.{i}.attention.q_proj."),
+    ("layers.{i}.self_attn.k_proj.", "layers.{i}.attention.k_proj."),
+    ("layers.{i}.self_attn.v_proj.", "layers.{i}.attention.v_proj."),
+    ("layers.{i}.self_attn.o_proj.", "layers.{i}.attention.out_proj."),
+    ("layers.{i}.post_attention_layernorm.", "layers.{i}.norm2."),
+    ("layers.{i}.mlp.gate_proj.", "layers.{i}.ff_gate."),
+    ("layers.{i}.mlp.up_proj.", "layers.{i}.ff_in."),
+    ("layers.{i}.mlp.down_proj.", "layers.{i}.ff_out."),
+    ("norm.", "final_norm."),
+]
+# (prefix of a *LMHeadModel / *ForCausalLM checkpoint, names, what is not the decoder)
+DECODER_LAYOUTS: dict[str, tuple[str, list[tuple[str, str]], str]] = {
+    "gpt2": ("transformer.", _GPT2_NAMES, r"^(h\.\d+\.attn\.(bias|masked_bias)$)"),
+    "llama": ("model.", _LLAMA_NAMES, r"^(rotary_emb\.|layers\.\d+\.self_attn\.rotary_emb\.)"),
+}
+
+_LIMITS = {"layers": 1024, "heads": 1024, "hidden": 65536, "intermediate": 262144}
+_LIMITS.update({"positions": 1 << 20, "vocab": 4_000_000, "head_dim": 4096, "window": 1 << 20})
+
+
+def layout(model_type: str) -> str:
+    """The state-dict layout of a decoder family: "gpt2" or "llama"."""
+    return "gpt2" if model_type == "gpt2" else "llama"
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> DecoderConfig:
+    """The decoder a config.json describes, checked before anything is allocated."""
+    name = DECODER_NAMES[model_type]
+
+    def size(key: str, default: Any, limit: str, low: int = 1) -> int:
+        value = raw.get(key, default)
+        if value is None:
+            value = default
+        if not _whole(value, low, _LIMITS[limit]):
+            raise AttnvizError(
+                f"{where} has {key}={_shown(value)}; expected a whole number from {low} to "
+                f"{_LIMITS[limit]}: the config is corrupt or not a {name}"
+            )
+        return int(value)
+
+    def flag(key: str, default: bool) -> bool:
+        value = raw.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise AttnvizError(
+                f"{where} has {key}={_shown(value)}; expected true or false: the config is corrupt"
+            )
+        return value
+
+    def number(key: str, default: float) -> float:
+        value = raw.get(key, default)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (0 < value < float("inf"))
+        ):
+            raise AttnvizError(
+                f"{where} has {key}={_shown(value)}; expected a positive number: the config is "
+                "corrupt"
+            )
+        return float(value)
+
+    if model_type == "gpt2":
+        return _gpt2(raw, where, size, flag, number)
+    return _llama(raw, model_type, where, size, flag, number)
+
+
+def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) -> DecoderConfig:
+    layers = size("n_layer", 12, "layers")
+    heads = size("n_head", 12, "heads")
+    hidden = size("n_embd", 768, "hidden")
+    if hidden % heads:
+        raise AttnvizError(
+            f"{where} has n_embd={hidden}, not divisible by n_head={heads}: the config is corrupt"
+        )
+    inner = size("n_inner", 4 * hidden, "intermediate")
+    act = _activation(raw, "activation_function", "gelu_new", where)
+    eps = number("layer_norm_epsilon", 1e-5)
+    if not eps < 1:
+        raise AttnvizError(f"{where} has layer_norm_epsilon={eps}; expected a small number")
+    # reorder_and_upcast_attn computes the same scores in float32: so does attnviz by default.
+    flag("reorder_and_upcast_attn", False)
+    return DecoderConfig(
+        kind="gpt2",
+        vocab_size=size("vocab_size", 50257, "vocab"),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_size=hidden // heads,
+        intermediate_size=inner,
+        max_positions=size("n_positions", 1024, "positions"),
+        norm_eps=eps,
+        hidden_act=act,
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        scale_attn_weights=flag("scale_attn_weights", True),
+        scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
+    )
+
+
+def _activation(raw: dict[str, Any], key: str, default: str, where: str) -> str:
+    from attnviz.families import ACTIVATION_NAMES
+
+    act = raw.get(key, default)
+    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
+        raise AttnvizError(
+            f"{where} uses {key}={_shown(act)}, which attnviz does not compute; supported: "
+            f"{', '.join(ACTIVATION_NAMES)}"
+        )
+    return act
+
+
+def _llama(
+    raw: dict[str, Any], model_type: str, where: str, size: Any, flag: Any, number: Any
+) -> DecoderConfig:
+    layers = size("num_hidden_layers", 32, "layers")
+    heads = size("num_attention_heads", 32, "heads")
+    hidden = size("hidden_size", 4096, "hidden")
+    kv_heads = size("num_key_value_heads", heads, "heads")
+    if heads % kv_heads:
+        raise AttnvizError(
+            f"{where} has num_attention_heads={heads}, not a multiple of "
+            f"num_key_value_heads={kv_heads}: the config is corrupt"
+        )
+    if raw.get("head_dim") is None and hidden % heads:
+        raise AttnvizError(
+            f"{where} has hidden_size={hidden}, not divisible by num_attention_heads={heads}, "
+            "and no head_dim: the config is corrupt"
+        )
+    head_dim = size("head_dim", hidden // heads, "head_dim")
+    if head_dim % 2:
+        raise AttnvizError(
+            f"{where} has head_dim={head_dim}; rotary embeddings need an even head size: the "
+            "config is corrupt"
+        )
+    if raw.get("pretraining_tp", 1) not in (1, None):
+        raise AttnvizError(
+            f"{where} has pretraining_tp={_shown(raw.get('pretraining_tp'))}; attnviz computes "
+            "Llama with pretraining_tp 1 only (as transformers does by default): set it to 1"
+        )
+    partial = raw.get("partial_rotary_factor", 1.0)
+    if partial not in (1, 1.0, None):
+        raise AttnvizError(
+            f"{where} has partial_rotary_factor={_shown(partial)}; attnviz rotates whole heads "
+            "only (1.0)"
+        )
+    theta, scaling = _rope(raw, where, number)
+    bias = flag("attention_bias", model_type == "qwen2")
+    return DecoderConfig(
+        kind="llama",
+        vocab_size=size("vocab_size", 32000, "vocab"),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_size=head_dim,
+        intermediate_size=size("intermediate_size", 11008, "intermediate"),
+        max_positions=size("max_position_embeddings", 2048, "positions"),
+        norm_eps=number("rms_norm_eps", 1e-6),
+        hidden_act=_activation(raw, "hidden_act", "silu", where),
+        qkv_bias=bias,
+        out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
+        mlp_bias=flag("mlp_bias", False),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        sliding_windows=_windows(raw, model_type, layers, where, size, flag),
+    )
+
+
+def _rope(
+    raw: dict[str, Any], where: str, number: Any
+) -> tuple[float, tuple[tuple[str, Any], ...]]:
+    """rope_theta and the scaling, from `rope_parameters` (transformers 5) or the older keys."""
+    params = raw.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise AttnvizError(f"{where} has rope_parameters={_shown(params)}; expected an object")
+    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+        raise AttnvizError(
+            f"{where} has rotary parameters per layer type; attnviz computes one rotary setting "
+            "for all layers"
+        )
+    params = dict(params or {})
+    old = raw.get("rope_scaling")
+    if old is not None:
+        if not isinstance(old, dict):
+            raise AttnvizError(f"{where} has rope_scaling={_shown(old)}; expected an object")
+        params = {**old, **params}
+    theta_source = params if "rope_theta" in params else raw
+    theta = (
+        number("rope_theta", 10000.0)
+        if theta_source is raw
+        else _positive(params["rope_theta"], "rope_theta", where)
+    )
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise AttnvizError(
+            f"{where} uses rope_type={_shown(kind)}; attnviz computes rotary embeddings "
+            f"{', '.join(ROPE_TYPES)}: use a model with one of these"
+        )
+    scaling: dict[str, Any] = {}
+    if kind == "linear":
+        scaling = {"factor": _positive(params.get("factor"), "factor", where)}
+    elif kind == "llama3":
+        scaling = {
+            key: _positive(params.get(key), key, where)
+            for key in ("factor", "low_freq_factor", "high_freq_factor")
+        }
+        original = params.get("original_max_position_embeddings")
+        if not _whole(original, 1, _LIMITS["positions"]):
+            raise AttnvizError(
+                f"{where} has original_max_position_embeddings={_shown(original)} in its llama3 "
+                "rope scaling; expected a whole number: the config is corrupt"
+            )
+        if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+            raise AttnvizError(
+                f"{where} has high_freq_factor <= low_freq_factor in its llama3 rope scaling: "
+                "the config is corrupt"
+            )
+        scaling["original_max_position_embeddings"] = original
+    pairs = (("rope_type", kind), *sorted(scaling.items())) if kind != "default" else ()
+    return theta, pairs
+
+
+def _positive(value: object, key: str, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (0 < value < float("inf"))
+    ):
+        raise AttnvizError(
+            f"{where} has {key}={_shown(value)} in its rotary settings; expected a positive "
+            "number: the config is corrupt"
+        )
+    return float(value)
+
+
+def _windows(
+    raw: dict[str, Any], model_type: str, layers: int, where: str, size: Any, flag: Any
+) -> tuple[int | None, ...]:
+    """How far back each layer looks (None: the whole prefix), from the family's keys."""
+    if model_type == "llama":
+        return ()
+    if raw.get("sliding_window") is None:
+        return ()
+    window = size("sliding_window", None, "window")
+    if model_type == "mistral":
+        return (window,) * layers
+    # Qwen2: `layer_types` (transformers 5), else use_sliding_window from max_window_layers on.
+    types = raw.get("layer_types")
+    if types is not None:
+        if (
+            not isinstance(types, list)
+            or len(types) != layers
+            or not all(t in ("full_attention", "sliding_attention") for t in types)
+        ):
+            raise AttnvizError(
+                f"{where} has layer_types={_shown(types)}; expected one of full_attention or "
+                f"sliding_attention for each of its {layers} layers: the config is corrupt"
+            )
+        return tuple(window if t == "sliding_attention" else None for t in types)
+    if not flag("use_sliding_window", False):
+        return ()
+    first = size("max_window_layers", layers, "layers", low=0)
+    return tuple(window if i >= first else None for i in range(layers))
