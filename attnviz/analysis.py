@@ -65,6 +65,9 @@ class Analysis(_Input):
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
     dtype: str = "float32"  # what the encoder computed in
+    # The model's layers `attentions` holds, when not all of them (a long input whose whole
+    # attention is too large to keep): attentions[i] is layer layers[i]. None: every layer.
+    layers: tuple[int, ...] | None = None
     _measures: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,15 +90,25 @@ class Analysis(_Input):
         return f"{name} (modified: causal mask)" if self.causal else name
 
     def __repr__(self) -> str:
-        L, H, T, _ = self.attentions.shape
+        _, H, T, _ = self.attentions.shape
+        kept = f" (kept: {list(self.layers)})" if self.layers is not None else ""
         return (
-            f"<Analysis {self.model.name}: {L} layers × {H} heads × {T} pieces, "
-            f"text={short(self.text)!r}{', causal' if self.causal else ''}>"
+            f"<Analysis {self.model.name}: {self.model.layers} layers{kept} × {H} heads × "
+            f"{T} pieces, text={short(self.text)!r}{', causal' if self.causal else ''}>"
         )
 
     @property
     def _source(self) -> Source:
-        return Source(self.attentions, self.pieces, self.title)
+        return Source(
+            self.attentions,
+            self.pieces,
+            self.title,
+            kept=self.layers,
+            num_layers=self.prepared.num_layers,
+        )
+
+    def _whole(self, what: str) -> None:
+        self._source.whole(what)
 
     def _measured(
         self,
@@ -112,6 +125,7 @@ class Analysis(_Input):
         note = describe_measure(measure)
         if measure == "weight":
             return self._source
+        self._whole(f"--measure {measure}")
         values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
         per_layer = measure in PER_LAYER
         return Source(
@@ -224,6 +238,7 @@ class Analysis(_Input):
         """
         from attnviz.find import find_links
 
+        self._whole("find")
         return find_links(self._source, source, target, units=units, exclude=exclude, top=top)
 
     def measure(self, name: str = "norm") -> np.ndarray:
@@ -422,6 +437,7 @@ class Analysis(_Input):
         from attnviz.files import page_options
         from attnviz.render.html import page
 
+        self._whole("an HTML page")
         return page(
             self.attentions,
             self.labels,
@@ -433,6 +449,8 @@ class Analysis(_Input):
         from attnviz.files import page_options
         from attnviz.render.html import fragment
 
+        if self.layers is not None:
+            return self.view(self.layers[-1])._repr_html_()
         options = page_options(self, "heads", -1, None, None, "words", "auto")
         return fragment(self.attentions, self.labels, **options)
 
@@ -440,10 +458,15 @@ class Analysis(_Input):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """`rich.print(analysis)` draws the last layer's head mean, as `attnviz show` does."""
-        yield self.view()
+        yield self.view(self._last)
 
     def _repr_png_(self) -> bytes:
-        return self.view()._repr_png_()
+        return self.view(self._last)._repr_png_()
+
+    @property
+    def _last(self) -> int:
+        """The last layer this analysis holds."""
+        return -1 if self.layers is None else self.layers[-1]
 
 
 def _top(value: object) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from attnviz import perf
@@ -58,16 +58,19 @@ def analyse(
     dtype: str = "float32",
     truncate: bool = False,
     cache: bool = True,
+    layers: Sequence[int] | None = None,
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
 
-    `mask="causal"` runs the encoder with a causal mask (a what-if; titles say so).
-    `dtype` is what the encoder computes in: "float32", "float16" or "bfloat16".
-    `cache` reads and writes the attention cache, so a text seen before is not computed
-    again (off when ATTNVIZ_NO_CACHE is set).
+    `mask="causal"` runs an encoder with a causal mask (a what-if; titles say so; a
+    decoder is causal already and refuses it). `dtype` is what the model computes in:
+    "float32", "float16" or "bfloat16". `cache` reads and writes the attention cache, so a
+    text seen before is not computed again (off when ATTNVIZ_NO_CACHE is set).
+    `layers` keeps only those layers (`attentions[i]` is layer `analysis.layers[i]`): a
+    long input whose whole attention is over `attnviz.limits.ATTENTION_BYTES` needs it.
     """
     return prepare(text, pair=pair, model=model, truncate=truncate, cache=cache).analyse(
-        mask=mask, dtype=dtype, cache=cache
+        mask=mask, dtype=dtype, cache=cache, layers=layers
     )
 
 

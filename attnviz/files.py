@@ -49,8 +49,14 @@ def data_record(analysis: Analysis) -> dict[str, Any]:
         "tokens": analysis.tokens,
         "input_ids": list(analysis.pieces.ids),
         "token_type_ids": list(analysis.pieces.type_ids),
+        "layers": _layers(analysis),  # the model's layer of each entry of attentions
         "attentions": analysis.attentions.astype(np.float32).tolist(),
     }
+
+
+def _layers(analysis: Analysis) -> list[int]:
+    kept = analysis.layers
+    return list(range(analysis.attentions.shape[0])) if kept is None else list(kept)
 
 
 def write_data(analysis: Analysis, out: Path, measure: str = "weight") -> None:
@@ -68,6 +74,7 @@ def write_data(analysis: Analysis, out: Path, measure: str = "weight") -> None:
     pieces = analysis.pieces
     arrays: dict[str, Any] = dict(
         attentions=analysis.attentions.astype(np.float32),  # (L, H, T, T)
+        layers=np.array(_layers(analysis), dtype=np.int64),  # (L,): the model's layer numbers
         tokens=np.array(pieces.tokens, dtype=np.str_),
         input_ids=np.array(pieces.ids, dtype=np.int64),
         token_type_ids=np.array(pieces.type_ids, dtype=np.int64),

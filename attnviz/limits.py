@@ -26,6 +26,11 @@ DPI = (10, 1200)  # image resolution
 # on the largest figure (30 inches a side) is 36 million pixels.
 MAX_IMAGE_PIXELS = 40_000_000
 
+# The attention attnviz keeps for one input (L·H·T·T float32 numbers). Past it, only the
+# layers a view needs are computed and kept (`layers=`), and views over every layer are
+# refused before any work: at 2,048 pieces, 30 layers × 9 heads would be 4.5 GB.
+ATTENTION_BYTES = 512 * 2**20
+
 # Decoders take inputs as long as their position limit (thousands of tokens); attnviz reads
 # at most this many pieces of one input (a 2,048-piece layer of 9 heads is 151 MB of float32
 # attention; the model's own limit applies when it is lower).
@@ -61,3 +66,10 @@ def check_range(value: object, option: str, bounds: tuple[int, int], hint: str =
 def megabytes(size: int) -> str:
     """`size` bytes as `12.3 MB` (1 MB = 2**20 bytes)."""
     return f"{size / 2**20:.1f} MB"
+
+
+def amount(size: int) -> str:
+    """`size` bytes as people say it: `151 MB`, `4.5 GB`."""
+    if size >= 2**30:
+        return f"{size / 2**30:.1f} GB"
+    return f"{size / 2**20:.0f} MB" if size >= 2**20 else f"{size / 2**10:.0f} KB"

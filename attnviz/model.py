@@ -17,7 +17,7 @@ E embedding table width, nh heads, hs head size (C // nh), L layers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -168,13 +168,13 @@ class MultiHeadAttention(nn.Module):
             v = v.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
 
         q = q * self.scale  # the 1/sqrt(d_k) scale, on Tq·hs numbers, not Tq·Tk
-        scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
-        if mask is not None:
-            scores.masked_fill_(mask, float("-inf"))
-        if weights_out is None or not fast or weights_out.dtype != scores.dtype:
-            weights = torch.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
+        if fast:  # the same steps with no extra Tq·Tk array (see _weights_in_place)
+            weights = self._weights_in_place(q, k, mask, weights_out)
         else:
-            weights = torch.softmax(scores, dim=-1, out=weights_out)  # no copy afterwards
+            scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
+            if mask is not None:
+                scores = scores.masked_fill(mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
         if mask is not None and bool(mask.all(dim=-1).any()):
             # A query that may see no key at all gets zeros, not NaN.
             weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
@@ -182,6 +182,23 @@ class MultiHeadAttention(nn.Module):
         heads = weights @ v  # (B, nh, Tq, hs)
         joined = heads.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, nh·hs)
         return self.out_proj(joined), weights
+
+    @staticmethod
+    def _weights_in_place(
+        q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, out: torch.Tensor | None
+    ) -> torch.Tensor:
+        """scores, mask and softmax in one Tq·Tk array: `out` (B, nh, Tq, Tk) when given.
+
+        Without gradients the scores need not survive the softmax, so it overwrites them;
+        a long input then holds one T·T array per layer, not three.
+        """
+        if out is not None and out.dtype == q.dtype:
+            scores = torch.matmul(q, k.transpose(-2, -1), out=out)  # (B, nh, Tq, Tk)
+        else:
+            scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk)
+        if mask is not None:
+            scores.masked_fill_(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1, out=scores)  # in place
 
     # -----------------------------------------------------------------------
     # Fused Q/K/V: not part of the lesson. After fuse_projections(), self-attention
@@ -376,26 +393,35 @@ class Encoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         causal: bool = False,
         keep_inputs: bool = False,
+        layers: Sequence[int] | None = None,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
 
         `token_type_ids` (B, T) default to 0; a family with one segment (RoBERTa) or none
         (DistilBERT) ignores them. `causal` hides every later key from each query, a
         what-if the real model never does. `keep_inputs` also returns what each layer read.
+        `layers` (default: all) are the layers whose attention is returned, in that order,
+        as (len, B, nh, T, T); the layers after the last of them are not run.
         """
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
         B, T, _ = x.shape
+        keep = list(range(len(self.layers))) if layers is None else list(layers)
         # Each layer's softmax writes straight into its slice: no copy of T·T arrays.
-        weights = x.new_empty(len(self.layers), B, self.config.num_heads, T, T)  # (L, B, nh, T, T)
-        inputs, written = [], []
+        weights = x.new_empty(len(keep), B, self.config.num_heads, T, T)  # (len, B, nh, T, T)
+        inputs, written = [], {}
+        last = max(keep, default=-1)
         for i, layer in enumerate(self.layers):
+            if i > last and not keep_inputs:
+                break  # a later layer cannot change an earlier one's attention
             if keep_inputs:
                 inputs.append(x)
-            x, w = layer(x, mask, weights[i])
-            written.append(w)
-        if any(w.data_ptr() != weights[i].data_ptr() for i, w in enumerate(written)):
-            weights = torch.stack(written)  # a path that could not write in place (autograd)
+            slot = keep.index(i) if i in keep else None
+            x, w = layer(x, mask, weights[slot] if slot is not None else None)
+            if slot is not None:
+                written[slot] = w
+        if any(w.data_ptr() != weights[s].data_ptr() for s, w in written.items()):
+            weights = torch.stack([written[s] for s in range(len(keep))])  # autograd's path
         return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
 
     def fuse_projections(self) -> None:

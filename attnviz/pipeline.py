@@ -67,14 +67,23 @@ def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) ->
 
 
 def compute(
-    prepared: Prepared, *, causal: bool = False, use_cache: bool = False, dtype: str = "float32"
+    prepared: Prepared,
+    *,
+    causal: bool = False,
+    use_cache: bool = False,
+    dtype: str = "float32",
+    layers: tuple[int, ...] | None = None,
 ) -> Analysis:
     """Run the prepared input through the from-scratch encoder (with a causal mask if asked).
 
     With `use_cache`, attentions computed before for the same model files, text,
     pair, mask and options come from the cache, and torch is never imported.
     `dtype` is what the encoder computes in ("float32", "float16", "bfloat16").
+    `layers` (sorted; None: all) are the only layers computed and kept; such a partial
+    result, for an input too long to keep whole, is not cached.
     """
+    if layers is not None:
+        return _encode(prepared, causal, dtype, layers)
     key = _cache_key(prepared, causal, dtype) if use_cache else None
     if key is not None:
         from attnviz import cache
@@ -106,7 +115,9 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
         return None
 
 
-def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
+def _encode(
+    prepared: Prepared, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
+) -> Analysis:
     perf.import_torch()
     import torch
 
@@ -117,10 +128,11 @@ def _encode(prepared: Prepared, causal: bool, dtype: str) -> Analysis:
     with perf.threads_for(len(prepared.pieces)):
         encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
         with torch.inference_mode():
-            out = encoder(input_ids, type_ids, causal=causal)
-    attentions = out.attentions[:, 0].float().numpy()  # (L, H, T, T)
+            out = encoder(input_ids, type_ids, causal=causal, layers=layers)
+        del encoder  # its weights go before the attention is converted
+    attentions = out.attentions[:, 0].float().numpy()  # (L or len(layers), H, T, T)
     check_finite(attentions, prepared.source)
-    return Analysis(prepared, attentions, causal, dtype)
+    return Analysis(prepared, attentions, causal, dtype, layers)
 
 
 @dataclass(frozen=True)

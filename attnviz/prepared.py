@@ -174,6 +174,60 @@ class Prepared(_Input):
             kv_heads=shape.kv_heads,
         )
 
+    def attention_bytes(self, layers: int | None = None) -> int:
+        """The float32 attention of `layers` layers (default: all) of this input, in bytes."""
+        T = len(self.pieces)
+        count = self.num_layers if layers is None else layers
+        return count * self.num_heads * T * T * 4
+
+    def kept_layers(self, layers: Sequence[int] | None) -> tuple[int, ...] | None:
+        """The layers to compute and keep, sorted (None: all), refused past the budget.
+
+        The whole attention is kept while it fits `limits.ATTENTION_BYTES`; past it, the
+        layers must be named, and they must fit too.
+        """
+        from attnviz.limits import ATTENTION_BYTES, amount
+
+        if layers is None:
+            whole = self.attention_bytes()
+            if whole > ATTENTION_BYTES:
+                raise BadInput(
+                    f"the attention of all {self.num_layers} layers of {self.source.name} at "
+                    f"{len(self.pieces):,} pieces is {amount(whole)}, more than attnviz keeps for "
+                    f"one input ({amount(ATTENTION_BYTES)}): name the layers to keep "
+                    "(analyse(..., layers=[3]); show and heads keep only their --layer), or "
+                    "shorten the text (--truncate)"
+                )
+            return None
+        if isinstance(layers, str) or not isinstance(layers, Sequence):
+            raise BadInput(f"layers must be a list of layer numbers, e.g. [3]; got {layers!r}")
+        kept = tuple(sorted({resolve_index(layer, self.num_layers, "layer") for layer in layers}))
+        if not kept:
+            raise BadInput("the list of layers is empty: name at least one layer, e.g. [3]")
+        size = self.attention_bytes(len(kept))
+        if size > ATTENTION_BYTES:
+            raise BadInput(
+                f"the attention of {len(kept)} layer(s) of {self.source.name} at "
+                f"{len(self.pieces):,} pieces is {amount(size)}, more than attnviz keeps for one "
+                f"input ({amount(ATTENTION_BYTES)}): name fewer layers, or shorten the text"
+            )
+        return None if kept == tuple(range(self.num_layers)) else kept
+
+    def memory_note(self, layers: Sequence[int] | None) -> str | None:
+        """One line when only some layers will be kept: what the whole would have taken."""
+        from attnviz.limits import ATTENTION_BYTES, amount
+
+        whole = self.attention_bytes()
+        if layers is None or whole <= ATTENTION_BYTES:
+            return None
+        kept = self.kept_layers(layers)
+        count = self.num_layers if kept is None else len(kept)
+        which = "every layer" if kept is None else f"layer {', '.join(map(str, kept))} only"
+        return (
+            f"{len(self.pieces):,} pieces: keeping {which} ({amount(self.attention_bytes(count))} "
+            f"of attention; all {self.num_layers} layers would take {amount(whole)})"
+        )
+
     def what_if_mask(self, mask: str) -> bool:
         """Whether `mask` asks for the causal what-if; refused on a decoder, already causal."""
         causal = choice(mask, MASKS, "mask") == "causal"
@@ -203,20 +257,30 @@ class Prepared(_Input):
         resolve_heads(heads, self.num_heads)
 
     def analyse(
-        self, *, mask: str = "none", dtype: str = "float32", cache: bool = True
+        self,
+        *,
+        mask: str = "none",
+        dtype: str = "float32",
+        cache: bool = True,
+        layers: Sequence[int] | None = None,
     ) -> Analysis:
         """Every attention weight of this input: from the cache, or by running the encoder.
 
         `mask="causal"` is a what-if: the encoder run with a causal mask. `dtype` is what
         the encoder computes in. `cache` reads and writes the attention cache (unless
-        ATTNVIZ_NO_CACHE is set).
+        ATTNVIZ_NO_CACHE is set). `layers` keeps only those layers (and runs none after
+        the last): for long inputs, whose whole attention is refused past
+        `attnviz.limits.ATTENTION_BYTES`.
         """
         from attnviz.cache import cache_enabled
         from attnviz.pipeline import compute
 
         causal = self.what_if_mask(mask)
         choice(dtype, DTYPES, "dtype")
-        return compute(self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype)
+        kept = self.kept_layers(layers)
+        return compute(
+            self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
+        )
 
     def explain(
         self,

@@ -513,6 +513,29 @@ class Source:
     measure: str = "weight"  # what `attentions` holds (see attnviz.measures)
     per_layer: bool = False  # a measure over the whole layer: no head axis
     note: str = ""  # the measure as titles name it
+    kept: tuple[int, ...] | None = None  # the model's layers `attentions` holds; None: all
+    num_layers: int = 0  # the model's layers (0: as many as `attentions` holds)
+
+    def slot(self, layer: int) -> int:
+        """Where the model's `layer` (already resolved) sits in `attentions`."""
+        if self.kept is None:
+            return layer
+        if layer not in self.kept:
+            raise BadInput(
+                f"layer {layer} was not computed: this input kept only layer "
+                f"{_listing(list(self.kept))} (its whole attention is too large to keep); "
+                f"analyse it with layers=[{layer}], or pass --layer {layer}"
+            )
+        return self.kept.index(layer)
+
+    def whole(self, what: str) -> None:
+        """Refuse `what` (a view over every layer) when only some layers were kept."""
+        if self.kept is not None:
+            raise BadInput(
+                f"{what} needs every layer, but this input kept only layer "
+                f"{_listing(list(self.kept))}, since its whole attention is too large to keep: "
+                "shorten the text, or look at one layer (show, heads)"
+            )
 
     def no_heads(self, what: str) -> BadInput:
         return BadInput(
@@ -522,8 +545,9 @@ class Source:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """The model's layers and the heads per layer (1 for a per-layer measure)."""
         L, H = self.attentions.shape[:2]
-        return L, H
+        return self.num_layers or L, H
 
 
 def layer_view(
@@ -540,7 +564,7 @@ def layer_view(
         raise src.no_heads("--head does not apply")
     head = None if head is None else resolve_index(head, H, "head")
     into = _units(src.pieces, units, exclude)
-    matrix = into.matrix(select(src.attentions, layer, head))  # (N, N)
+    matrix = into.matrix(select(src.attentions, src.slot(layer), head))  # (N, N)
     which = f"head {head}" if head is not None else f"mean of {H} heads"
     if src.per_layer:
         which = "all heads together"
@@ -573,7 +597,7 @@ def heads_view(
     into = _units(src.pieces, units, exclude)
     which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
     return HeadsView(
-        matrices=into.matrix(src.attentions[layer, shown]),  # (h, N, N)
+        matrices=into.matrix(src.attentions[src.slot(layer), shown]),  # (h, N, N)
         **_labelled(into),
         panel_titles=[f"head {h}" for h in shown],
         title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(into.exclude)}",
@@ -592,6 +616,7 @@ def model_view(
     exclude: str | Sequence[str] | None = None,
 ) -> HeadsView:
     """Every layer (rows) and head (columns), or the `heads` listed in every layer."""
+    src.whole("the model view")
     L, H = src.shape
     if src.per_layer and heads is not None:
         raise src.no_heads("--heads does not apply")
@@ -635,6 +660,7 @@ def rollout_view(
 
     if method not in ("rollout", "flow"):
         raise BadInput(f"method {method!r} is not one of rollout, flow")
+    src.whole("rollout")
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
     top = check_range(top, "--top", TOP)

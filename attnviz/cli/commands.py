@@ -22,6 +22,7 @@ from rich.text import Text
 from attnviz import api
 from attnviz.cli.errors import defer_note
 from attnviz.errors import BadInput
+from attnviz.limits import ATTENTION_BYTES
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -99,9 +100,11 @@ def _analyse(
     words: dict[str, str] | None = None,
     units: str = "words",
     view: str = "show",
+    one_layer: bool = False,
 ) -> Analysis:
     """Check the output, the layer and head and the `words` named by options (cheaply,
-    before torch), then compute."""
+    before torch), then compute. `one_layer`: the command shows `layer` only, so a long
+    input whose whole attention is too large keeps just that layer."""
     from attnviz.measures import check_measure
 
     check_measure(inp.measure, head=head, heads=heads, view=view)
@@ -119,7 +122,14 @@ def _analyse(
         labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
         for option, word in words.items():
             find_label(labels, word, option)
-    return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache)
+    # A long input whose whole attention is too large: keep only the layer this view shows.
+    layers = None
+    if one_layer and prepared.attention_bytes() > ATTENTION_BYTES:
+        layers = [-1 if layer is None else layer]
+        note = prepared.memory_note(layers)
+        if note and not inp.quiet:
+            print(f"note: {note}", file=sys.stderr)
+    return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache, layers=layers)
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -179,7 +189,15 @@ def show(
     allowed = PAGES if query is None else IMAGE_SUFFIXES
     _page_shows_every_token(out, exclude)
     analysis = _analyse(
-        inp, out, style, allowed=allowed, layer=layer, head=head, words=words, units=units
+        inp,
+        out,
+        style,
+        allowed=allowed,
+        layer=layer,
+        head=head,
+        words=words,
+        units=units,
+        one_layer=True,
     )
     view = analysis.view(layer, head, units, exclude=exclude, measure=inp.measure)
     shown: AttentionView | QueryRow = view if query is None else view.row(query)
@@ -203,7 +221,9 @@ def heads(
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
     _page_shows_every_token(out, exclude)
-    analysis = _analyse(inp, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads")
+    analysis = _analyse(
+        inp, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
+    )
     view = analysis.heads(layer, subset, units, exclude=exclude, measure=inp.measure)
     if out is not None:
         _save(

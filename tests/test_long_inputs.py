@@ -1,0 +1,107 @@
+"""Long inputs stay within bounded memory: only the layers a view needs are computed and kept.
+
+Past `limits.ATTENTION_BYTES` of attention (all layers × heads × T × T float32), the
+whole attention is refused before any work; `layers=` (and show/heads, which need one
+layer) keep only what they show, and say so in one note.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz import BadInput
+from tests.conftest import TinyFactory
+
+TEXT = "John thought: the train was full, but he found a free seat."
+
+
+def test_kept_layers_equal_the_same_layers_of_a_whole_run(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=4))
+    whole = attnviz.analyse(TEXT, model=folder, cache=False)
+    some = attnviz.analyse(TEXT, model=folder, cache=False, layers=[2, -1])
+    assert some.layers == (2, 3)
+    assert some.attentions.shape[0] == 2
+    np.testing.assert_array_equal(some.attentions, whole.attentions[[2, 3]])
+    np.testing.assert_array_equal(some.view(3).matrix, whole.view(3).matrix)
+    assert some.heads(2).layer == 2
+    with pytest.raises(BadInput, match="layer 1 was not computed"):
+        some.view(1)
+    for call in (some.model_view, some.rollout, lambda: some.find("he", "John"), some.html):
+        with pytest.raises(BadInput, match="needs every layer"):
+            call()
+
+
+def test_an_encoder_keeps_layers_too(embedded_folder: Path) -> None:
+    whole = attnviz.analyse(TEXT, cache=False)
+    some = attnviz.analyse(TEXT, cache=False, layers=[3])
+    np.testing.assert_allclose(some.attentions[0], whole.attentions[3], atol=1e-6)
+    assert some.view(3, 7).row("he").keys[0] == whole.view(3, 7).row("he").keys[0]
+
+
+def test_export_names_the_layers_it_holds(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
+    folder = str(tiny_decoder("gpt2"))
+    some = attnviz.analyse(TEXT, model=folder, cache=False, layers=[1])
+    some.save(tmp_path / "a.npz")
+    some.save(tmp_path / "a.json")
+    with np.load(tmp_path / "a.npz") as data:
+        assert data["layers"].tolist() == [1]
+        assert data["attentions"].shape[0] == 1
+    assert json.loads((tmp_path / "a.json").read_text())["layers"] == [1]
+
+
+def test_bad_layer_lists_are_refused_in_one_line(tiny_decoder: TinyFactory) -> None:
+    prepared = attnviz.prepare(TEXT, model=str(tiny_decoder("gpt2")))
+    for layers, message in (([], "empty"), ([5], "out of range"), ("1", "list of layer")):
+        with pytest.raises(BadInput, match=message) as info:
+            prepared.analyse(layers=layers, cache=False)  # type: ignore[arg-type]
+        assert "\n" not in str(info.value)
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch, tiny_decoder: TinyFactory) -> str:
+    """A 4-layer Llama, and a budget that one layer of TEXT fits and all four do not."""
+    import attnviz.cli.commands
+    import attnviz.limits
+
+    folder = str(tiny_decoder("llama", num_hidden_layers=4))
+    budget = attnviz.prepare(TEXT, model=folder).attention_bytes(1) + 1
+    monkeypatch.setattr(attnviz.limits, "ATTENTION_BYTES", budget)
+    monkeypatch.setattr(attnviz.cli.commands, "ATTENTION_BYTES", budget)
+    return folder
+
+
+def test_whole_attention_past_the_budget_is_refused_before_any_work(small_budget: str) -> None:
+    prepared = attnviz.prepare(TEXT, model=small_budget)
+    with pytest.raises(BadInput) as info:
+        prepared.analyse(cache=False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "all 4 layers" in message and "layers=[3]" in message
+    with pytest.raises(BadInput, match="name fewer layers"):
+        prepared.analyse(cache=False, layers=[0, 1])
+    assert prepared.analyse(cache=False, layers=[1]).layers == (1,)
+
+
+def test_show_and_heads_keep_their_layer_and_say_so(small_budget: str) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    folder = small_budget
+    runner = CliRunner()
+    result = runner.invoke(app, ["show", TEXT, "--model", folder, "--layer", "2", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "keeping layer 2 only" in result.stderr and "all 4 layers would take" in result.stderr
+    record = json.loads(result.stdout)
+    whole = attnviz.analyse(TEXT, model=folder, cache=False, layers=[2]).view(2)
+    np.testing.assert_allclose(record["weights"], whole.matrix, atol=1e-6)
+    heads = runner.invoke(app, ["heads", TEXT, "--model", folder, "--layer", "1", "--quiet"])
+    assert heads.exit_code == 0 and "keeping" not in heads.stderr
+    model = runner.invoke(app, ["model", TEXT, "--model", folder])
+    assert model.exit_code == 2  # bad input, as for any option the input cannot take
+    assert model.stderr.count("\n") == 1 and "more than attnviz keeps" in model.stderr
