@@ -32,12 +32,14 @@ def prepare(
     model: str | None = None,
     truncate: bool = False,
     cache: bool = True,
+    max_tokens: int | None = None,
 ) -> Prepared:
     """Find the model and tokenize `text` for it, without loading weights or importing torch.
 
     `model` is a local folder or a Hugging Face Hub id (None: `$ATTNVIZ_MODEL`, else the
-    embedded all-MiniLM-L6-v2). `pair` is a second sentence, read as BERT reads pairs.
-    A text longer than the model takes is refused, unless `truncate` keeps its start.
+    embedded all-MiniLM-L6-v2). `pair` is a second sentence, read as BERT reads pairs
+    (encoders only). A text longer than `max_tokens` pieces (default: the model's limit;
+    for a decoder at most 2,048) is refused, unless `truncate` keeps its start.
     `cache=False` keeps nothing on disk (a tokenizer converted from vocab.txt included).
     """
     from attnviz.pipeline import prepare as _prepare
@@ -46,7 +48,9 @@ def prepare(
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    return _prepare(text, model=model, pair=pair, truncate=truncate, use_cache=cache)
+    return _prepare(
+        text, model=model, pair=pair, truncate=truncate, use_cache=cache, max_tokens=max_tokens
+    )
 
 
 def analyse(
@@ -59,6 +63,7 @@ def analyse(
     truncate: bool = False,
     cache: bool = True,
     layers: Sequence[int] | None = None,
+    max_tokens: int | None = None,
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
 
@@ -68,10 +73,12 @@ def analyse(
     text seen before is not computed again (off when ATTNVIZ_NO_CACHE is set).
     `layers` keeps only those layers (`attentions[i]` is layer `analysis.layers[i]`): a
     long input whose whole attention is over `attnviz.limits.ATTENTION_BYTES` needs it.
+    `max_tokens` bounds the input (see `prepare`).
     """
-    return prepare(text, pair=pair, model=model, truncate=truncate, cache=cache).analyse(
-        mask=mask, dtype=dtype, cache=cache, layers=layers
+    prepared = prepare(
+        text, pair=pair, model=model, truncate=truncate, cache=cache, max_tokens=max_tokens
     )
+    return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
 
 
 def head_stats(
@@ -84,8 +91,12 @@ def head_stats(
     threads: int | None = None,
     dtype: str = "float32",
     progress: Callable[[int], None] | None = None,
+    max_tokens: int | None = None,
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
+
+    `max_tokens` bounds each sentence in pieces, as in `prepare`; a sentence whose
+    attention over every layer would pass `attnviz.limits.ATTENTION_BYTES` is refused.
 
     `texts` is any iterable of sentences (a list, a generator, an open file's lines):
     it is read as the statistics run, a few thousand sentences at a time, so memory
@@ -118,7 +129,8 @@ def head_stats(
     sums: StatsAccumulator | None = None
     encoder = None
     dropped = 0
-    for corpus in corpus_chunks(itertools.chain(first, sentences), model=model, truncate=truncate):
+    texts = itertools.chain(first, sentences)
+    for corpus in corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens):
         shape = corpus.shape
         if sums is None:
             sums = StatsAccumulator(shape.layers, shape.heads)

@@ -251,6 +251,32 @@ class ModelShape:
         return self.decoder is not None
 
     @property
+    def own_max_tokens(self) -> int:
+        """The longest input the model itself takes (a decoder's `max_tokens` is attnviz's)."""
+        return self.decoder.max_positions if self.decoder is not None else self.max_tokens
+
+    def token_limit(self, max_tokens: int | None = None) -> tuple[int, str]:
+        """The longest input read, and why when it is not the model's own limit.
+
+        `max_tokens` (--max-tokens) sets it, up to the model's own limit; by default a
+        decoder reads at most `limits.DECODER_TOKENS` pieces.
+        """
+        from attnviz.limits import check_range
+
+        own = self.own_max_tokens
+        if max_tokens is not None:
+            limit = check_range(
+                max_tokens, "--max-tokens", (1, own), f" (this model takes at most {own:,})"
+            )
+            return limit, "" if limit == own else " (--max-tokens)"
+        if self.max_tokens < own:
+            return self.max_tokens, (
+                f" (attnviz's bound for a decoder; --max-tokens raises it up to the model's "
+                f"{own:,})"
+            )
+        return own, ""
+
+    @property
     def kv_heads(self) -> int:
         """Key/value heads: fewer than `heads` under grouped-query attention."""
         return self.decoder.num_kv_heads if self.decoder is not None else self.heads

@@ -9,6 +9,7 @@ in padded batches.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,10 +38,13 @@ def prepare(
     pair: str | None = None,
     truncate: bool = False,
     use_cache: bool = True,
+    max_tokens: int | None = None,
 ) -> Prepared:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
     `use_cache` lets a tokenizer that transformers had to convert be kept in the cache.
+    `max_tokens` bounds the input in pieces (default: the model's limit, and for a
+    decoder at most `limits.DECODER_TOKENS`).
     """
     source = locate(model)
     config = read_config(source.folder)
@@ -51,7 +55,8 @@ def prepare(
             "one running text; put both sentences in the text instead"
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
-    pieces = tokenize(tokenizer, text, pair=pair, max_positions=shape.max_tokens, truncate=truncate)
+    limit, why = shape.token_limit(max_tokens)
+    pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
     _check_vocabulary(pieces, shape, source)
     return Prepared(source, config, pieces, truncate)
 
@@ -174,6 +179,7 @@ def corpus_chunks(
     model: str | None = None,
     truncate: bool = False,
     chunk: int = CHUNK_SENTENCES,
+    max_tokens: int | None = None,
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
@@ -185,6 +191,7 @@ def corpus_chunks(
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
+    limit, why = shape.token_limit(max_tokens)
     texts = iter(texts)
     number = 0
     while True:
@@ -193,9 +200,10 @@ def corpus_chunks(
             number += 1
             try:
                 pieces.append(
-                    tokenize(tokenizer, text, max_positions=shape.max_tokens, truncate=truncate)
+                    tokenize(tokenizer, text, max_positions=limit, truncate=truncate, why=why)
                 )
                 _check_vocabulary(pieces[-1], shape, source)
+                _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
                 raise type(exc)(f"sentence {number} ({quoted!r}): {exc}") from None
@@ -203,6 +211,20 @@ def corpus_chunks(
             yield Corpus(source, config, pieces)
         if len(pieces) < chunk:
             return
+
+
+def _check_attention_size(T: int, shape: ModelShape) -> None:
+    """Refuse a sentence whose attention over every layer, which a batch holds, is too large."""
+    from attnviz.limits import ATTENTION_BYTES, amount
+
+    size = shape.layers * shape.heads * T * T * 4
+    if size > ATTENTION_BYTES:
+        longest = math.isqrt(ATTENTION_BYTES // (shape.layers * shape.heads * 4))
+        raise BadInput(
+            f"it is {T:,} pieces, and its attention over all {shape.layers} layers is "
+            f"{amount(size)}, more than attnviz holds at once ({amount(ATTENTION_BYTES)}): pass "
+            f"--max-tokens {longest} --truncate to read the first {longest:,} pieces"
+        )
 
 
 def pick_device(device: str, *, batched: bool) -> str:

@@ -210,8 +210,12 @@ def tokenize(
     pair: str | None = None,
     max_positions: int,
     truncate: bool = False,
+    why: str = "",
 ) -> Pieces:
-    """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit."""
+    """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit.
+
+    `why` follows the limit in the refusal when the bound is not the model's own.
+    """
     for value in (text, pair):
         try:
             (value or "").encode("utf-8")
@@ -231,7 +235,8 @@ def tokenize(
         if not truncate:
             raise BadInput(
                 f"the text is {len(encoding)} pieces long but the model takes at most "
-                f"{max_positions}: shorten it or pass --truncate to keep the first {max_positions}"
+                f"{max_positions}{why}: shorten it or pass --truncate to keep the first "
+                f"{max_positions}"
             )
         tokenizer.enable_truncation(max_positions)
         try:

@@ -53,6 +53,7 @@ from attnviz.cli.options import (
     LayerOpt,
     Mask,
     MaskOpt,
+    MaxTokensOpt,
     Measure,
     MeasureOpt,
     Method,
@@ -130,6 +131,7 @@ def _input(
     dtype: Dtype = Dtype.float32,
     quiet: bool = False,
     measure: Measure = Measure.weight,
+    max_tokens: int | None = None,
 ) -> Input:
     from attnviz.cli.commands import Input
 
@@ -149,6 +151,7 @@ def _input(
         quiet,
         from_stdin,
         measure.value,
+        max_tokens,
     )
 
 
@@ -194,6 +197,7 @@ def show(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -216,7 +220,18 @@ def show(
 
         commands.show(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                no_cache,
+                dtype,
+                quiet,
+                measure=measure,
+                max_tokens=max_tokens,
+            ),
             layer=layer,
             head=head,
             units=units.value,
@@ -242,6 +257,7 @@ def heads(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -261,7 +277,18 @@ def heads(
 
         commands.heads(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                no_cache,
+                dtype,
+                quiet,
+                measure=measure,
+                max_tokens=max_tokens,
+            ),
             layer=layer,
             units=units.value,
             out=out,
@@ -284,6 +311,7 @@ def model_view(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -303,7 +331,18 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                no_cache,
+                dtype,
+                quiet,
+                measure=measure,
+                max_tokens=max_tokens,
+            ),
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -347,6 +386,7 @@ def explain(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -370,7 +410,15 @@ def explain(
             )
         commands.explain(
             _console(),
-            _input(text, model, truncate, pair, mask, quiet=quiet),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                quiet=quiet,
+                max_tokens=max_tokens,
+            ),
             token=token,
             index=index,
             layer=layer,
@@ -412,6 +460,7 @@ def rollout(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -435,7 +484,18 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                no_cache,
+                dtype,
+                quiet,
+                measure=measure,
+                max_tokens=max_tokens,
+            ),
             upto=upto,
             units=units.value,
             top=top,
@@ -480,6 +540,7 @@ def find(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -504,7 +565,9 @@ def find(
 
         commands.find(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(
+                text, model, truncate, pair, mask, no_cache, dtype, quiet, max_tokens=max_tokens
+            ),
             source=source,
             target=target,
             top=top,
@@ -539,6 +602,7 @@ def compare_measures(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -561,7 +625,9 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         commands.compare_measures(
             _console(),
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet),
+            _input(
+                text, model, truncate, pair, mask, no_cache, dtype, quiet, max_tokens=max_tokens
+            ),
             query=query,
             layer=layer,
             top=top,
@@ -611,6 +677,7 @@ def stats(
     ] = None,
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -677,6 +744,7 @@ def stats(
             batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
             quiet=quiet,
             shared_scale=not own_scales,
+            max_tokens=max_tokens,
         )
 
 
@@ -686,6 +754,7 @@ def tokens(
     model: ModelOpt = None,
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
@@ -695,7 +764,7 @@ def tokens(
     with failures(debug):
         from attnviz.cli import commands
 
-        commands.tokens(_console(), _input(text, model, truncate, pair))
+        commands.tokens(_console(), _input(text, model, truncate, pair, max_tokens=max_tokens))
 
 
 @app.command()
@@ -735,6 +804,7 @@ def export(
     pair: PairOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -756,7 +826,18 @@ def export(
         from attnviz.cli import commands
 
         commands.export(
-            _input(text, model, truncate, pair, mask, no_cache, dtype, quiet, measure=measure),
+            _input(
+                text,
+                model,
+                truncate,
+                pair,
+                mask,
+                no_cache,
+                dtype,
+                quiet,
+                measure=measure,
+                max_tokens=max_tokens,
+            ),
             out=out,
             view=view.value,
             layer=layer,

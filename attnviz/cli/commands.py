@@ -49,6 +49,7 @@ class Input:
     quiet: bool = False  # no notes on stderr
     from_stdin: bool = False  # the text was read from standard input
     measure: str = "weight"  # what the views draw (see attnviz.measures)
+    max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,12 @@ def _prepare(inp: Input) -> Prepared:
     """Tokenize for the model; notes on stderr (never stdout, so JSON stays clean)."""
     try:
         prepared = api.prepare(
-            inp.text, pair=inp.pair, model=inp.model, truncate=inp.truncate, cache=inp.cache
+            inp.text,
+            pair=inp.pair,
+            model=inp.model,
+            truncate=inp.truncate,
+            cache=inp.cache,
+            max_tokens=inp.max_tokens,
         )
     except BadInput as exc:
         if inp.from_stdin and str(exc).startswith("the text "):
@@ -386,6 +392,7 @@ def stats(
     batching: BatchOptions,
     quiet: bool = False,
     shared_scale: bool = True,
+    max_tokens: int | None = None,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -400,6 +407,7 @@ def stats(
             texts,
             model=model,
             truncate=truncate,
+            max_tokens=max_tokens,
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,

@@ -102,6 +102,18 @@ ModelOpt = Annotated[
 TruncateOpt = Annotated[
     bool, typer.Option("--truncate", help="Keep the first positions of a text that is too long.")
 ]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        help="The longest input read, in pieces. Default: the model's own limit, and at most "
+        "2048 for a decoder; raise it up to the model's limit (one layer's attention grows as "
+        "the square: 9 heads at 8192 pieces are 2.3 GB).",
+        min=1,
+        max=1 << 20,
+        show_default=False,
+    ),
+]
 OutOpt = Annotated[
     Path | None,
     typer.Option(
