@@ -17,9 +17,11 @@ matter; seconds vary from machine to machine.
     attnviz show --measure M     vs  attnviz show, cold          (each measure)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
+    attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
+    peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
 
 `--only help,images` runs only those groups of rows (help, show, page, images, measures,
-throughput, memory); by default all of them run.
+throughput, memory, decoder); by default all of them run.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
-GROUPS = ("help", "show", "page", "images", "measures", "throughput", "memory")
+GROUPS = ("help", "show", "page", "images", "measures", "throughput", "memory", "decoder")
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
 TRANSFORMERS_RUN = f"""
@@ -243,6 +245,31 @@ def main() -> None:
                     limit,
                 )
 
+        decoder_memory = None
+        if "decoder" in only:
+            from benchmarks import decoder
+
+            smol = decoder.write_decoder(folder / "smol")
+            pair(
+                "attnviz show, cold, 135M decoder (20 pieces)",
+                [*ATTNVIZ, "show", decoder.SHORT, "--model", str(smol), "--no-cache"],
+                [PYTHON, "-c", decoder.weights_read(smol)],
+                "import torch + read the weights",
+                "≤ 1.5×",
+                1.5,
+            )
+            narrow = decoder.write_decoder(folder / "narrow", hidden=144, dtype="float32")
+            text = decoder.long_text()
+            base = [*ATTNVIZ, "show", text, "--model", str(narrow), "--truncate", "--no-cache"]
+            decoder_memory = [
+                (what, peak_rss_mb([*base, *extra], env))
+                for what, extra in (
+                    ("show --layer 3", ["--layer", "3"]),
+                    ("show (the last layer: all 30 run)", []),
+                    ("show --layer 3 --out PNG", ["--layer", "3", "--out", png]),
+                )
+            ]
+
         throughput = None
         if "throughput" in only:
             from benchmarks.throughput import measure
@@ -280,6 +307,11 @@ def main() -> None:
             f"| attnviz stats, {args.corpus:,} sentences ({stats_seconds:.0f} s) "
             f"| {stats_rss:.0f} | bounded |"
         )
+    if decoder_memory is not None:
+        print("\n| 2,048 tokens, 30 layers × 9 heads (3 key/value), peak memory | MB | target |")
+        print("|---|---:|---|")
+        for what, rss in decoder_memory:
+            print(f"| attnviz {what} | {rss:.0f} | ≤ 1024 MB: {_met(rss <= 1024)} |")
     print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
 
 
