@@ -105,3 +105,35 @@ def test_show_and_heads_keep_their_layer_and_say_so(small_budget: str) -> None:
     model = runner.invoke(app, ["model", TEXT, "--model", folder])
     assert model.exit_code == 2  # bad input, as for any option the input cannot take
     assert model.stderr.count("\n") == 1 and "more than attnviz keeps" in model.stderr
+
+
+def test_a_decoder_reads_2048_pieces_unless_max_tokens_says_otherwise(
+    tiny_decoder: TinyFactory,
+) -> None:
+    folder = str(tiny_decoder("gpt2", n_positions=4096))
+    long = " ".join(["the train was full"] * 200)  # 2,600 pieces with this tokenizer
+    with pytest.raises(BadInput) as info:
+        attnviz.prepare(long, model=folder)
+    assert "at most 2048 (attnviz's bound for a decoder; --max-tokens raises it up to the " in str(
+        info.value
+    )
+    assert len(attnviz.prepare(long, model=folder, truncate=True).pieces) == 2048
+    assert len(attnviz.prepare(long, model=folder, max_tokens=4096).pieces) > 2048
+    assert len(attnviz.prepare(long, model=folder, max_tokens=100, truncate=True).pieces) == 100
+    with pytest.raises(BadInput, match=r"--max-tokens 5000 is out of range.*at most 4,096"):
+        attnviz.prepare(long, model=folder, max_tokens=5000)
+
+
+def test_max_tokens_on_the_command_line(embedded_folder: Path) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["tokens", TEXT, "--max-tokens", "5", "--truncate"])
+    assert result.exit_code == 0, result.stderr
+    refused = runner.invoke(app, ["show", TEXT, "--max-tokens", "5"])
+    assert refused.exit_code == 2
+    assert "takes at most 5 (--max-tokens)" in refused.stderr
+    too_many = runner.invoke(app, ["show", TEXT, "--max-tokens", "513"])
+    assert too_many.exit_code == 2 and "at most 512" in too_many.stderr
