@@ -18,8 +18,16 @@ from attnviz.errors import AttnvizError, BadInput, short_reason
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"
 # Files fetched from the Hub: config, tokenizer (sentencepiece models too), the model
-# card (its `language:` field) and safetensors weights first.
-HUB_PATTERNS = ["*.json", "*.txt", "*.model", "README.md", "model.safetensors"]
+# card (its `language:` field) and safetensors weights first, whole or in shards (their
+# index is a .json).
+HUB_PATTERNS = [
+    "*.json",
+    "*.txt",
+    "*.model",
+    "README.md",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
@@ -73,8 +81,11 @@ def _fetch_from_hub(repo_id: str, given: str) -> Path:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
-        if not (folder / "model.safetensors").is_file():
-            folder = Path(snapshot_download(repo_id, allow_patterns=["pytorch_model.bin"]))
+        if not any(
+            (folder / name).is_file()
+            for name in ("model.safetensors", "model.safetensors.index.json")
+        ):
+            folder = Path(snapshot_download(repo_id, allow_patterns=["pytorch_model*.bin"]))
     except Exception as exc:
         if _offline():
             raise AttnvizError(
