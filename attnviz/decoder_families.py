@@ -331,23 +331,27 @@ def _windows(
     """How far back each layer looks (None: the whole prefix), from the family's keys."""
     if model_type == "llama":
         return ()
+    types = raw.get("layer_types")  # Qwen2 in transformers 5: each layer's kind
+    if (
+        model_type == "qwen2"
+        and types is not None
+        and (
+            not isinstance(types, list)
+            or len(types) != layers
+            or not all(t in ("full_attention", "sliding_attention") for t in types)
+        )
+    ):
+        raise AttnvizError(
+            f"{where} has layer_types={_shown(types)}; expected one of full_attention or "
+            f"sliding_attention for each of its {layers} layers: the config is corrupt"
+        )
     if raw.get("sliding_window") is None:
         return ()
     window = size("sliding_window", None, "window")
     if model_type == "mistral":
         return (window,) * layers
-    # Qwen2: `layer_types` (transformers 5), else use_sliding_window from max_window_layers on.
-    types = raw.get("layer_types")
+    # Qwen2: `layer_types`, else use_sliding_window from max_window_layers on.
     if types is not None:
-        if (
-            not isinstance(types, list)
-            or len(types) != layers
-            or not all(t in ("full_attention", "sliding_attention") for t in types)
-        ):
-            raise AttnvizError(
-                f"{where} has layer_types={_shown(types)}; expected one of full_attention or "
-                f"sliding_attention for each of its {layers} layers: the config is corrupt"
-            )
         return tuple(window if t == "sliding_attention" else None for t in types)
     if not flag("use_sliding_window", False):
         return ()

@@ -195,3 +195,75 @@ def test_rotary_turns_pairs_so_scores_depend_on_distance_only() -> None:
     scores = [float(rq[p + 3] @ rk[p]) for p in range(8)]
     assert max(scores) - min(scores) < 1e-4
     assert torch.allclose(rotary.rotate(q).norm(dim=-1), q.norm(dim=-1), atol=1e-5)
+
+
+def _edited_config(folder: Path, tmp_path: Path, **changes: object) -> Path:
+    import json
+    import shutil
+
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("family", "changes", "message"),
+    [
+        ("llama", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rope_type='yarn'"),
+        ("llama", {"num_key_value_heads": 3}, "not a multiple of num_key_value_heads=3"),
+        ("llama", {"head_dim": 7}, "even head size"),
+        ("llama", {"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+        ("llama", {"num_hidden_layers": 10**9}, "num_hidden_layers=1000000000"),
+        ("llama", {"hidden_act": "mish"}, "hidden_act='mish'"),
+        ("gpt2", {"n_embd": 65, "n_head": 8}, "not divisible by n_head=8"),
+        ("gpt2", {"scale_attn_weights": "yes"}, "scale_attn_weights='yes'"),
+        ("mistral", {"sliding_window": -4}, "sliding_window=-4"),
+        ("qwen2", {"layer_types": ["full_attention"]}, "layer_types="),
+    ],
+)
+def test_configs_attnviz_cannot_compute_are_refused_in_one_line(
+    tiny_decoder: TinyFactory, tmp_path: Path, family: str, changes: dict, message: str
+) -> None:
+    from attnviz.errors import AttnvizError
+    from attnviz.families import read_config
+
+    folder = _edited_config(tiny_decoder(family), tmp_path, **changes)
+    with pytest.raises(AttnvizError) as info:
+        read_config(folder)
+    assert "\n" not in str(info.value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("weight_map", "message"),
+    [
+        ({"tokens.weight": "../outside.safetensors"}, "not a .safetensors file name"),
+        ({"tokens.weight": "/etc/passwd"}, "not a .safetensors file name"),
+        ({"tokens.weight": "model-9-of-9.safetensors"}, "missing"),
+        ({"tokens.weight": 3}, "not file names"),
+        ([], "no weight_map"),
+    ],
+)
+def test_a_hostile_shard_index_is_refused_in_one_line(
+    tiny_decoder: TinyFactory, tmp_path: Path, weight_map: object, message: str
+) -> None:
+    import json
+    import shutil
+
+    from attnviz.errors import AttnvizError
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_decoder("gpt2", shard="30KB"), folder)
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    (tmp_path / "outside.safetensors").write_bytes(b"not weights")
+    with pytest.raises(AttnvizError) as info:
+        load_encoder(folder)
+    assert "\n" not in str(info.value) and message in str(info.value)
