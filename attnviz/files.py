@@ -41,7 +41,8 @@ def data_record(analysis: Analysis) -> dict[str, Any]:
         "model": analysis.model.name,
         "text": analysis.text,
         "pair": analysis.pair,
-        "causal": analysis.causal,
+        "causal": analysis.causal or analysis.model.decoder,  # a what-if mask, or a decoder's own
+        "decoder": analysis.model.decoder,
         "dtype": analysis.dtype,
         "words": [w.label for w in words],
         "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
@@ -78,7 +79,8 @@ def write_data(analysis: Analysis, out: Path, measure: str = "weight") -> None:
         tokens=np.array(pieces.tokens, dtype=np.str_),
         input_ids=np.array(pieces.ids, dtype=np.int64),
         token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
-        causal=np.array(analysis.causal),
+        causal=np.array(analysis.causal or analysis.model.decoder),
+        decoder=np.array(analysis.model.decoder),
         dtype=np.array(analysis.dtype, dtype=np.str_),
         model=np.array(analysis.model.name, dtype=np.str_),
         text=np.array(analysis.text, dtype=np.str_),

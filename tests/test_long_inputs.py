@@ -51,7 +51,9 @@ def test_export_names_the_layers_it_holds(tiny_decoder: TinyFactory, tmp_path: P
     with np.load(tmp_path / "a.npz") as data:
         assert data["layers"].tolist() == [1]
         assert data["attentions"].shape[0] == 1
-    assert json.loads((tmp_path / "a.json").read_text())["layers"] == [1]
+    record = json.loads((tmp_path / "a.json").read_text())
+    assert record["layers"] == [1]
+    assert record["causal"] is True and record["decoder"] is True  # the model's own mask
 
 
 def test_bad_layer_lists_are_refused_in_one_line(tiny_decoder: TinyFactory) -> None:
