@@ -195,6 +195,71 @@ def test_fuzz_config_json(base: Path, choice: tuple[str, str, Any]) -> None:
         _check(folder, f"config.json {how} {key}={str(value)[:80]!r}")
 
 
+DECODER_CONFIG_KEYS = {
+    "llama": [
+        "model_type",
+        "num_key_value_heads",
+        "head_dim",
+        "rope_parameters",
+        "rope_scaling",
+        "rope_theta",
+        "sliding_window",
+        "layer_types",
+        "max_window_layers",
+        "use_sliding_window",
+        "attention_bias",
+        "rms_norm_eps",
+        "max_position_embeddings",
+        "hidden_size",
+        "num_attention_heads",
+    ],
+    "gpt2": [
+        "model_type",
+        "n_embd",
+        "n_head",
+        "n_layer",
+        "n_inner",
+        "n_positions",
+        "activation_function",
+        "scale_attn_weights",
+        "scale_attn_by_inverse_layer_idx",
+        "reorder_and_upcast_attn",
+        "layer_norm_epsilon",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def decoders(tiny_decoder: TinyFactory) -> dict[str, Path]:
+    return {"llama": tiny_decoder("qwen2", sliding_window=5), "gpt2": tiny_decoder("gpt2")}
+
+
+@FUZZ
+@given(
+    family=st.sampled_from(["llama", "gpt2"]),
+    choice=st.one_of(
+        st.tuples(st.just("set"), st.integers(0, 100), _JSON),
+        st.tuples(st.just("delete"), st.integers(0, 100), st.none()),
+    ),
+)
+def test_fuzz_decoder_config_json(
+    decoders: dict[str, Path], family: str, choice: tuple[str, int, Any]
+) -> None:
+    how, which, value = choice
+    keys = DECODER_CONFIG_KEYS[family]
+    key = keys[which % len(keys)]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = _copy(decoders[family], tmp)
+        path = folder / "config.json"
+        config = json.loads(path.read_text())
+        if how == "set":
+            config[key] = value
+        else:
+            config.pop(key, None)
+        path.write_text(json.dumps(config))
+        _check(folder, f"{family} config.json {how} {key}={str(value)[:80]!r}")
+
+
 TOKENIZER_PATHS = [
     ["model", "type"],
     ["model", "unk_token"],
