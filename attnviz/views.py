@@ -472,6 +472,38 @@ class HeadsView(_Drawn):
             "weights": self.matrices.tolist(),
         }
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the panels as the interactive page's head view, offline."""
+        from attnviz.render.html import fragment
+
+        if self.layer is not None:  # one layer's heads
+            grid = self.matrices[None]  # (1, h, N, N)
+            layer_names, head_names = [f"layer {self.layer}"], [f"head {h}" for h in self.heads]
+        elif self.columns:  # the model view: a row of `columns` heads per layer
+            grid = self.matrices.reshape(-1, self.columns, *self.matrices.shape[1:])
+            layer_names = [f"layer {layer}" for layer in range(len(grid))]
+            head_names = [f"head {h}" for h in self.heads]
+        else:  # a per-layer measure: one panel per layer
+            grid = self.matrices[:, None]  # (L, 1, N, N)
+            layer_names, head_names = list(self.panel_titles), ["all heads"]
+        return fragment(
+            grid,
+            self.tokens,
+            words=None,
+            word_labels=None,
+            pair_start=self.pair_start,
+            pair_word_start=None,
+            title=self.title,
+            view="heads" if self.layer is not None else "model",
+            layer=0,
+            head=None,
+            heads=None,
+            units="tokens",
+            theme="auto",
+            layer_names=layer_names,
+            head_names=head_names,
+        )
+
     def _renderable(self) -> Any:
         from attnviz.render.terminal import HeadGrid
 

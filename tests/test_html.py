@@ -308,3 +308,22 @@ def test_notebook_shows_the_view_inline(browser, tmp_path: Path) -> None:  # typ
     assert view.page.locator(".attnviz[data-ready=true]").count() == 2
     assert view.errors == []
     view.close()
+
+
+@pytest.mark.slow
+def test_heads_and_model_views_show_inline_with_their_own_names(  # type: ignore[no-untyped-def]
+    browser, analysis: attnviz.Analysis, tmp_path: Path
+) -> None:
+    """A notebook cell ending in `a.heads(3, heads=[7, 1])` or `a.model_view()` is interactive."""
+    heads = analysis.heads(3, heads=[7, 1])
+    parts = [heads._repr_html_(), analysis.model_view(heads=[0, 2])._repr_html_()]
+    spec = _spec(parts[0])
+    assert (spec["layers"], spec["heads"], spec["headNames"]) == (1, 2, ["head 7", "head 1"])
+    np.testing.assert_allclose(_weights(spec)[0], heads.matrices, atol=1e-5)
+    out = tmp_path / "inline.html"
+    out.write_text("<!DOCTYPE html><meta charset=utf-8>" + "".join(parts), encoding="utf-8")
+    view = Page(browser, out)
+    assert view.page.locator(".attnviz[data-ready=true]").count() == 2
+    assert view.page.locator(".av-chip").first.inner_text().strip() == "7"  # head 7 comes first
+    assert view.errors == [] and view.requests == []
+    view.close()
