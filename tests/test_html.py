@@ -145,6 +145,15 @@ def test_cli_writes_pages_and_refuses_image_options(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown extension .html" in result.stderr
 
 
+def test_pages_follow_the_reader_unless_theme_is_given(tmp_path: Path) -> None:
+    for command, theme in ((["heads"], "dark"), (["show"], "light"), (["model"], None)):
+        out = tmp_path / f"{command[0]}.html"
+        given = ["--theme", theme] if theme else []
+        result = CliRunner().invoke(app, [*command, EN, "--out", str(out), *given])
+        assert result.exit_code == 0, result.stderr
+        assert _spec(out.read_text(encoding="utf-8"))["theme"] == (theme or "auto")
+
+
 # ---------------------------------------------------------------- in a real browser
 
 

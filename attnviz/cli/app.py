@@ -32,6 +32,7 @@ from attnviz.cli.input import (
     console_width,
     corpus,
     exclude_list,
+    given_on_command_line,
     head_list,
     read_text,
     stdin_is_data,
@@ -165,9 +166,12 @@ def _images(
     annotate: bool,
 ) -> ImageStyle:
     """The image options, refused when there is no image for them to apply to."""
-    from attnviz.output import ImageStyle
+    from attnviz.output import HTML_SUFFIXES, ImageStyle
 
     check_image_options(ctx, out)
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if page and not given_on_command_line(ctx, "theme"):
+        return ImageStyle(dpi, cmap, "auto", transparent, annotate)  # the reader's setting
     return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
 
 

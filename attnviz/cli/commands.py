@@ -152,7 +152,7 @@ def _save(
     """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
     or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, view, **where)
+        analysis.save(out, view, **where, theme=style.theme)
     else:
         analysis.save(out, view, **where, measure=inp.measure, **asdict(style))
 
@@ -208,7 +208,7 @@ def show(
     view = analysis.view(layer, head, units, exclude=exclude, measure=inp.measure)
     shown: AttentionView | QueryRow = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, "show", layer=layer, head=head, units=units)
+        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme)
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)

@@ -85,15 +85,15 @@ IMAGE_OPTIONS = ("dpi", "cmap", "theme", "transparent", "annotate")
 
 def check_image_options(ctx: typer.Context, out: Path | None) -> None:
     """Image options with no image to apply to would be silently ignored: say so instead."""
-    from attnviz.output import IMAGE_SUFFIXES
+    from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES
 
     if out is not None and out.suffix.lower() in IMAGE_SUFFIXES:
         return
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
     given = [
         f"--{name}"
         for name in IMAGE_OPTIONS
-        # compared by name: typer may carry its own copy of click's ParameterSource
-        if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+        if given_on_command_line(ctx, name) and not (page and name == "theme")  # pages take it
     ]
     if given:
         verb = "applies" if len(given) == 1 else "apply"
@@ -103,6 +103,11 @@ def check_image_options(ctx: typer.Context, out: Path | None) -> None:
             else f"{out.suffix} is not an image; drop the option or write .png, .svg or .pdf"
         )
         raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    # compared by name: typer may carry its own copy of click's ParameterSource
+    return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
 
 
 MAX_COLUMNS = 4096  # wider than any terminal; past it COLUMNS is a mistake, not a width

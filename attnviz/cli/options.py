@@ -129,7 +129,13 @@ ImageOutOpt = Annotated[
 ]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
 CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
-ThemeOpt = Annotated[Theme, typer.Option("--theme", help="Image background.")]
+ThemeOpt = Annotated[
+    Theme,
+    typer.Option(
+        "--theme",
+        help="Image background; on a .html page, light or dark instead of the reader's setting.",
+    ),
+]
 TransparentOpt = Annotated[
     bool, typer.Option("--transparent", help="Image with a transparent background.")
 ]
