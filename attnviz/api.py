@@ -131,6 +131,7 @@ def head_stats(
             threads=threads,
             dtype=dtype,
             encoder=encoder,
+            on_device=True,  # summed where they are: no copy of every weight to the host
         ):
             sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
             if progress is not None:

@@ -9,6 +9,7 @@ in padded batches.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -136,7 +137,7 @@ class Batch:
 
     indices: list[int]  # positions in the corpus, in batch order
     lengths: list[int]  # real pieces of each sentence; the rest is padding
-    attentions: np.ndarray  # (L, B, H, Tmax, Tmax) float32; padded keys have weight 0
+    attentions: Any  # (L, B, H, Tmax, Tmax) float32 numpy, or a tensor; padded keys weigh 0
 
 
 def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool = False) -> Corpus:
@@ -207,12 +208,15 @@ def compute_batches(
     threads: int | None = None,
     encoder: Encoder | None = None,
     dtype: str = "float32",
+    on_device: bool = False,
 ) -> Iterator[Batch]:
     """Run the corpus through the encoder in padded batches, shortest sentences first.
 
     Sorting by length keeps the padding small. Each batch's attentions are handed
     over and dropped before the next batch runs, so memory stays bounded by one
     batch however long the corpus is. `encoder` saves loading the weights again.
+    `on_device` hands the attentions over as the torch tensor the encoder wrote, on
+    its device and in its dtype, for a consumer (the statistics) that reads them there.
     """
     perf.import_torch()
     import torch
@@ -230,20 +234,26 @@ def compute_batches(
         ids, types, real = padded(batch, pad_id)  # (B, T) each
         with torch.inference_mode(), perf.threads(threads):
             out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
-        attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+        attentions = out.attentions  # (L, B, H, T, T)
+        if not on_device:
+            attentions = attentions.float().cpu().numpy()
         check_finite(attentions, corpus.model)
         yield Batch(indices, [len(p) for p in batch], attentions)
 
 
-def check_finite(attentions: np.ndarray, model: ModelSource) -> None:
-    """Refuse attentions with NaN or infinity (weights that hold them) in one line.
+def check_finite(attentions: Any, model: ModelSource) -> None:
+    """Refuse attentions (a numpy array or a tensor) with NaN or infinity in one line.
 
     A NaN would otherwise pass on as a heatmap of blanks, `NaN` in JSON (which is
     not JSON) or a head labelled "mixed" with entropy 0. One sum over the array
-    finds it (NaN and infinity survive a sum), so the check costs no copy.
+    finds it (NaN and infinity survive a sum), so the check costs no copy; in the
+    array's own dtype, since weights of at most 1 cannot overflow it.
     """
-    if np.isfinite(attentions.sum(dtype=np.float64)):
+    wide = attentions if isinstance(attentions, np.ndarray) else attentions.float()  # no fp16 sum
+    if math.isfinite(float(wide.sum())):
         return
+    if not isinstance(attentions, np.ndarray):
+        attentions = attentions.float().cpu().numpy()
     layers = np.flatnonzero(~np.isfinite(attentions.reshape(attentions.shape[0], -1)).all(axis=1))
     first = int(layers[0]) if len(layers) else 0
     raise AttnvizError(
