@@ -15,11 +15,14 @@ matter; seconds vary from machine to machine.
     attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
     attnviz export --out HTML    vs  attnviz show, cached        (the whole model as a page)
     attnviz show --measure M     vs  attnviz show, cold          (each measure)
+    attnviz stats FILE           vs  benchmarks/stats_reference.py FILE (transformers, the
+                                     same statistics; 256 sentences of about 100 pieces,
+                                     batch 32, one thread each)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
 
 `--only help,images` runs only those groups of rows (help, show, page, images, measures,
-throughput, memory); by default all of them run.
+stats, throughput, memory); by default all of them run.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
-GROUPS = ("help", "show", "page", "images", "measures", "throughput", "memory")
+GROUPS = ("help", "show", "page", "images", "measures", "stats", "throughput", "memory")
+STATS_REFERENCE = str(Path(__file__).resolve().parent / "stats_reference.py")
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
 TRANSFORMERS_RUN = f"""
@@ -130,6 +134,44 @@ def corpus_file(folder: Path, count: int) -> Path:
     return path
 
 
+def stats_corpus(folder: Path, count: int = 256) -> Path:
+    """`count` sentences of 90 to 110 pieces, made of the sample sentences."""
+    from attnviz.locate import locate
+    from attnviz.samples import sample_sentences
+    from attnviz.tokenize import load_tokenizer
+
+    tokenizer = load_tokenizer(locate(None).folder)
+    samples = sample_sentences()
+    lines = []
+    for i in range(count):
+        words: list[str] = []
+        j, target = i, 90 + (i * 7) % 21
+        while len(tokenizer.encode(" ".join(words))) < target:
+            words.extend(samples[j % len(samples)].split())
+            j += 1
+        while len(tokenizer.encode(" ".join(words))) > target:
+            words.pop()
+        lines.append(" ".join(words))
+    path = folder / "stats-corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def stats_difference(ours: list[str], reference: list[str], env: dict[str, str]) -> float:
+    """The largest difference between the statistics the two commands print."""
+    import json
+
+    from attnviz.stats import STATISTICS
+
+    records = json.loads(subprocess.run(ours, check=True, capture_output=True, env=env).stdout)
+    means = json.loads(subprocess.run(reference, check=True, capture_output=True, env=env).stdout)
+    return max(
+        abs(r[name] - means[s][r["layer"]][r["head"]])
+        for r in records
+        for s, name in enumerate(STATISTICS)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
@@ -152,8 +194,8 @@ def main() -> None:
         torch_ = [PYTHON, "-c", "import torch"]
         rows: list[Row] = []
 
-        def pair(name, command, reference, ref_name, target="", limit=None) -> None:
-            ours, theirs = side_by_side(command, reference, args.runs, env)
+        def pair(name, command, reference, ref_name, target="", limit=None, runs=None) -> None:
+            ours, theirs = side_by_side(command, reference, runs or args.runs, env)
             rows.append(Row(name, ours, ref_name, theirs, target, limit))
 
         if "help" in only:
@@ -243,6 +285,22 @@ def main() -> None:
                     limit,
                 )
 
+        difference = None
+        if "stats" in only:
+            corpus = str(stats_corpus(folder))
+            batching = ["--threads", "1", "--batch-size", "32"]
+            ours = [*ATTNVIZ, "stats", "--file", corpus, *batching, "--json"]
+            reference = [PYTHON, STATS_REFERENCE, corpus, *batching]
+            difference = stats_difference(ours, reference, env)
+            pair(
+                "attnviz stats, 256 sentences of ~100 pieces, batch 32, one thread",
+                ours,
+                reference,
+                "transformers loop, the same statistics",
+                "≤ 0.77× (1.3× faster)",
+                1 / 1.3,
+                runs=3,
+            )
         throughput = None
         if "throughput" in only:
             from benchmarks.throughput import measure
@@ -269,6 +327,8 @@ def main() -> None:
             f"| {row.name} | {row.ours:.2f} | `{row.reference}` | {row.theirs:.2f} "
             f"| {row.ours / row.theirs:.2f}× | {row.verdict()} |"
         )
+    if difference is not None:
+        print(f"\n(attnviz stats and its reference differ by at most {difference:.1e})")
     if throughput is not None:
         _print_throughput(throughput, args.sentences)
     if memory is not None:
