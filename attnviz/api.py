@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from attnviz import perf
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, check_range
-from attnviz.prepared import DTYPES, Prepared, choice
+from attnviz.prepared import DTYPES, MASKS, Prepared, choice
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -66,9 +66,41 @@ def analyse(
     `cache` reads and writes the attention cache, so a text seen before is not computed
     again (off when ATTNVIZ_NO_CACHE is set).
     """
+    hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
+                     cache=cache)  # fmt: skip
+    if hit is not None:
+        return hit
     return prepare(text, pair=pair, model=model, truncate=truncate, cache=cache).analyse(
         mask=mask, dtype=dtype, cache=cache
     )
+
+
+def from_cache(
+    text: str,
+    *,
+    pair: str | None = None,
+    model: str | None = None,
+    mask: str = "none",
+    dtype: str = "float32",
+    truncate: bool = False,
+    cache: bool = True,
+) -> Analysis | None:
+    """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
+
+    The arguments are checked as `analyse` checks them (a bad one raises BadInput).
+    """
+    from attnviz.cache import cache_enabled
+    from attnviz.pipeline import cached
+
+    model = _model(model)
+    _text(text, "the text")
+    if pair is not None:
+        _text(pair, "the pair")
+    causal = choice(mask, MASKS, "mask") == "causal"
+    choice(dtype, DTYPES, "dtype")
+    if not cache_enabled(not cache):
+        return None
+    return cached(text, model=model, pair=pair, truncate=truncate, causal=causal, dtype=dtype)
 
 
 def head_stats(

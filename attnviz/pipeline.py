@@ -80,8 +80,44 @@ def compute(
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
     if key is not None:
-        cache.store(key, analysis.attentions, prepared.pieces.ids)
+        cache.store(key, analysis.attentions, prepared.pieces.ids, prepared.pieces)
     return analysis
+
+
+def cached(
+    text: str,
+    *,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    causal: bool = False,
+    dtype: str = "float32",
+) -> Analysis | None:
+    """The analysis of a text seen before, from the cache alone: no tokenizer, no torch.
+
+    The key is made from the text as given (as `compute` makes it from the text it
+    tokenized, the same unless a huge text was cut), and the entry brings the pieces.
+    None on a miss: then `prepare` and `compute` as usual.
+    """
+    from attnviz import cache
+
+    source = locate(model)
+    config = read_config(source.folder)
+    shape = describe(config)
+    try:
+        key = cache.cache_key(
+            source.folder, text=text, pair=pair, causal=causal, dtype=dtype, truncate=truncate
+        )
+    except OSError:
+        return None  # compute's own lookup says why
+    hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
+    if hit is None:
+        return None
+    attentions, pieces = hit
+    if not 0 <= min(pieces.ids) <= max(pieces.ids) < shape.vocab or len(pieces) > shape.max_tokens:
+        cache.warn(f"cached attentions for {source.name} do not fit the model; computing again")
+        return None
+    return Analysis(Prepared(source, config, pieces, truncate), attentions, causal, dtype)
 
 
 def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
