@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from attnviz import perf
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, check_range
-from attnviz.prepared import DTYPES, Prepared, choice
+from attnviz.prepared import DTYPES, MASKS, Prepared, choice
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -75,10 +75,52 @@ def analyse(
     long input whose whole attention is over `attnviz.limits.ATTENTION_BYTES` needs it.
     `max_tokens` bounds the input (see `prepare`).
     """
+    if layers is None:  # a text seen before: no tokenizer, no torch
+        hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
+                         cache=cache, max_tokens=max_tokens)  # fmt: skip
+        if hit is not None:
+            return hit
     prepared = prepare(
         text, pair=pair, model=model, truncate=truncate, cache=cache, max_tokens=max_tokens
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+
+
+def from_cache(
+    text: str,
+    *,
+    pair: str | None = None,
+    model: str | None = None,
+    mask: str = "none",
+    dtype: str = "float32",
+    truncate: bool = False,
+    cache: bool = True,
+    max_tokens: int | None = None,
+) -> Analysis | None:
+    """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
+
+    The arguments are checked as `analyse` checks them (a bad one raises BadInput).
+    """
+    from attnviz.cache import cache_enabled
+    from attnviz.pipeline import cached
+
+    model = _model(model)
+    _text(text, "the text")
+    if pair is not None:
+        _text(pair, "the pair")
+    causal = choice(mask, MASKS, "mask") == "causal"
+    choice(dtype, DTYPES, "dtype")
+    if not cache_enabled(not cache):
+        return None
+    return cached(
+        text,
+        model=model,
+        pair=pair,
+        truncate=truncate,
+        causal=causal,
+        dtype=dtype,
+        max_tokens=max_tokens,
+    )
 
 
 def head_stats(
@@ -146,6 +188,7 @@ def head_stats(
             threads=threads,
             dtype=dtype,
             encoder=encoder,
+            on_device=True,  # summed where they are: no copy of every weight to the host
         ):
             sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
             if progress is not None:

@@ -1,9 +1,12 @@
 """A disk cache of computed attentions, so a repeated run skips torch altogether.
 
 One entry is one `<key>.npz` holding `attentions` (L, H, T, T) float32 and the
-input `ids` (T,) it was computed for. The key (`cache_key`) is a SHA-256 over
-everything that changes the numbers: the model folder's files (resolved path,
-size, mtime in ns), the text, pair, mask, dtype, truncation and attnviz's version.
+input `ids` (T,) it was computed for, and with them the rest of the tokenized input
+(`PIECES`: tokens, token types, offsets, word and sequence ids, pieces dropped), so
+that a hit found from the text alone (`load_analysed`) needs no tokenizer. The key
+(`cache_key`) is a SHA-256 over everything that changes the numbers: the model
+folder's files (resolved path, size, mtime in ns), the text, pair, mask, dtype,
+truncation and attnviz's version.
 
 Where: `$ATTNVIZ_CACHE_DIR`, else `$XDG_CACHE_HOME/attnviz`, else
 `~/.cache/attnviz`. Size: at most `$ATTNVIZ_CACHE_MB` mebibytes (1 MB here is
@@ -31,15 +34,19 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnviz.errors import PASS_THROUGH, AttnvizError
 from attnviz.output import atomic_write
 
+if TYPE_CHECKING:
+    from attnviz.tokenize import Pieces
+
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
-FORMAT = 1  # bump when the entry layout changes; part of every key
+FORMAT = 2  # bump when the entry layout changes; part of every key
 ROW_SUM_TOLERANCE = 1e-2  # a cached row may sum to 1 this far off (float16 attention)
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
 
@@ -123,7 +130,14 @@ def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
 
 
 def cache_key(
-    folder: Path, *, text: str, pair: str | None, causal: bool, dtype: str, truncate: bool
+    folder: Path,
+    *,
+    text: str,
+    pair: str | None,
+    causal: bool,
+    dtype: str,
+    truncate: bool,
+    max_tokens: int | None = None,
 ) -> str:
     """A hex digest of everything that changes the attentions of `text` under the model in `folder`.
 
@@ -142,6 +156,7 @@ def cache_key(
         "causal": causal,
         "dtype": dtype,
         "truncate": truncate,
+        "max_tokens": max_tokens,  # the bound asked for (None: the model's), which can cut
     }
     blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
@@ -272,11 +287,14 @@ def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) 
         return np.lib.format.read_array(member, allow_pickle=False)
 
 
-def _read(path: Path, expect: tuple[int, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The (attentions, ids) in an entry; ValueError if it is not a well-formed entry.
+def _read(
+    path: Path, expect: tuple[int, int, int] | None = None, *, pieces: bool = False
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The (attentions, ids, arrays of PIECES) in an entry; ValueError if it is not well formed.
 
     `expect` is (layers, heads, pieces): an entry of another shape is refused from its
     header. The weights are checked as attention: finite, in 0..1, rows summing to 1.
+    The arrays of PIECES are read only with `pieces` (their headers checked for size).
     """
     with os.fdopen(_open_regular(path), "rb") as handle, zipfile.ZipFile(handle) as archive:
         names = archive.namelist()
@@ -289,6 +307,12 @@ def _read(path: Path, expect: tuple[int, int, int] | None = None) -> tuple[np.nd
         T = ids.shape[0]
         want = (L, H, T, T) if L is not None and H is not None else None
         attentions = _member(archive, "attentions", want)  # (L, H, T, T)
+        arrays = {}
+        if pieces:
+            missing = [n for n in PIECES if f"{n}.npy" not in names]
+            if missing:
+                raise ValueError(f"the arrays {', '.join(missing)} are missing")
+            arrays = {n: _member(archive, n, None) for n in PIECES}
     if attentions.dtype != np.float32 or attentions.ndim != 4:
         raise ValueError(f"attentions are {attentions.dtype} {attentions.shape}")
     if attentions.shape[2] != attentions.shape[3]:
@@ -297,7 +321,7 @@ def _read(path: Path, expect: tuple[int, int, int] | None = None) -> tuple[np.nd
         raise ValueError(f"ids {ids.dtype} {ids.shape} do not fit attentions {attentions.shape}")
     if attentions.size and not _is_attention(attentions):
         raise ValueError("its weights are not attention (non-finite, or rows not summing to 1)")
-    return attentions, ids
+    return attentions, ids, arrays
 
 
 def _is_attention(attentions: np.ndarray) -> bool:
@@ -306,6 +330,102 @@ def _is_attention(attentions: np.ndarray) -> bool:
     if not np.isfinite(rows).all() or np.abs(rows - 1).max() > ROW_SUM_TOLERANCE:
         return False
     return bool(attentions.min() >= 0)
+
+
+# The tokenized input beside the attentions: name -> (shape after T, what it holds).
+PIECES: dict[str, tuple[tuple[int, ...] | None, str]] = {
+    "tokens": ((), "U"),  # the vocabulary pieces
+    "type_ids": ((), "i"),
+    "offsets": ((2,), "i"),  # character spans (start, end) in the text or the pair
+    "word_ids": ((), "i"),  # -1 for None (a special token)
+    "sequence_ids": ((), "i"),  # 0 text, 1 pair, -1 None
+    "dropped": (None, "i"),  # () : pieces cut off by --truncate
+}  # fmt: skip
+
+
+def _piece_arrays(pieces: Pieces) -> dict[str, np.ndarray]:
+    def none_as(values: Sequence[int | None]) -> np.ndarray:
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+
+    return {
+        "tokens": np.array(pieces.tokens, dtype=str),
+        "type_ids": np.array(pieces.type_ids, dtype=np.int64),
+        "offsets": np.array(pieces.offsets, dtype=np.int64).reshape(-1, 2),
+        "word_ids": none_as(pieces.word_ids),
+        "sequence_ids": none_as(pieces.sequence_ids),
+        "dropped": np.array(pieces.dropped, dtype=np.int64),
+    }
+
+
+def _pieces_from(
+    arrays: dict[str, np.ndarray], ids: np.ndarray, text: str, pair: str | None
+) -> Pieces:
+    """The `Pieces` an entry holds, every array checked first (an entry may be hostile)."""
+    from attnviz.tokenize import Pieces
+
+    T = ids.shape[0]
+    for name, (tail, kind) in PIECES.items():
+        array = arrays[name]
+        shape = () if tail is None else (T, *tail)
+        if array.shape != shape or array.dtype.kind not in (kind + "u" if kind == "i" else kind):
+            raise ValueError(f"{name} are {array.dtype} {array.shape}, expected {kind} {shape}")
+    sequence_ids, word_ids, offsets = (arrays[n] for n in ("sequence_ids", "word_ids", "offsets"))
+    if not np.isin(sequence_ids, (-1, 0) if pair is None else (-1, 0, 1)).all():
+        raise ValueError("sequence ids outside -1, 0, 1")
+    if ((word_ids < 0) != (sequence_ids < 0)).any() or word_ids.max(initial=0) > T:
+        raise ValueError("word ids do not fit the pieces")
+    sizes = np.where(sequence_ids == 1, len(pair or ""), len(text))  # (T,)
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    if not ((starts >= 0) & (starts <= ends) & (ends <= sizes)).all():
+        raise ValueError("offsets outside the text")
+    if not 0 <= int(arrays["dropped"]) <= 2**31 or (arrays["type_ids"] < 0).any():
+        raise ValueError("bad token types or dropped count")
+    return Pieces(
+        text=text,
+        pair=pair,
+        tokens=[str(t) for t in arrays["tokens"]],
+        ids=ids.tolist(),
+        type_ids=arrays["type_ids"].tolist(),
+        offsets=[(int(a), int(b)) for a, b in offsets],
+        word_ids=[None if w < 0 else w for w in word_ids.tolist()],
+        sequence_ids=[None if q < 0 else q for q in sequence_ids.tolist()],
+        dropped=int(arrays["dropped"]),
+    )
+
+
+def load_analysed(
+    key: str, *, text: str, pair: str | None, shape: tuple[int, int]
+) -> tuple[np.ndarray, Pieces] | None:
+    """The attentions and the tokenized input of `text` (and `pair`) for `key`, or None.
+
+    For a lookup made before tokenizing: the entry brings its pieces, checked like the
+    attentions (an entry that does not hold them, or holds ones that do not fit the
+    text, is corrupt: removed with a warning, a miss). `shape` is (layers, heads).
+    """
+    path = _entry_path(key)
+    try:
+        attentions, ids, arrays = _read(path, None, pieces=True)
+        if attentions.shape[:2] != shape:
+            raise ValueError(f"attentions are {attentions.shape}, the model has {shape}")
+        pieces = _pieces_from(arrays, ids, text, pair)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:  # any failure to read is a bad entry, never a crash
+        _discard(path, exc)
+        return None
+    _touch(path)
+    return attentions, pieces
+
+
+def _discard(path: Path, exc: Exception) -> None:
+    reason = getattr(exc, "strerror", None) or exc
+    if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
+        reason = "not an .npz archive of arrays"
+    warn(f"cached attentions {path} are unreadable ({reason}); discarded, computing again")
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def load(
@@ -326,18 +446,13 @@ def load(
     if expect_shape is not None and expect_ids is not None:
         expect = (*expect_shape, len(expect_ids))
     try:
-        attentions, ids = _read(path, expect)
+        attentions, ids, _ = _read(path, expect)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except PASS_THROUGH:
         raise
     except Exception as exc:  # any failure to read is a bad entry, never a crash
-        reason = getattr(exc, "strerror", None) or exc
-        if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
-            reason = "not an .npz archive of arrays"
-        warn(f"cached attentions {path} are unreadable ({reason}); discarded, computing again")
-        with contextlib.suppress(OSError):
-            path.unlink()
+        _discard(path, exc)
         return None
     if expect_ids is not None and not np.array_equal(ids, np.asarray(expect_ids)):
         return None
@@ -353,9 +468,13 @@ def _unusable(folder: Path, reason: object) -> None:
     )
 
 
-def store(key: str, attentions: np.ndarray, ids: Sequence[int]) -> None:
+def store(
+    key: str, attentions: np.ndarray, ids: Sequence[int], pieces: Pieces | None = None
+) -> None:
     """Save `attentions` (L, H, T, T) for `key`, then evict the least recently used.
 
+    With `pieces` (the tokenized input, whose ids are `ids`) the entry also serves
+    `load_analysed`.
     Never raises for a problem on disk: a failed write is one warning. An entry
     bigger than the whole limit is not kept.
     """
@@ -374,7 +493,10 @@ def store(key: str, attentions: np.ndarray, ids: Sequence[int]) -> None:
             return
         folder.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as handle:
-            np.savez(handle, attentions=attentions, ids=id_array)
+            arrays = {"attentions": attentions, "ids": id_array}
+            if pieces is not None:
+                arrays.update(_piece_arrays(pieces))
+            np.savez(handle, **arrays)  # type: ignore[arg-type]
     except (OSError, AttnvizError) as exc:
         cause = exc.__context__ if isinstance(exc, AttnvizError) else exc  # atomic_write's OSError
         _unusable(folder, getattr(cause, "strerror", None) or exc)

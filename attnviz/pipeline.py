@@ -58,7 +58,7 @@ def prepare(
     limit, why = shape.token_limit(max_tokens)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
     _check_vocabulary(pieces, shape, source)
-    return Prepared(source, config, pieces, truncate)
+    return Prepared(source, config, pieces, truncate, max_tokens)
 
 
 def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
@@ -99,8 +99,53 @@ def compute(
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
     if key is not None:
-        cache.store(key, analysis.attentions, prepared.pieces.ids)
+        cache.store(key, analysis.attentions, prepared.pieces.ids, prepared.pieces)
     return analysis
+
+
+def cached(
+    text: str,
+    *,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    causal: bool = False,
+    dtype: str = "float32",
+    max_tokens: int | None = None,
+) -> Analysis | None:
+    """The analysis of a text seen before, from the cache alone: no tokenizer, no torch.
+
+    The key is made from the text as given (as `compute` makes it from the text it
+    tokenized, the same unless a huge text was cut), and the entry brings the pieces.
+    None on a miss: then `prepare` and `compute` as usual.
+    """
+    from attnviz import cache
+
+    source = locate(model)
+    config = read_config(source.folder)
+    shape = describe(config)
+    try:
+        key = cache.cache_key(
+            source.folder,
+            text=text,
+            pair=pair,
+            causal=causal,
+            dtype=dtype,
+            truncate=truncate,
+            max_tokens=max_tokens,
+        )
+    except OSError:
+        return None  # compute's own lookup says why
+    hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
+    if hit is None:
+        return None
+    attentions, pieces = hit
+    limit = shape.own_max_tokens if max_tokens is None else max_tokens
+    if not 0 <= min(pieces.ids) <= max(pieces.ids) < shape.vocab or len(pieces) > limit:
+        cache.warn(f"cached attentions for {source.name} do not fit the model; computing again")
+        return None
+    prepared = Prepared(source, config, pieces, truncate, max_tokens)
+    return Analysis(prepared, attentions, causal, dtype)
 
 
 def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
@@ -114,6 +159,7 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
             causal=causal,
             dtype=dtype,
             truncate=prepared.truncate,
+            max_tokens=prepared.max_tokens,
         )
     except OSError as exc:
         cache.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
@@ -159,7 +205,7 @@ class Batch:
 
     indices: list[int]  # positions in the corpus, in batch order
     lengths: list[int]  # real pieces of each sentence; the rest is padding
-    attentions: np.ndarray  # (L, B, H, Tmax, Tmax) float32; padded keys have weight 0
+    attentions: Any  # (L, B, H, Tmax, Tmax) float32 numpy, or a tensor; padded keys weigh 0
 
 
 def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool = False) -> Corpus:
@@ -247,12 +293,15 @@ def compute_batches(
     threads: int | None = None,
     encoder: Encoder | Decoder | None = None,
     dtype: str = "float32",
+    on_device: bool = False,
 ) -> Iterator[Batch]:
     """Run the corpus through the encoder in padded batches, shortest sentences first.
 
     Sorting by length keeps the padding small. Each batch's attentions are handed
     over and dropped before the next batch runs, so memory stays bounded by one
     batch however long the corpus is. `encoder` saves loading the weights again.
+    `on_device` hands the attentions over as the torch tensor the encoder wrote, on
+    its device and in its dtype, for a consumer (the statistics) that reads them there.
     """
     perf.import_torch()
     import torch
@@ -270,20 +319,26 @@ def compute_batches(
         ids, types, real = padded(batch, pad_id)  # (B, T) each
         with torch.inference_mode(), perf.threads(threads):
             out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
-        attentions = out.attentions.float().cpu().numpy()  # (L, B, H, T, T)
+        attentions = out.attentions  # (L, B, H, T, T)
+        if not on_device:
+            attentions = attentions.float().cpu().numpy()
         check_finite(attentions, corpus.model)
         yield Batch(indices, [len(p) for p in batch], attentions)
 
 
-def check_finite(attentions: np.ndarray, model: ModelSource) -> None:
-    """Refuse attentions with NaN or infinity (weights that hold them) in one line.
+def check_finite(attentions: Any, model: ModelSource) -> None:
+    """Refuse attentions (a numpy array or a tensor) with NaN or infinity in one line.
 
     A NaN would otherwise pass on as a heatmap of blanks, `NaN` in JSON (which is
     not JSON) or a head labelled "mixed" with entropy 0. One sum over the array
-    finds it (NaN and infinity survive a sum), so the check costs no copy.
+    finds it (NaN and infinity survive a sum), so the check costs no copy; in the
+    array's own dtype, since weights of at most 1 cannot overflow it.
     """
-    if np.isfinite(attentions.sum(dtype=np.float64)):
+    wide = attentions if isinstance(attentions, np.ndarray) else attentions.float()  # no fp16 sum
+    if math.isfinite(float(wide.sum())):
         return
+    if not isinstance(attentions, np.ndarray):
+        attentions = attentions.float().cpu().numpy()
     layers = np.flatnonzero(~np.isfinite(attentions.reshape(attentions.shape[0], -1)).all(axis=1))
     first = int(layers[0]) if len(layers) else 0
     raise AttnvizError(

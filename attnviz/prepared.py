@@ -135,6 +135,7 @@ class Prepared(_Input):
     config: dict[str, Any] = field(repr=False)
     pieces: Pieces
     truncate: bool = False
+    max_tokens: int | None = None  # the bound asked for (None: the model's own)
 
     def __repr__(self) -> str:
         return (

@@ -11,17 +11,21 @@ matter; seconds vary from machine to machine.
     attnviz show, cold           vs  python -c "import torch"   (--no-cache: a fresh process)
     attnviz show, cached         vs  python -c "import torch"   (the same sentence seen before)
     attnviz show, another layer  vs  python -c "import torch"   (cached, layer 2 this time)
+    attnviz show, cached         vs  python -c "import numpy; np.load(entry); print(...)"
     attnviz show, cold           vs  transformers AutoModel, eager, output_attentions (whole run)
     attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
     attnviz export --out HTML    vs  attnviz show, cached        (the whole model as a page)
     attnviz show --measure M     vs  attnviz show, cold          (each measure)
+    attnviz stats FILE           vs  benchmarks/stats_reference.py FILE (transformers, the
+                                     same statistics; 256 sentences of about 100 pieces,
+                                     batch 32, one thread each)
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
 
 `--only help,images` runs only those groups of rows (help, show, page, images, measures,
-throughput, memory, decoder); by default all of them run.
+stats, throughput, memory, decoder); by default all of them run.
 """
 
 from __future__ import annotations
@@ -41,7 +45,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
-GROUPS = ("help", "show", "page", "images", "measures", "throughput", "memory", "decoder")
+GROUPS = (
+    "help",
+    "show",
+    "page",
+    "images",
+    "measures",
+    "stats",
+    "throughput",
+    "memory",
+    "decoder",
+)
+STATS_REFERENCE = str(Path(__file__).resolve().parent / "stats_reference.py")
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
 TRANSFORMERS_RUN = f"""
@@ -132,6 +147,44 @@ def corpus_file(folder: Path, count: int) -> Path:
     return path
 
 
+def stats_corpus(folder: Path, count: int = 256) -> Path:
+    """`count` sentences of 90 to 110 pieces, made of the sample sentences."""
+    from attnviz.locate import locate
+    from attnviz.samples import sample_sentences
+    from attnviz.tokenize import load_tokenizer
+
+    tokenizer = load_tokenizer(locate(None).folder)
+    samples = sample_sentences()
+    lines = []
+    for i in range(count):
+        words: list[str] = []
+        j, target = i, 90 + (i * 7) % 21
+        while len(tokenizer.encode(" ".join(words))) < target:
+            words.extend(samples[j % len(samples)].split())
+            j += 1
+        while len(tokenizer.encode(" ".join(words))) > target:
+            words.pop()
+        lines.append(" ".join(words))
+    path = folder / "stats-corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def stats_difference(ours: list[str], reference: list[str], env: dict[str, str]) -> float:
+    """The largest difference between the statistics the two commands print."""
+    import json
+
+    from attnviz.stats import STATISTICS
+
+    records = json.loads(subprocess.run(ours, check=True, capture_output=True, env=env).stdout)
+    means = json.loads(subprocess.run(reference, check=True, capture_output=True, env=env).stdout)
+    return max(
+        abs(r[name] - means[s][r["layer"]][r["head"]])
+        for r in records
+        for s, name in enumerate(STATISTICS)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
@@ -154,8 +207,8 @@ def main() -> None:
         torch_ = [PYTHON, "-c", "import torch"]
         rows: list[Row] = []
 
-        def pair(name, command, reference, ref_name, target="", limit=None) -> None:
-            ours, theirs = side_by_side(command, reference, args.runs, env)
+        def pair(name, command, reference, ref_name, target="", limit=None, runs=None) -> None:
+            ours, theirs = side_by_side(command, reference, runs or args.runs, env)
             rows.append(Row(name, ours, ref_name, theirs, target, limit))
 
         if "help" in only:
@@ -174,6 +227,16 @@ def main() -> None:
         if "show" in only:
             pair("attnviz show, cold", cold, torch_, "import torch", "≤ 1.15×", 1.15)
             pair("attnviz show, cached", cached, torch_, "import torch", "≤ 0.25×", 0.25)
+            (entry,) = (folder / "cache").glob("*.npz")  # the sentence's one entry
+            floor = "import numpy as np; a = np.load({!r}); print(a['attentions'].shape)"
+            pair(
+                "attnviz show, cached",
+                cached,
+                [PYTHON, "-c", floor.format(str(entry))],
+                "import numpy; np.load(entry); print",
+                "≤ 1.4×",
+                1.4,
+            )
             other = [*ATTNVIZ, "show", SENTENCE, "--layer", "2", "--head", "4"]
             pair(
                 "attnviz show, cached, another layer",
@@ -245,6 +308,22 @@ def main() -> None:
                     limit,
                 )
 
+        difference = None
+        if "stats" in only:
+            corpus = str(stats_corpus(folder))
+            batching = ["--threads", "1", "--batch-size", "32"]
+            ours = [*ATTNVIZ, "stats", "--file", corpus, *batching, "--json"]
+            reference = [PYTHON, STATS_REFERENCE, corpus, *batching]
+            difference = stats_difference(ours, reference, env)
+            pair(
+                "attnviz stats, 256 sentences of ~100 pieces, batch 32, one thread",
+                ours,
+                reference,
+                "transformers loop, the same statistics",
+                "≤ 0.77× (1.3× faster)",
+                1 / 1.3,
+                runs=3,
+            )
         decoder_memory = None
         if "decoder" in only:
             from benchmarks import decoder
@@ -296,6 +375,8 @@ def main() -> None:
             f"| {row.name} | {row.ours:.2f} | `{row.reference}` | {row.theirs:.2f} "
             f"| {row.ours / row.theirs:.2f}× | {row.verdict()} |"
         )
+    if difference is not None:
+        print(f"\n(attnviz stats and its reference differ by at most {difference:.1e})")
     if throughput is not None:
         _print_throughput(throughput, args.sentences)
     if memory is not None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,50 @@ def test_a_corrupt_entry_is_recomputed_with_a_warning(cache_dir: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_hit_found_from_the_text_brings_the_pieces_the_tokenizer_gives(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attnviz
+    from attnviz import tokenize
+
+    first = attnviz.analyse(TEXT, pair="Ele sentou, feliz.")
+    monkeypatch.setattr(tokenize, "load_tokenizer", _no_tokenizer)
+    again = attnviz.analyse(TEXT, pair="Ele sentou, feliz.")
+    assert again.pieces == first.pieces  # tokens, ids, offsets, word and sequence ids, labels
+    assert [w.label for w in again.words] == [w.label for w in first.words]
+    assert again.pair_start == first.pair_start
+    assert np.array_equal(again.attentions, first.attentions)
+
+
+def _no_tokenizer(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a cache hit loaded the tokenizer")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda T: {"offsets": np.array([[0, 10**6]] * T)},  # spans far outside the text
+        lambda T: {"word_ids": np.full(T, -1)},  # every piece special, none a word
+        lambda T: {"tokens": np.arange(T)},  # numbers, not strings
+        lambda T: {"dropped": np.array([1, 2])},  # not one count
+        lambda T: {"sequence_ids": np.full(T, 1)},  # a pair, but there is none
+    ],
+    ids=["offsets", "word_ids", "tokens", "dropped", "sequence_ids"],
+)
+def test_an_entry_whose_pieces_do_not_fit_is_discarded_with_a_warning(
+    cache_dir: Path, change: Callable[[int], dict[str, np.ndarray]]
+) -> None:
+    expected = _show_json(TEXT, "--head", "1")
+    (entry,) = _entries(cache_dir)
+    with np.load(entry) as archive:
+        arrays = dict(archive)
+    np.savez(entry, **{**arrays, **change(len(arrays["ids"]))})
+    result = runner.invoke(app, ["show", TEXT, "--head", "1", "--json", "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+    assert result.stderr.startswith("warning: cached attentions") and "discarded" in result.stderr
+
+
 def test_no_cache_writes_nothing(cache_dir: Path) -> None:
     _show_json(TEXT, "--no-cache")
     _show_json(TEXT, env={"ATTNVIZ_NO_CACHE": "1"})
@@ -137,7 +182,7 @@ def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> 
         "        app(args)\n"
         "    except SystemExit as e:\n"
         "        assert not e.code, e.code\n"
-        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'tokenizers') if m in sys.modules))\n"
     )
     env = {**os.environ, "ATTNVIZ_CACHE_DIR": str(cache_dir), "COLUMNS": "100"}
 
@@ -151,7 +196,7 @@ def test_a_cache_hit_imports_neither_torch_nor_transformers(cache_dir: Path) -> 
         assert result.returncode == 0, result.stderr
         return result.stdout.strip().splitlines()[-1]
 
-    assert heavy([["show", TEXT]]) == "['torch']"  # the miss computes
+    assert heavy([["show", TEXT]]) == "['tokenizers', 'torch']"  # the miss computes
     views = [
         ["show", TEXT, "--layer", "2"],
         ["heads", TEXT, "--layer", "0", "--units", "tokens"],
@@ -178,7 +223,7 @@ def test_a_folder_without_tokenizer_json_needs_transformers_only_once(
         "    app(args)\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'tokenizers') if m in sys.modules))\n"
     )
     env = {**os.environ, "ATTNVIZ_CACHE_DIR": str(cache_dir)}
 
@@ -191,7 +236,7 @@ def test_a_folder_without_tokenizer_json_needs_transformers_only_once(
         return json.loads("\n".join(output)), modules
 
     first, first_modules = run_once()
-    assert first_modules == "['torch', 'transformers']"
+    assert first_modules == "['tokenizers', 'torch', 'transformers']"
     assert len(list((cache_dir / "tokenizers").glob("*.json"))) == 1
     second, second_modules = run_once()
     assert second_modules == "[]"

@@ -24,6 +24,8 @@ from attnviz.stats import (
     HeadRecord,
     StatsAccumulator,
     TokenKinds,
+    _sums_numpy,
+    _sums_torch,
     label_for,
     sort_records,
     token_kinds,
@@ -219,6 +221,46 @@ def test_add_batch_with_padding_equals_one_sentence_at_a_time() -> None:
         for name in STATISTICS:
             assert got[name] == pytest.approx(want[name], abs=1e-6)  # type: ignore[literal-required]
         assert all(math.isfinite(got[name]) for name in STATISTICS)  # type: ignore[literal-required]
+
+
+def test_the_gpu_path_ignores_padding_queries_even_nan_ones() -> None:
+    """`_sums_torch` (attentions left on a GPU) on the padded batch of the test above."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    lengths, L, H, Tmax = [4, 9, 6], 2, 3, 9
+    sentences = [(softmax_rows((L, H, T, T), rng), random_kinds(T, rng)) for T in lengths]
+    batch = np.full((L, len(lengths), H, Tmax, Tmax), np.nan)
+    for b, ((attentions, _), T) in enumerate(zip(sentences, lengths, strict=True)):
+        batch[:, b, :, :T, :] = 0.0
+        batch[:, b, :, :T, :T] = attentions
+    kinds = [k for _, k in sentences]
+    got = _sums_torch(torch.from_numpy(batch), lengths, kinds) / sum(lengths)
+    np.testing.assert_allclose(got, naive_stats(sentences), atol=1e-12)
+
+
+def test_a_real_batch_gives_the_same_statistics_as_a_tensor_and_as_numpy(
+    embedded_folder: Path,
+) -> None:
+    """The encoder's batch summed in torch (as on a GPU) and in numpy (as on the CPU)."""
+    pytest.importorskip("torch")
+    from attnviz.pipeline import compute_batches, prepare_corpus
+
+    texts = ["Short one.", "A somewhat longer sentence, with commas; and more words in it!", "Hi"]
+    corpus = prepare_corpus(texts, model=str(embedded_folder))
+    (batch,) = compute_batches(corpus, batch_size=8, device="cpu", on_device=True)
+    kinds = [token_kinds(corpus.pieces[i]) for i in batch.indices]
+    assert batch.attentions.shape[-1] > min(batch.lengths)  # padding is there
+    on_device = _sums_torch(batch.attentions, batch.lengths, kinds)
+    on_host = _sums_numpy(batch.attentions.numpy(), batch.lengths, kinds)
+    np.testing.assert_allclose(
+        on_device / sum(batch.lengths), on_host / sum(batch.lengths), rtol=0, atol=1e-9
+    )
+    from_tensor, from_array = StatsAccumulator(6, 12), StatsAccumulator(6, 12)
+    from_tensor.add_batch(batch.attentions, batch.lengths, kinds)
+    from_array.add_batch(batch.attentions.numpy().copy(), batch.lengths, kinds)
+    assert from_tensor.result() == from_array.result()
+    entropies = [r["entropy"] for r in from_tensor.result()]
+    assert all(0 < e < math.log(max(batch.lengths)) for e in entropies)
 
 
 def test_batches_must_match_the_model_shape() -> None:

@@ -62,17 +62,21 @@ class BatchOptions:
     dtype: str = "float32"
 
 
-def _prepare(inp: Input) -> Prepared:
-    """Tokenize for the model; notes on stderr (never stdout, so JSON stays clean)."""
+def _prepare(inp: Input, cached: bool = False) -> tuple[Prepared, Analysis | None]:
+    """Tokenize for the model, or with `cached` first look for an analysis of the text in
+    the cache (whose entry brings the pieces: no tokenizer then); notes on stderr (never
+    stdout, so JSON stays clean)."""
+    text, pair, model, truncate = inp.text, inp.pair, inp.model, inp.truncate
     try:
-        prepared = api.prepare(
-            inp.text,
-            pair=inp.pair,
-            model=inp.model,
-            truncate=inp.truncate,
-            cache=inp.cache,
-            max_tokens=inp.max_tokens,
-        )
+        hit = None
+        if cached and inp.cache:
+            hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=inp.mask,
+                                 dtype=inp.dtype, max_tokens=inp.max_tokens)  # fmt: skip
+        if hit is not None:
+            prepared = hit.prepared
+        else:
+            prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
+                                   cache=inp.cache, max_tokens=inp.max_tokens)  # fmt: skip
     except BadInput as exc:
         if inp.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -91,7 +95,7 @@ def _prepare(inp: Input) -> Prepared:
     note = None if inp.quiet else prepared.fit_note()
     if note:
         defer_note(note)
-    return prepared
+    return prepared, hit
 
 
 def _analyse(
@@ -120,7 +124,7 @@ def _analyse(
         )
     if out is not None:
         check_output(out, allowed, style)
-    prepared = _prepare(inp)
+    prepared, hit = _prepare(inp, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads)
     if words:
         from attnviz.match import find_label
@@ -128,6 +132,8 @@ def _analyse(
         labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
         for option, word in words.items():
             find_label(labels, word, option)
+    if hit is not None:
+        return hit
     # A long input whose whole attention is too large: keep only the layer this view shows.
     layers = None
     if one_layer and prepared.attention_bytes() > ATTENTION_BYTES:
@@ -281,7 +287,7 @@ def explain(
     from attnviz.i18n import check_lang
 
     lang = check_lang(lang)
-    explanation = _prepare(inp).explain(
+    explanation = _prepare(inp)[0].explain(
         token=token, index=index, layer=layer, head=head, lang=lang, mask=inp.mask
     )
     console.print(explanation)
@@ -465,7 +471,7 @@ def tokens(console: Console, inp: Input) -> None:
     """The pieces of the text: index, piece, id, word, character span (no weights loaded)."""
     from rich.table import Table
 
-    pieces = _prepare(inp).pieces
+    pieces = _prepare(inp)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
     table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
