@@ -245,7 +245,8 @@ def explain(
         out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
         x = out.layer_inputs[layer, 0]  # (T, C): what this layer reads
         if cfg is not None:
-            x = block.norm1(x)  # (T, C): a decoder's attention reads its pre-norm's output
+            norm = cast("torch.nn.Module", block.norm1)
+            x = norm(x)  # (T, C): a decoder's attention reads its pre-norm's output
         C = x.shape[-1]
         Q = attention.split_heads(attention.q_proj(x)[None])[0]  # (nh, T, dk)
         K = attention.split_heads(attention.k_proj(x)[None])[0]  # (n_kv, T, dk)
@@ -262,10 +263,11 @@ def explain(
         q = Q[:, query]  # (nh, dk): the query's vector in every head
         raw = torch.einsum("hd,htd->ht", q, K)  # (nh, T): q·kⱼ for every key, every head
         scaled = raw * attention.scale  # (nh, T): 1/sqrt(dk), or the decoder config's scale
+        mask: torch.Tensor | None  # (T, T) or None; True hides
         if cfg is not None:  # the model's own mask: causal, and the layer's window
-            mask = decoder_mask(T, cfg.window(layer), None, x.device)  # (T, T)
+            mask = decoder_mask(T, cfg.window(layer), None, x.device)
         else:
-            mask = hiding_mask(None, causal, T, x.device)  # (T, T) or None; True hides
+            mask = hiding_mask(None, causal, T, x.device)
         if mask is None:
             hidden = torch.zeros(T, dtype=torch.bool)  # (T,): nothing hidden
         else:
