@@ -593,7 +593,8 @@ def stats(
         typer.Option(
             "--sort",
             help="Order heads by this column: entropy lowest first (the most focused heads), "
-            "a share highest first, layer in layer and head order.",
+            "a share highest first, layer in layer and head order. 'first' is a decoder's "
+            "(the first token), 'cls', 'sep' and 'next' an encoder's.",
         ),
     ] = SortColumn.layer,
     top: Annotated[
@@ -655,7 +656,10 @@ def stats(
     For every layer and head: mean attention entropy (nats) and the mean weight on [CLS],
     [SEP], punctuation, the token itself, the previous and the next token, over every
     query position of every sentence; each head is labelled by its dominant pattern
-    (a share above 0.5, e.g. "previous-token"; else "broad" or "mixed").
+    (a share above 0.5, e.g. "previous-token"; else "broad" or "mixed"). A decoder has
+    no [CLS], [SEP] or next token in view: its columns are the first token (the
+    "attention sink", its BOS when the tokenizer adds one), punctuation, itself and the
+    previous token, over every query but the first, which sees only itself.
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """

@@ -369,9 +369,11 @@ def stats(
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
-    from attnviz.stats import sort_records
+    from attnviz.stats import check_sort_column, sort_records
 
     sort_records([], sort, top)  # reject a bad --sort or --top before any work
+    if sort in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
+        check_sort_column(sort, decoder=_is_decoder(model))
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
@@ -403,8 +405,16 @@ def stats(
     else:
         from attnviz.render.stats import StatsTable
 
-        console.print(StatsTable(shown, title=result.title))
+        console.print(StatsTable(shown, title=result.title, first_token=result.first_token))
     _wrote(out)
+
+
+def _is_decoder(model: str | None) -> bool:
+    """Whether `model` is a decoder, from its config.json alone (no weights, no torch)."""
+    from attnviz.families import describe, read_config
+    from attnviz.locate import locate
+
+    return describe(read_config(locate(model).folder)).causal
 
 
 @contextlib.contextmanager

@@ -54,6 +54,7 @@ class SortColumn(str, Enum):
     entropy = "entropy"
     cls = "cls"
     sep = "sep"
+    first = "first"
     punct = "punct"
     self_ = "self"
     prev = "prev"
