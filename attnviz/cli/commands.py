@@ -26,6 +26,7 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.decoder_families import DecoderConfig
     from attnviz.prepared import Prepared
     from attnviz.query import QueryRow
     from attnviz.views import AttentionView
@@ -471,22 +472,29 @@ def info(console: Console, model: str | None) -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
 
+    from attnviz.errors import AttnvizError
     from attnviz.families import describe, read_config
     from attnviz.locate import locate
     from attnviz.vocabulary import describe_tokenizer, model_languages
-    from attnviz.weights import WEIGHT_FILES, count_parameters
+    from attnviz.weights import count_parameters, weight_files
 
     source = locate(model)
     shape = describe(read_config(source.folder))
-    weights = next((n for n in WEIGHT_FILES if (source.folder / n).is_file()), "none")
+    try:
+        files = weight_files(source.folder)
+        weights = files[0].name if len(files) == 1 else f"{len(files)} shards ({files[0].name}, …)"
+    except AttnvizError:
+        weights = "none"
     tokenizer = describe_tokenizer(source.folder)
     languages = model_languages(source.folder)
+    counted = "decoder, LM head not counted" if shape.causal else "encoder"
     rows: list[tuple[str, Any]] = [
         ("model", source.name),
         ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
         ("text", tokenizer.normalisation),
         ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
         ("family", shape.family),
+        ("kind", _kind(shape.causal)),
         ("layers", shape.layers),
         ("heads per layer", shape.heads),
         ("hidden size", shape.hidden),
@@ -495,12 +503,15 @@ def info(console: Console, model: str | None) -> None:
         ("vocabulary", shape.vocab),
         ("max tokens", shape.max_tokens),
         ("activation", shape.activation),
-        ("parameters", f"{count_parameters(source.folder):,} (encoder)"),
+        ("parameters", f"{count_parameters(source.folder):,} ({counted})"),
         ("weights", weights),
         ("loaded from", source.origin),
     ]
+    if shape.decoder is not None:
+        at = rows.index(("heads per layer", shape.heads)) + 1
+        rows[at:at] = _decoder_rows(shape.decoder)
     if shape.embedding_size != shape.hidden:
-        rows.insert(5, ("embedding size", shape.embedding_size))
+        rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
         rows.insert(3, ("layer weights", "one set, shared by every layer"))
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -512,6 +523,51 @@ def info(console: Console, model: str | None) -> None:
     # The folder on a line of its own, never broken inside a name: the terminal wraps it,
     # and a copy of it pastes whole.
     console.print(Text.assemble(("folder", "bold"), f"  {source.folder}"), soft_wrap=True)
+
+
+def _kind(causal: bool) -> str:
+    if causal:
+        return "decoder, causal: each token sees only itself and the tokens before it"
+    return "encoder: each token sees every token"
+
+
+def _decoder_rows(cfg: DecoderConfig) -> list[tuple[str, str]]:
+    """What `info` adds for a decoder: key/value heads, positions, window, scale."""
+    rows = []
+    if cfg.num_kv_heads < cfg.num_heads:
+        share = cfg.num_heads // cfg.num_kv_heads
+        rows.append(
+            (
+                "key/value heads",
+                f"{cfg.num_kv_heads}, each read by {share} query heads (grouped-query attention)",
+            )
+        )
+    if cfg.kind == "gpt2":
+        rows.append(("positions", "a learned vector per position, added to the tokens"))
+    else:
+        rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
+        scaling = dict(cfg.rope_scaling)
+        if cfg.rope_type != "default":
+            rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+        rows.append(("positions", rotary))
+    windows = cfg.sliding_windows
+    if any(w is not None for w in windows):
+        sizes = {w for w in windows if w is not None}
+        where = (
+            "every layer"
+            if None not in windows
+            else "layers " + ", ".join(str(i) for i, w in enumerate(windows) if w is not None)
+        )
+        size = " / ".join(f"{w:,}" for w in sorted(sizes))
+        rows.append(
+            ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
+        )
+    if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
+        scale = "1/√d_k" if cfg.scale_attn_weights else "none"
+        if cfg.scale_by_inverse_layer:
+            scale = ("1/√d_k × " if cfg.scale_attn_weights else "") + "1/(layer + 1)"
+        rows.append(("score scale", scale))
+    return rows
 
 
 def cache_info(console: Console) -> None:
