@@ -445,7 +445,12 @@ def _progress(total: int | None, what: str = "sentences") -> Iterator[Callable[[
 
 
 def tokens(console: Console, inp: Input) -> None:
-    """The pieces of the text: index, piece, id, word, character span (no weights loaded)."""
+    """The pieces of the text: index, piece, its text, id, word, span (no weights loaded).
+
+    `piece` is the vocabulary's entry (`##ou`, or byte-level BPE's `Ġc` and `JoÃ£o`, whose
+    characters stand for bytes); `text` is what the piece covers in the text, as the views
+    label it (`##ou`, `c`, `João`).
+    """
     from rich.table import Table
 
     pieces = _prepare(inp).pieces
@@ -455,6 +460,7 @@ def tokens(console: Console, inp: Input) -> None:
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
+        ("text", "left"),
         ("id", "right"),
         ("word", "left"),
         ("span", "left"),
@@ -464,7 +470,8 @@ def tokens(console: Console, inp: Input) -> None:
         w, label = word_of[i]
         start, end = pieces.offsets[i]
         span = "" if pieces.sequence_ids[i] is None else f"{start}–{end}"
-        table.add_row(str(i), Text(piece), str(pieces.ids[i]), Text(f"{w} {label}"), span)
+        text = Text(pieces.labels[i])
+        table.add_row(str(i), Text(piece), text, str(pieces.ids[i]), Text(f"{w} {label}"), span)
     console.print(table)
 
 
