@@ -100,9 +100,11 @@ def _analyse(
     words: dict[str, str] | None = None,
     units: str = "words",
     view: str = "show",
+    compared: bool = False,
 ) -> Analysis:
     """Check the output, the layer and head and the `words` named by options (cheaply,
-    before torch), then compute."""
+    before torch), and that the model computes the measures asked for (`compared`: all of
+    them), then compute."""
     from attnviz.measures import check_measure
 
     check_measure(inp.measure, head=head, heads=heads, view=view)
@@ -114,6 +116,13 @@ def _analyse(
         check_output(out, allowed, style)
     prepared = _prepare(inp)
     prepared.check(layer=layer, head=head, heads=heads)
+    from attnviz.measures import check_model
+
+    check_model(prepared, inp.measure)  # before the attention is computed
+    if compared:
+        from attnviz.measures import check_decoder_comparison
+
+        check_decoder_comparison(prepared)
     if words:
         from attnviz.match import find_label
 
@@ -307,7 +316,9 @@ def compare_measures(
     style: ImageStyle,
 ) -> None:
     """Every measure's ranking of one query's keys, side by side."""
-    analysis = _analyse(inp, out, style, layer=layer, words={"--query": query}, units=units)
+    analysis = _analyse(
+        inp, out, style, layer=layer, words={"--query": query}, units=units, compared=True
+    )
     comparison = analysis.compare(query, layer, units=units, top=top)
     if out is not None:
         comparison.save(out, **asdict(style))
