@@ -85,8 +85,9 @@ app = typer.Typer(
     cls=OneLineUsageErrors,
     name="attnviz",
     help=(
-        "Look inside transformer attention: heatmaps of a real BERT's attention weights, "
-        "computed by a from-scratch multi-head attention, in the terminal or as images."
+        "Look inside transformer attention: heatmaps of the attention weights of a real "
+        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen2), computed by a "
+        "from-scratch multi-head attention, in the terminal or as images."
     ),
     rich_markup_mode="rich",
     no_args_is_help=True,
