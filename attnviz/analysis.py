@@ -276,13 +276,14 @@ class Analysis(_Input):
         `disagreements()` says where their top keys differ.
         """
         from attnviz.match import find_label
-        from attnviz.measures import MEASURES
+        from attnviz.measures import MEASURES, check_decoder_comparison
 
         chosen = list(MEASURES) if measures is None else list(measures)
         if not chosen:
             raise BadInput("name at least one measure to compare")
         for name in chosen:
             choice(name, tuple(MEASURES), "measure")
+        check_decoder_comparison(self.prepared, chosen)
         views = [self.view(layer, None, units, measure=m) for m in chosen]
         q = find_label(views[0].tokens, query, "--query")
         from attnviz.compare import Comparison

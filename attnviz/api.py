@@ -148,9 +148,11 @@ def head_stats(
     `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
     torch's choice). Only running sums are kept, never the attention arrays.
     `progress(n)` is called after each batch with the number of sentences it held.
+    A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
+    `next`, and leave out each sentence's first query, which sees only itself.
     """
     from attnviz.pipeline import compute_batches, corpus_chunks
-    from attnviz.stats import HeadStats, StatsAccumulator, token_kinds
+    from attnviz.stats import HeadStats, StatsAccumulator, decoder_records, token_kinds
     from attnviz.weights import load_encoder
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
@@ -171,6 +173,7 @@ def head_stats(
     sums: StatsAccumulator | None = None
     encoder = None
     dropped = 0
+    firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
     texts = itertools.chain(first, sentences)
     for corpus in corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens):
         shape = corpus.shape
@@ -179,7 +182,10 @@ def head_stats(
         if encoder is None:
             perf.import_torch()
             encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
-        kinds = [token_kinds(p) for p in corpus.pieces]
+        decoder = shape.causal
+        kinds = [token_kinds(p, first=decoder) for p in corpus.pieces]
+        if decoder:
+            firsts |= {p.tokens[0] if p.sequence_ids[0] is None else None for p in corpus.pieces}
         dropped += sum(p.dropped for p in corpus.pieces)
         for batch in compute_batches(
             corpus,
@@ -190,19 +196,31 @@ def head_stats(
             encoder=encoder,
             on_device=True,  # summed where they are: no copy of every weight to the host
         ):
-            sums.add_batch(batch.attentions, batch.lengths, [kinds[i] for i in batch.indices])
+            batch_kinds = [kinds[i] for i in batch.indices]
+            sums.add_batch(batch.attentions, batch.lengths, batch_kinds)
+            if decoder:
+                sums.drop_first_queries(batch_kinds)
             if progress is not None:
                 progress(len(batch.indices))
     assert sums is not None  # corpus_chunks yields at least one chunk
     name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
+    if decoder and not sums.queries:
+        raise BadInput(
+            f"every sentence is one piece long, and {corpus.model.name} is a decoder: a first "
+            "token sees only itself, so there is nothing to measure; give longer sentences"
+        )
+    records = sums.result()
+    if decoder:
+        records = decoder_records(records, sums.uniform_entropy)
     return HeadStats(
-        records=sums.result(),
+        records=records,
         model=name,
         layers=shape.layers,
         heads=shape.heads,
         sentences=sums.sentences,
         queries=sums.queries,
         dropped=dropped,
+        first_token=next(iter(firsts)) if len(firsts) == 1 else None,
     )
 
 

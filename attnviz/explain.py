@@ -1,7 +1,7 @@
 """One query through one attention head, step by step, on the model's real numbers.
 
 `find_query` picks the query piece from a word of the text (`ele`, `ele#2`) or a
-piece index, without torch. `explain` runs the encoder to get what the chosen
+piece index, without torch. `explain` runs the model to get what the chosen
 layer reads, then redoes that layer's attention for one query, keeping every
 intermediate: the projections split into heads, the raw scores q·kⱼ, the scale
 1/√d_k, the mask, the softmax weights, the weighted sum of the values, the join
@@ -10,14 +10,21 @@ to the output, ‖wⱼ f(xⱼ)‖ with f(x) = (x W_V + b_V) W_O restricted to th
 (Kobayashi et al. 2020, "Attention is Not Only a Weight"), since a large weight on
 a small transformed value adds little.
 
-Names: T pieces, C hidden size (= d), h heads, dk head size (= d / h).
+On a decoder the same steps run as the decoder runs them: the attention reads the
+layer's input after its pre-norm; Llama-family models turn q and k by their
+positions' angles (rotary) before the scores; a query head reads the key/value head
+of its group (grouped-query attention); the scale is the config's (GPT-2 may add
+1/(layer + 1)); and the mask is the model's own causal mask, with the layer's
+sliding window when it has one.
+
+Names: T pieces, C hidden size (= d), h query heads, n_kv key/value heads, dk head
+size (d / h in an encoder).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -30,6 +37,7 @@ from attnviz.views import pair_marked, resolve_index
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.decoder import Decoder
     from attnviz.model import Encoder, MultiHeadAttention
     from attnviz.prepared import Prepared
     from attnviz.tokenize import Pieces
@@ -124,6 +132,21 @@ class Explanation:
     joined: np.ndarray  # (C,) every head's output for the query, side by side
     output: np.ndarray  # (C,) joined @ W_O.T + b_O, the attention's output for the query
     lang: str = "en"  # the language it prints in: "en" or "pt"
+    # Decoders (GPT-2, Llama, Mistral, Qwen2); an encoder keeps these defaults.
+    decoder: bool = False  # the mask in `hidden` is the model's own causal mask
+    norm: str | None = None  # the pre-norm the attention reads X through: LayerNorm, RMSNorm
+    kv_head: int | None = None  # the key/value head this query head reads (None: its own)
+    num_kv_heads: int | None = None  # n_kv, when fewer than num_heads (grouped-query)
+    window: int | None = None  # the layer's sliding window, in tokens
+    angles: np.ndarray | None = None  # (dk/2,) rotary: the query position's angle per pair
+    rope_theta: float | None = None  # rotary base θ
+    rope_type: str | None = None  # rotary scaling: "default", "linear", "llama3"
+    q_unrotated: np.ndarray | None = None  # (dk,) q before the rotation
+    k_unrotated: np.ndarray | None = None  # (T, dk) the keys before the rotation
+    scale_root: bool = True  # the scale includes 1/sqrt(d_k) (GPT-2 may turn it off)
+    scale_layer: int | None = None  # GPT-2's scale_attn_by_inverse_layer_idx: 1/(layer + 1)
+    qkv_bias: bool = True  # W_Q, W_K, W_V have biases (Llama's do not)
+    out_bias: bool = True  # W_O has a bias
 
     def __post_init__(self) -> None:
         for value in vars(self).values():
@@ -152,6 +175,17 @@ class Explanation:
         return range(self.head * self.head_size, (self.head + 1) * self.head_size)
 
     @property
+    def kv_columns(self) -> range:
+        """The columns of K and V (the key/value head) this query head reads."""
+        kv = self.head if self.kv_head is None else self.kv_head
+        return range(kv * self.head_size, (kv + 1) * self.head_size)
+
+    @property
+    def groups(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return self.num_heads // (self.num_kv_heads or self.num_heads)
+
+    @property
     def weight_sum(self) -> float:
         return float(self.weights.astype(np.float64).sum())
 
@@ -175,17 +209,19 @@ def explain(
     head: int,
     query: int,
     causal: bool = False,
-    encoder: Encoder | None = None,
+    encoder: Encoder | Decoder | None = None,
 ) -> Explanation:
     """Redo layer `layer`'s attention for `head` and the piece `query`, keeping each step.
 
     Negative `layer`, `head` and `query` count from the end. `encoder` is the loaded
-    model for `prepared` (loaded here when None).
+    model for `prepared` (loaded here when None): an encoder, or a decoder, which runs
+    with its own causal mask (`causal`, the what-if, is for encoders).
     """
     import_torch()
     import torch
 
-    from attnviz.model import hiding_mask
+    from attnviz.decoder import decoder_mask, rotary_frequencies
+    from attnviz.model import Rotary, hiding_mask
     from attnviz.weights import load_encoder
 
     pieces = prepared.pieces
@@ -194,33 +230,51 @@ def explain(
     query = _piece_index(pieces, query)
     if encoder is None:
         encoder = cast("Encoder", load_encoder(prepared.source.folder, prepared.config))
+    cfg = prepared.shape.decoder  # DecoderConfig, or None for an encoder
     layer = resolve_index(layer, len(encoder.layers), "layer")
-    attention = cast("MultiHeadAttention", encoder.layers[layer].attention)
-    nh, dk = attention.num_heads, attention.head_size
+    block = encoder.layers[layer]
+    attention = cast("MultiHeadAttention", block.attention)
+    nh, dk, g = attention.num_heads, attention.head_size, attention.groups
     head = resolve_index(head, nh, "head")
+    kv = head // g  # the key/value head this query head reads
     columns = slice(head * dk, (head + 1) * dk)
 
     input_ids = torch.tensor([pieces.ids])  # (1, T)
     type_ids = torch.tensor([pieces.type_ids])  # (1, T)
     with torch.inference_mode():
         out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
-        x = out.layer_inputs[layer, 0]  # (T, C): what this layer's attention reads
+        x = out.layer_inputs[layer, 0]  # (T, C): what this layer reads
+        if cfg is not None:
+            norm = cast("torch.nn.Module", block.norm1)
+            x = norm(x)  # (T, C): a decoder's attention reads its pre-norm's output
         C = x.shape[-1]
         Q = attention.split_heads(attention.q_proj(x)[None])[0]  # (nh, T, dk)
-        K = attention.split_heads(attention.k_proj(x)[None])[0]  # (nh, T, dk)
-        V = attention.split_heads(attention.v_proj(x)[None])[0]  # (nh, T, dk)
+        K = attention.split_heads(attention.k_proj(x)[None])[0]  # (n_kv, T, dk)
+        V = attention.split_heads(attention.v_proj(x)[None])[0]  # (n_kv, T, dk)
+        Q_plain, K_plain = Q, K
+        rotary = None
+        if cfg is not None and cfg.kind != "gpt2":  # Llama family: turn q and k by position
+            rotary = Rotary(rotary_frequencies(cfg), torch.arange(T), x.dtype)
+            Q = rotary.rotate(Q[None])[0]  # (nh, T, dk)
+            K = rotary.rotate(K[None])[0]  # (n_kv, T, dk)
+        K = K.repeat_interleave(g, dim=0)  # (nh, T, dk): query head h reads K[h // g]
+        V = V.repeat_interleave(g, dim=0)  # (nh, T, dk)
 
         q = Q[:, query]  # (nh, dk): the query's vector in every head
         raw = torch.einsum("hd,htd->ht", q, K)  # (nh, T): q·kⱼ for every key, every head
-        scaled = raw / math.sqrt(dk)  # (nh, T)
-        mask = hiding_mask(None, causal, T, x.device)  # (T, T) or None; True hides
+        scaled = raw * attention.scale  # (nh, T): 1/sqrt(dk), or the decoder config's scale
+        mask: torch.Tensor | None  # (T, T) or None; True hides
+        if cfg is not None:  # the model's own mask: causal, and the layer's window
+            mask = decoder_mask(T, cfg.window(layer), None, x.device)
+        else:
+            mask = hiding_mask(None, causal, T, x.device)
         if mask is None:
             hidden = torch.zeros(T, dtype=torch.bool)  # (T,): nothing hidden
         else:
             hidden = mask.reshape(-1, T, T)[0, query]  # (T,): True where the key is hidden
         weights = torch.softmax(scaled.masked_fill(hidden, float("-inf")), dim=-1)  # (nh, T)
         heads_out = torch.einsum("ht,htd->hd", weights, V)  # (nh, dk): o = Σⱼ wⱼ vⱼ per head
-        joined = heads_out.reshape(C)  # (C,) = h × dk, the heads side by side
+        joined = heads_out.reshape(-1)  # (nh·dk,), the heads side by side
         output = attention.out_proj(joined)  # (C,)
 
         W_O = attention.out_proj.weight[:, columns]  # (C, dk): this head's rows of W_O
@@ -237,6 +291,26 @@ def explain(
     name = prepared.source.name
     weights_np = numpy(weights[head])  # (T,)
     norms_np = numpy(transformed_norms)  # (T,)
+    decoder: dict[str, Any] = {}
+    if cfg is not None:
+        decoder = dict(
+            decoder=True,
+            norm="LayerNorm" if cfg.kind == "gpt2" else "RMSNorm",
+            kv_head=kv,
+            num_kv_heads=attention.num_kv_heads,
+            window=cfg.window(layer),
+            scale_root=cfg.scale_attn_weights,
+            scale_layer=layer + 1 if cfg.scale_by_inverse_layer else None,
+        )
+    if rotary is not None:
+        assert cfg is not None
+        decoder |= dict(
+            angles=numpy(rotary.angles[query, : dk // 2]),
+            rope_theta=cfg.rope_theta,
+            rope_type=cfg.rope_type,
+            q_unrotated=numpy(Q_plain[head, query]),
+            k_unrotated=numpy(K_plain[kv]),
+        )
     return Explanation(
         model=name,
         layer=layer,
@@ -250,7 +324,7 @@ def explain(
         hidden_size=int(C),
         num_heads=nh,
         head_size=dk,
-        scale=1.0 / math.sqrt(dk),
+        scale=float(attention.scale),
         q=numpy(q[head]),
         k=numpy(K[head]),
         v=numpy(V[head]),
@@ -264,4 +338,7 @@ def explain(
         head_share=numpy(head_share),
         joined=numpy(joined),
         output=numpy(output),
+        qkv_bias=attention.q_proj.bias is not None,
+        out_bias=attention.out_proj.bias is not None,
+        **decoder,
     )

@@ -34,15 +34,24 @@ def word_of_piece(analysis: Analysis) -> np.ndarray:
     return owner
 
 
+def causal_mask(analysis: Analysis) -> bool:
+    """Whether a causal mask hid later keys: a decoder's own, or an encoder's what-if."""
+    return analysis.causal or analysis.model.decoder
+
+
 def data_record(analysis: Analysis) -> dict[str, Any]:
-    """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
+    """The data `save("x.json")` writes: every layer's attention over the model's pieces.
+
+    `kind` is "encoder" or "decoder, causal"; `causal` is true when a causal mask hid the
+    later keys, the decoder's own or an encoder's what-if (`kind` tells which).
+    """
     words = analysis.words
     return {
         "model": analysis.model.name,
+        "kind": analysis.model.kind,
         "text": analysis.text,
         "pair": analysis.pair,
-        "causal": analysis.causal or analysis.model.decoder,  # a what-if mask, or a decoder's own
-        "decoder": analysis.model.decoder,
+        "causal": causal_mask(analysis),
         "dtype": analysis.dtype,
         "words": [w.label for w in words],
         "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
@@ -79,8 +88,8 @@ def write_data(analysis: Analysis, out: Path, measure: str = "weight") -> None:
         tokens=np.array(pieces.tokens, dtype=np.str_),
         input_ids=np.array(pieces.ids, dtype=np.int64),
         token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
-        causal=np.array(analysis.causal or analysis.model.decoder),
-        decoder=np.array(analysis.model.decoder),
+        kind=np.array(analysis.model.kind, dtype=np.str_),
+        causal=np.array(causal_mask(analysis)),
         dtype=np.array(analysis.dtype, dtype=np.str_),
         model=np.array(analysis.model.name, dtype=np.str_),
         text=np.array(analysis.text, dtype=np.str_),

@@ -142,6 +142,122 @@ _EN: dict[str, str] = {
         "The layer then adds this output to the query's row of X (the residual connection) "
         "and normalizes the sum before the feed-forward block."
     ),
+    # decoders (GPT-2, Llama, Mistral, Qwen2): what differs from the encoder's steps
+    "model_line_decoder": (
+        "model {model} · decoder, causal · {layers} layers · {heads} query heads and {kv} "
+        "key/value heads per layer"
+    ),
+    "step1_first_layer_gpt2": (
+        "In layer 0 each row of X is the piece's embedding: the vector of the piece plus "
+        "the vector of its position. This decoder normalizes before the attention, not "
+        "after: the attention reads X through the layer's {norm}."
+    ),
+    "step1_first_layer_rotary": (
+        "In layer 0 each row of X is the vector of the piece, normalized by the layer's "
+        "{norm}. It carries no position: the position enters in step 2b, where q and k are "
+        "rotated."
+    ),
+    "step1_later_layer_decoder": (
+        "In layer {layer} each row of X is the piece's embedding plus what the layers before "
+        "added to it (the residual stream), normalized by this layer's {norm}: the attention "
+        "reads the normalized copy."
+    ),
+    "step2_body_decoder": (
+        "Three learned linear maps turn X into queries ({T} × {qw}), keys and values "
+        "({T} × {kvw} each): W_Q is {C} × {qw}, W_K and W_V are {C} × {kvw}. The query "
+        "asks, each key says how well it matches, each value is what that piece passes on:"
+    ),
+    "f_step2_no_bias": "Q = X·W_Q    K = X·W_K    V = X·W_V",
+    "step3_body_masked": (
+        "q is compared with the key kⱼ of every piece j by a dot product: the more the two "
+        "vectors point the same way, the higher the score. Of the keys the mask (step 5) "
+        "lets the query see, the highest raw score is {score}, for {label}."
+    ),
+    "f_step7_contribution_no_bias": "f(x) = (x·W_V)·W_O    ‖wⱼ·f(xⱼ)‖ = wⱼ·‖f(xⱼ)‖",
+    "step2_split_decoder": (
+        "Each head works with d_k = {dk} numbers: Q is cut into h = {h} slices, and head "
+        "{head} takes columns {first}–{last}."
+    ),
+    "f_step2_split_decoder": (
+        "Q: {T} × {qw} → {h} × {T} × {dk}    K, V: {T} × {kvw} → {n_kv} × {T} × {dk}"
+    ),
+    "step2_groups": (
+        "Grouped-query attention: K and V have only {n_kv} heads, each shared by {g} query "
+        "heads. Query head {head} reads key/value head {kv} = {head} // {g}, columns "
+        "{first}–{last} of K and V."
+    ),
+    "step2b": "2b. Rotary positions: q and k turned by their place in the text",
+    "step2b_body": (
+        "The head's {dk} numbers form {pairs} pairs (number i with number i + {pairs}), and "
+        "each pair of q and of every key kⱼ is turned by an angle that grows with the "
+        "piece's position p. At the query's position, {p}, the first pair turns by "
+        "{first} rad and the slowest, pair {last}, by {slowest} rad:"
+    ),
+    "f_step2b": "angleᵢ = p · θ^(−2i/d_k)    θ = {theta}    i = 0…{last}",
+    "step2b_scaling": (
+        "The config also rescales these angles ({kind} rope scaling), for texts longer than "
+        "the model was first trained on."
+    ),
+    "step2b_turn": (
+        "A rotation turns a vector without stretching it, so the norms do not change. The "
+        "query's q and its own key, before and after:"
+    ),
+    "f_step2b_q_before": "q before  ({values})    ‖q‖ = {norm}",
+    "f_step2b_q_after": "q after   ({values})    ‖q‖ = {norm}",
+    "f_step2b_k_before": "k before  ({values})    ‖k‖ = {norm}",
+    "f_step2b_k_after": "k after   ({values})    ‖k‖ = {norm}",
+    "step2b_why": (
+        "Each key is turned by its own position's angles, so q·kⱼ depends on how far apart "
+        "the query and piece j are, not on where they sit. The scores below use the turned "
+        "q and kⱼ."
+    ),
+    "step4_off": (
+        "This model's config turns the 1/√d_k scale off (scale_attn_weights is false): the "
+        "scores are not divided by √{dk}."
+    ),
+    "step4_layer": (
+        "Its config (scale_attn_by_inverse_layer_idx) also divides the scores of layer "
+        "{layer} by layer + 1 = {n}; the highest becomes {scaled}."
+    ),
+    "f_step4_factor": "sⱼ = q·kⱼ × {scale}",
+    "step5_decoder": (
+        "The model's own causal mask, the one it was trained with: a piece sees itself and "
+        "the pieces before it, never those after. The {count} keys after the query (pieces "
+        "{first}–{last}) get the score −∞, so their weight is exactly 0."
+    ),
+    "step5_decoder_last": (
+        "The model's own causal mask, the one it was trained with: a piece sees itself and "
+        "the pieces before it, never those after. The query is the last piece, so no key "
+        "comes after it."
+    ),
+    "step5_only_self": (
+        "The query is the first piece: the only key it may see is itself, so its weight on "
+        "itself is 1, whatever the scores."
+    ),
+    "step5_window": (
+        "This layer also looks back at most {window} tokens (a sliding window): the {count} "
+        "keys further back (pieces {first}–{last}) get −∞ too."
+    ),
+    "step5_window_none": (
+        "This layer also looks back at most {window} tokens (a sliding window); the query "
+        "is close enough to the start that the window hides nothing here."
+    ),
+    "step7_shared_values": (
+        "The values are key/value head {kv}'s, shared by {g} query heads; the {dk} rows of "
+        "W_O are this head's own."
+    ),
+    "f_step8_join_decoder": "concat: h × d_k = {h} × {dk} = {qw}",
+    "step8_projection_decoder": (
+        "The output projection W_O ({qw} × {C}) mixes the heads into the attention's "
+        "output for the query. Head {head}'s part, o times its {dk} rows of W_O, has norm "
+        "{share}."
+    ),
+    "f_step8_decoder": "output = concat·W_O{bias}    (1 × {qw})·({qw} × {C}) → 1 × {C}",
+    "step8_after_decoder": (
+        "The layer then adds this output to the query's row of its input before the norm "
+        "(the residual stream); the feed-forward block reads a normalized copy of that sum "
+        "and adds its own output to it."
+    ),
     # tables
     "col_index": "j",
     "col_key": "key",
@@ -283,6 +399,121 @@ _PT: dict[str, str] = {
     "step8_after": (
         "Depois a camada soma essa saída à linha da query em X (a conexão residual) e "
         "normaliza a soma antes do bloco feed-forward."
+    ),
+    # decoders (GPT-2, Llama, Mistral, Qwen2): o que muda em relação aos passos do encoder
+    "model_line_decoder": (
+        "modelo {model} · decoder, causal · {layers} camadas · {heads} cabeças de query e "
+        "{kv} cabeças de key/value por camada"
+    ),
+    "step1_first_layer_gpt2": (
+        "Na camada 0 cada linha de X é o embedding da peça: o vetor da peça mais o vetor da "
+        "sua posição. Este decoder normaliza antes da atenção, não depois: a atenção lê X "
+        "através da {norm} da camada."
+    ),
+    "step1_first_layer_rotary": (
+        "Na camada 0 cada linha de X é o vetor da peça, normalizado pela {norm} da camada. "
+        "Ela não carrega posição: a posição entra no passo 2b, onde q e k são girados."
+    ),
+    "step1_later_layer_decoder": (
+        "Na camada {layer} cada linha de X é o embedding da peça mais o que as camadas "
+        "anteriores somaram a ele (o fluxo residual), normalizado pela {norm} desta "
+        "camada: a atenção lê a cópia normalizada."
+    ),
+    "step2_body_decoder": (
+        "Três mapas lineares aprendidos transformam X em queries ({T} × {qw}), keys e "
+        "values ({T} × {kvw} cada): W_Q é {C} × {qw}, W_K e W_V são {C} × {kvw}. A query "
+        "pergunta, cada key diz o quanto combina, cada value é o que aquela peça repassa:"
+    ),
+    "f_step2_no_bias": "Q = X·W_Q    K = X·W_K    V = X·W_V",
+    "step3_body_masked": (
+        "q é comparado com a key kⱼ de cada peça j por um produto interno: quanto mais os "
+        "dois vetores apontam na mesma direção, maior o score. Das keys que a máscara "
+        "(passo 5) deixa a query ver, o maior score bruto é {score}, de {label}."
+    ),
+    "f_step7_contribution_no_bias": "f(x) = (x·W_V)·W_O    ‖wⱼ·f(xⱼ)‖ = wⱼ·‖f(xⱼ)‖",
+    "step2_split_decoder": (
+        "Cada cabeça trabalha com d_k = {dk} números: Q é cortada em h = {h} fatias, e a "
+        "cabeça {head} fica com as colunas {first}–{last}."
+    ),
+    "f_step2_split_decoder": (
+        "Q: {T} × {qw} → {h} × {T} × {dk}    K, V: {T} × {kvw} → {n_kv} × {T} × {dk}"
+    ),
+    "step2_groups": (
+        "Atenção com queries agrupadas (grouped-query): K e V têm só {n_kv} cabeças, cada "
+        "uma compartilhada por {g} cabeças de query. A cabeça de query {head} lê a cabeça "
+        "de key/value {kv} = {head} // {g}, colunas {first}–{last} de K e V."
+    ),
+    "step2b": "2b. Posições rotativas: q e k girados pelo seu lugar no texto",
+    "step2b_body": (
+        "Os {dk} números da cabeça formam {pairs} pares (o número i com o i + {pairs}), e "
+        "cada par de q e de cada key kⱼ é girado por um ângulo que cresce com a posição p "
+        "da peça. Na posição da query, {p}, o primeiro par gira {first} rad e o mais lento, "
+        "o par {last}, gira {slowest} rad:"
+    ),
+    "f_step2b": "ânguloᵢ = p · θ^(−2i/d_k)    θ = {theta}    i = 0…{last}",
+    "step2b_scaling": (
+        "A config também reescala esses ângulos (rope scaling {kind}), para textos mais "
+        "longos do que os do treino original do modelo."
+    ),
+    "step2b_turn": (
+        "Uma rotação gira um vetor sem esticá-lo, então as normas não mudam. O q da query "
+        "e a sua própria key, antes e depois:"
+    ),
+    "f_step2b_q_before": "q antes   ({values})    ‖q‖ = {norm}",
+    "f_step2b_q_after": "q depois  ({values})    ‖q‖ = {norm}",
+    "f_step2b_k_before": "k antes   ({values})    ‖k‖ = {norm}",
+    "f_step2b_k_after": "k depois  ({values})    ‖k‖ = {norm}",
+    "step2b_why": (
+        "Cada key é girada pelos ângulos da sua própria posição, então q·kⱼ depende da "
+        "distância entre a query e a peça j, não de onde elas estão. Os scores abaixo usam "
+        "q e kⱼ já girados."
+    ),
+    "step4_off": (
+        "A config deste modelo desliga a escala 1/√d_k (scale_attn_weights é false): os "
+        "scores não são divididos por √{dk}."
+    ),
+    "step4_layer": (
+        "A config (scale_attn_by_inverse_layer_idx) também divide os scores da camada "
+        "{layer} por camada + 1 = {n}; o maior passa a {scaled}."
+    ),
+    "f_step4_factor": "sⱼ = q·kⱼ × {scale}",
+    "step5_decoder": (
+        "A máscara causal do próprio modelo, com a qual ele foi treinado: uma peça vê a si "
+        "mesma e as peças antes dela, nunca as depois. As {count} keys depois da query "
+        "(peças {first}–{last}) recebem score −∞, então o peso delas é exatamente 0."
+    ),
+    "step5_decoder_last": (
+        "A máscara causal do próprio modelo, com a qual ele foi treinado: uma peça vê a si "
+        "mesma e as peças antes dela, nunca as depois. A query é a última peça, então "
+        "nenhuma key vem depois dela."
+    ),
+    "step5_only_self": (
+        "A query é a primeira peça: a única key que ela pode ver é ela mesma, então o peso "
+        "dela em si mesma é 1, sejam quais forem os scores."
+    ),
+    "step5_window": (
+        "Esta camada também olha no máximo {window} tokens para trás (uma janela "
+        "deslizante): as {count} keys mais distantes (peças {first}–{last}) também recebem −∞."
+    ),
+    "step5_window_none": (
+        "Esta camada também olha no máximo {window} tokens para trás (uma janela "
+        "deslizante); a query está perto o bastante do início para a janela não esconder nada."
+    ),
+    "step7_shared_values": (
+        "Os values são os da cabeça de key/value {kv}, compartilhada por {g} cabeças de "
+        "query; as {dk} linhas de W_O são desta cabeça."
+    ),
+    "f_step8_join_decoder": "concat: h × d_k = {h} × {dk} = {qw}",
+    "step8_projection_decoder": (
+        "A projeção de saída W_O ({qw} × {C}) mistura as cabeças na saída da atenção para "
+        "a query. A parte da cabeça {head}, o vezes as suas {dk} linhas de W_O, tem norma "
+        "{share}."
+    ),
+    "f_step8_decoder": "saída = concat·W_O{bias}    (1 × {qw})·({qw} × {C}) → 1 × {C}",
+    "step8_after_decoder": (
+        "Depois a camada soma essa saída à linha da query na sua entrada antes da norma (o "
+        "fluxo residual); o bloco feed-forward lê uma cópia normalizada dessa soma e também "
+        "soma a ela a sua saída."
     ),
     # tabelas
     "col_index": "j",

@@ -27,6 +27,7 @@ Names: T pieces, C hidden size, nh heads, hs head size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -81,16 +82,31 @@ def check_measure(
         )
 
 
+def check_model(prepared: Prepared, name: str) -> None:
+    """Refuse a measure other than the weight on a decoder (they follow encoder layers)."""
+    if name != "weight" and prepared.shape.causal:
+        raise BadInput(
+            f"--measure {name} is computed for encoders only; {prepared.source.name} is a "
+            f"decoder ({prepared.shape.family}): use --measure weight"
+        )
+
+
+def check_decoder_comparison(prepared: Prepared, measures: Sequence[str] | None = None) -> None:
+    """Refuse to compare measures on a decoder: all but the weight are for encoders."""
+    if prepared.shape.causal and (measures is None or any(m != "weight" for m in measures)):
+        raise BadInput(
+            f"compare-measures needs the norm, norm-res-ln, ALTI and value-zeroing measures, which "
+            f"attnviz computes for encoders only; {prepared.source.name} is a decoder "
+            f"({prepared.shape.family}): look at its weights with show --query WORD"
+        )
+
+
 def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> np.ndarray:
     """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer)."""
     describe_measure(name)
     if name == "weight":
         raise BadInput("the weights are Analysis.attentions; measure() is for the others")
-    if prepared.shape.causal:
-        raise BadInput(
-            f"--measure {name} is computed for encoders only; {prepared.source.name} is a "
-            f"decoder ({prepared.shape.family}): use --measure weight"
-        )
+    check_model(prepared, name)
     from attnviz import perf
 
     perf.import_torch()

@@ -241,7 +241,7 @@ class Prepared(_Input):
 
     def fit_note(self) -> str | None:
         """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
-        return self.fit.note(self.model.name, self.model.languages)
+        return self.fit.note(self.model.name, self.model.languages, decoder=self.shape.causal)
 
     def check(
         self,

@@ -13,6 +13,13 @@ Every piece is a query, special tokens included. Means are pooled: the sum over 
 query positions of all sentences divided by the number of query positions, so a long
 sentence weighs more than a short one.
 
+A decoder has no [CLS] or [SEP], and its mask hides the next token: its statistics are
+`entropy`, `first` (the weight on each sentence's first token, the "attention sink":
+the BOS when the tokenizer adds one), `punct`, `self` and `prev`. Its first query may
+see only itself, so its row is forced (weight 1 on itself, the first token) and is
+left out; the uniform reference for "broad" is a uniform row over the keys each query
+may see, log(q + 1), not log T. `decoder_records` makes these records.
+
 Memory stays bounded: `StatsAccumulator` keeps running (L, H) sums and counters, never the
 attention arrays. numpy; torch only for tensors already on a GPU, imported there.
 """
@@ -39,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROAD_FRACTION",
+    "DECODER_SHARES",
     "DOMINANT_SHARE",
     "LABELS",
     "LABEL_SHARES",
@@ -49,13 +57,17 @@ __all__ = [
     "HeadStats",
     "StatsAccumulator",
     "TokenKinds",
+    "check_sort_column",
+    "decoder_records",
     "label_for",
     "sort_records",
+    "statistics_of",
     "token_kinds",
 ]
 
 SHARES: tuple[str, ...] = ("cls", "sep", "punct", "self", "prev", "next")
 STATISTICS: tuple[str, ...] = ("entropy", *SHARES)
+DECODER_SHARES: tuple[str, ...] = ("first", "punct", "self", "prev")  # a decoder's shares
 
 # Labels. A head is named after a pattern when its mean share exceeds DOMINANT_SHARE;
 # when several do (they can overlap: [CLS] is also "self" for the first query), the
@@ -71,6 +83,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("self", "self"),
     ("cls", "[CLS]"),
     ("sep", "[SEP]"),
+    ("first", "first-token"),
     ("punct", "punctuation"),
 )
 BROAD = "broad"
@@ -78,25 +91,33 @@ MIXED = "mixed"
 LABELS: tuple[str, ...] = (*(label for _, label in _PATTERNS), BROAD, MIXED)
 LABEL_SHARES: dict[str, str] = {label: key for key, label in _PATTERNS}  # label -> its share
 
-# Columns `sort_records` accepts: "layer" is layer, head order; the rest are statistics.
-SORT_COLUMNS: tuple[str, ...] = ("layer", *STATISTICS)
+# Columns `sort_records` accepts: "layer" is layer, head order; the rest are statistics
+# (an encoder's or a decoder's: records hold one set or the other).
+SORT_COLUMNS: tuple[str, ...] = ("layer", *STATISTICS, "first")
 
 _PIECE_MARKS = ("##", "Ġ", "▁")  # continuation / word-start marks of WordPiece, BPE, SentencePiece
 
 
-class HeadRecord(TypedDict):
-    """One head's statistics: the shape of the `--json` output."""
-
+class _Record(TypedDict):
     layer: int
     head: int
     entropy: float
-    cls: float
-    sep: float
     punct: float
     self: float
     prev: float
-    next: float
     label: str
+
+
+class HeadRecord(_Record, total=False):
+    """One head's statistics: the shape of the `--json` output.
+
+    An encoder's records have `cls`, `sep` and `next`; a decoder's have `first` instead.
+    """
+
+    cls: float
+    sep: float
+    next: float
+    first: float  # a decoder's: the weight on the first token (the attention sink)
 
 
 # ---------------------------------------------------------------- token kinds
@@ -126,17 +147,19 @@ def _strip_marks(text: str) -> str:
     return text
 
 
-def token_kinds(pieces: Pieces) -> TokenKinds:
+def token_kinds(pieces: Pieces, *, first: bool = False) -> TokenKinds:
     """[CLS], [SEP] and punctuation pieces of one tokenized input.
 
     [CLS] is a special token at position 0; [SEP] is every other special token (so
-    RoBERTa's <s> and </s> count too). A piece is punctuation when its original text
-    (or, without one, its token), stripped of a leading `##`, `Ġ` or `▁` and of
-    spaces, is made only of Unicode punctuation; special tokens never are.
+    RoBERTa's <s> and </s> count too). With `first` (a decoder), `cls` marks the first
+    piece whatever it is: the BOS when the tokenizer adds one, else the first word. A
+    piece is punctuation when its original text (or, without one, its token), stripped
+    of a leading `##`, `Ġ` or `▁` and of spaces, is made only of Unicode punctuation;
+    special tokens never are.
     """
     special = np.array([seq is None for seq in pieces.sequence_ids], dtype=bool)  # (T,)
     cls = np.zeros_like(special)
-    cls[0] = special[0]
+    cls[0] = special[0] or first
     sep = special & ~cls
     punct = np.array(
         [
@@ -223,6 +246,26 @@ class StatsAccumulator:
                 raise ValueError(f"sentence length {n} is outside 1..{Tmax}")
             if len(kind) != n:
                 raise ValueError(f"token kinds for {len(kind)} pieces, sentence has {n}")
+
+    def drop_first_queries(self, kinds: Sequence[TokenKinds]) -> None:
+        """Take back what `add_batch` counted for the first query of each of these sentences.
+
+        For a decoder, whose `kinds` mark the first piece as `cls` (`token_kinds(first=True)`):
+        its first query may see only itself, so its row is 1 on the first token, whatever
+        the head does. That row added entropy 0, 1 to `cls` and `self`, 1 to `punct` when
+        the first piece is punctuation, 0 to `sep`, `prev` and `next`, and log T to the
+        uniform reference, which becomes log(q + 1) for each query q left: the entropy of a
+        uniform row over the q + 1 keys it may see.
+        """
+        if not all(kind.cls[0] and not kind.sep[0] for kind in kinds):
+            raise ValueError("drop_first_queries is for a decoder's kinds: token_kinds(first=True)")
+        index = {name: s for s, name in enumerate(STATISTICS)}
+        self._sums[index["cls"]] -= len(kinds)
+        self._sums[index["self"]] -= len(kinds)
+        self._sums[index["punct"]] -= sum(bool(kind.punct[0]) for kind in kinds)
+        self.queries -= len(kinds)
+        # Σ_{q<T} log(q + 1) = log T! replaces T log T (the first query's log 1 is 0).
+        self._log_t_sum += sum(math.lgamma(len(k) + 1) - len(k) * math.log(len(k)) for k in kinds)
 
     def means(self) -> np.ndarray:
         """The pooled means, float64 (S, L, H) in the order of STATISTICS."""
@@ -335,6 +378,35 @@ def _sums_torch(values: Any, lengths: Sequence[int], kinds: Sequence[TokenKinds]
     return sums.cpu().numpy()
 
 
+def decoder_records(records: Sequence[HeadRecord], uniform_entropy: float) -> list[HeadRecord]:
+    """An encoder's records as a decoder's: `cls` (the first piece's share) becomes `first`;
+    `sep` (no separator) and `next` (always hidden) go; each head is labelled again."""
+    out: list[HeadRecord] = []
+    for record in records:
+        values = {"entropy": record["entropy"], "first": record.get("cls", 0.0)}
+        values |= {key: record[key] for key in ("punct", "self", "prev")}
+        out.append(
+            HeadRecord(
+                layer=record["layer"],
+                head=record["head"],
+                entropy=values["entropy"],
+                first=values["first"],
+                punct=values["punct"],
+                self=values["self"],
+                prev=values["prev"],
+                label=label_for(values, uniform_entropy),
+            )
+        )
+    return out
+
+
+def statistics_of(records: Sequence[HeadRecord]) -> tuple[str, ...]:
+    """The statistics the records hold, in table order: an encoder's or a decoder's."""
+    if records and "first" in records[0]:
+        return ("entropy", *DECODER_SHARES)
+    return STATISTICS
+
+
 # ---------------------------------------------------------------- labels and sorting
 
 
@@ -342,6 +414,8 @@ def label_for(values: dict[str, float], uniform_entropy: float) -> str:
     """The head's label from its statistics (see DOMINANT_SHARE and BROAD_FRACTION)."""
     best: tuple[float, str] | None = None
     for key, label in _PATTERNS:
+        if key not in values:  # a decoder has no [CLS] or [SEP], an encoder no `first`
+            continue
         share = values[key]
         if share > DOMINANT_SHARE and (best is None or share > best[0]):
             best = (share, label)
@@ -350,6 +424,19 @@ def label_for(values: dict[str, float], uniform_entropy: float) -> str:
     if uniform_entropy > 0 and values["entropy"] >= BROAD_FRACTION * uniform_entropy:
         return BROAD
     return MIXED
+
+
+def check_sort_column(column: str, *, decoder: bool) -> None:
+    """Refuse a column the model's statistics do not have, naming the one meant."""
+    why = {
+        "cls": "a decoder has no [CLS]; its first token is column 'first'",
+        "sep": "a decoder has no [SEP]; sort by another column",
+        "next": "a decoder's mask hides the next token; sort by another column",
+    }
+    if decoder and column in why:
+        raise BadInput(f"cannot sort by {column!r}: {why[column]}")
+    if not decoder and column == "first":
+        raise BadInput("cannot sort by 'first': it is a decoder's column; an encoder's is 'cls'")
 
 
 def sort_records(
@@ -365,6 +452,9 @@ def sort_records(
         raise BadInput(f"cannot sort by {column!r}: use one of {', '.join(SORT_COLUMNS)}")
     if top is not None:
         top = check_range(top, "--top", TOP)
+    records = list(records)
+    if records:  # an encoder's records, or a decoder's
+        check_sort_column(column, decoder="first" in records[0])
     ordered = sorted(records, key=lambda r: (r["layer"], r["head"]))
     if column == "entropy":
         ordered.sort(key=lambda r: r["entropy"])
@@ -391,10 +481,16 @@ class HeadStats:
     sentences: int
     queries: int  # query positions pooled, special tokens included
     dropped: int = 0  # pieces cut off by truncation, over all sentences
+    first_token: str | None = None  # a decoder's: the piece every sentence starts with (BOS)
 
     def __repr__(self) -> str:
         heads = f"{self.layers}×{self.heads} heads"
         return f"<HeadStats {self.model}: {heads}, {self.sentences} sentences>"
+
+    @property
+    def decoder(self) -> bool:
+        """Whether these are a decoder's statistics (`first` instead of `cls`, `sep`, `next`)."""
+        return bool(self.records) and "first" in self.records[0]
 
     @property
     def title(self) -> str:
@@ -464,7 +560,7 @@ class HeadStats:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from attnviz.render.stats import StatsTable
 
-        yield StatsTable(self.records, title=self.title)
+        yield StatsTable(self.records, title=self.title, first_token=self.first_token)
 
     def _repr_png_(self) -> bytes:
         from attnviz.render.image import figure_png

@@ -189,8 +189,14 @@ class VocabularyFit:
         """More than POOR_FIT_PIECES_PER_WORD pieces per word, or any unknown word."""
         return bool(self.unknown) or self.pieces_per_word > POOR_FIT_PIECES_PER_WORD
 
-    def note(self, model: str, languages: tuple[str, ...] | None = None) -> str | None:
-        """One line for stderr when the fit is poor (None when it is fine)."""
+    def note(
+        self, model: str, languages: tuple[str, ...] | None = None, *, decoder: bool = False
+    ) -> str | None:
+        """One line for stderr when the fit is poor (None when it is fine).
+
+        The models it suggests are encoders: for a `decoder` it names none, since the
+        user chose a decoder to look at one.
+        """
         if not self.poor:
             return None
         how = [f"{self.pieces_per_word:.1f} pieces per word ({self.pieces} for {self.words} words)"]
@@ -198,6 +204,12 @@ class VocabularyFit:
             shown = ", ".join(self.unknown[:5]) + (" …" if len(self.unknown) > 5 else "")
             how.append(f"{len(self.unknown)} unknown word(s): {shown}")
         speaks = f" (model language: {', '.join(languages)})" if languages else ""
+        if decoder:
+            return (
+                f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
+                "its attention is spread over fragments of words. For a text in another "
+                "language use a model trained on it (--quiet hides notes)"
+            )
         return (
             f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
             "its attention is spread over fragments of words. For a text in another language "

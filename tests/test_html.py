@@ -336,3 +336,27 @@ def test_heads_and_model_views_show_inline_with_their_own_names(  # type: ignore
     assert view.page.locator(".av-chip").first.inner_text().strip() == "7"  # head 7 comes first
     assert view.errors == [] and view.requests == []
     view.close()
+
+
+@pytest.mark.slow
+def test_decoder_page_shows_its_causal_weights(browser, tiny_decoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Llama-family page: a query's weights on later tokens are 0, the rest as --json."""
+    folder = str(tiny_decoder("llama"))
+    text = "the bank refused the loan"
+    out = tmp_path / "decoder.html"
+    cli("heads", text, "--model", folder, "--layer", "1", "--units", "tokens", "--out", str(out))
+    view = Page(browser, out)
+    record = json.loads(
+        cli("show", text, "--model", folder, "--layer", "1", "--units", "tokens", "--json")
+    )
+    page_ = view.page
+    page_.click('button[data-units="tokens"]')
+    assert page_.locator(".av-left .av-tok").count() == len(record["tokens"]) == 8
+    assert page_.locator(".av-left .av-tok").first.text_content() == "<s>"
+    for i in (0, 3, 7):
+        page_.hover(f'.av-left .av-tok[data-index="{i}"]')
+        shown = view.weights("right")
+        np.testing.assert_allclose(shown, record["weights"][i], atol=1e-4)
+        assert not any(shown[i + 1 :])  # a decoder's query never sees a later token
+    assert view.errors == [] and view.requests == []
+    view.close()

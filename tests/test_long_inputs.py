@@ -53,7 +53,7 @@ def test_export_names_the_layers_it_holds(tiny_decoder: TinyFactory, tmp_path: P
         assert data["attentions"].shape[0] == 1
     record = json.loads((tmp_path / "a.json").read_text())
     assert record["layers"] == [1]
-    assert record["causal"] is True and record["decoder"] is True  # the model's own mask
+    assert record["causal"] is True and record["kind"] == "decoder, causal"  # its own mask
 
 
 def test_bad_layer_lists_are_refused_in_one_line(tiny_decoder: TinyFactory) -> None:

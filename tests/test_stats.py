@@ -373,7 +373,7 @@ def test_sort_by_layer_restores_layer_head_order() -> None:
     records = make_records()
     shuffled = sort_records(records, "cls", None)
     assert sort_records(shuffled, "layer", None) == records
-    assert set(SORT_COLUMNS) == {"layer", *STATISTICS}
+    assert set(SORT_COLUMNS) == {"layer", *STATISTICS, "first"}  # first: a decoder's
 
 
 def test_bad_sort_options_are_user_errors() -> None:

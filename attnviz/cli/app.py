@@ -87,8 +87,9 @@ app = typer.Typer(
     cls=OneLineUsageErrors,
     name="attnviz",
     help=(
-        "Look inside transformer attention: heatmaps of a real BERT's attention weights, "
-        "computed by a from-scratch multi-head attention, in the terminal or as images."
+        "Look inside transformer attention: heatmaps of the attention weights of a real "
+        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen2), computed by a "
+        "from-scratch multi-head attention, in the terminal or as images."
     ),
     rich_markup_mode="rich",
     no_args_is_help=True,
@@ -663,7 +664,8 @@ def stats(
         typer.Option(
             "--sort",
             help="Order heads by this column: entropy lowest first (the most focused heads), "
-            "a share highest first, layer in layer and head order.",
+            "a share highest first, layer in layer and head order. 'first' is a decoder's "
+            "(the first token), 'cls', 'sep' and 'next' an encoder's.",
         ),
     ] = SortColumn.layer,
     top: Annotated[
@@ -726,7 +728,10 @@ def stats(
     For every layer and head: mean attention entropy (nats) and the mean weight on [CLS],
     [SEP], punctuation, the token itself, the previous and the next token, over every
     query position of every sentence; each head is labelled by its dominant pattern
-    (a share above 0.5, e.g. "previous-token"; else "broad" or "mixed").
+    (a share above 0.5, e.g. "previous-token"; else "broad" or "mixed"). A decoder has
+    no [CLS], [SEP] or next token in view: its columns are the first token (the
+    "attention sink", its BOS when the tokenizer adds one), punctuation, itself and the
+    previous token, over every query but the first, which sees only itself.
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """

@@ -27,6 +27,7 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.decoder_families import DecoderConfig
     from attnviz.prepared import Prepared
     from attnviz.query import QueryRow
     from attnviz.views import AttentionView
@@ -111,10 +112,12 @@ def _analyse(
     units: str = "words",
     view: str = "show",
     one_layer: bool = False,
+    compared: bool = False,
 ) -> Analysis:
     """Check the output, the layer and head and the `words` named by options (cheaply,
-    before torch), then compute. `one_layer`: the command shows `layer` only, so a long
-    input whose whole attention is too large keeps just that layer."""
+    before torch), and that the model computes the measures asked for (`compared`: all of
+    them), then compute. `one_layer`: the command shows `layer` only, so a long input
+    whose whole attention is too large keeps just that layer."""
     from attnviz.measures import check_measure
 
     check_measure(inp.measure, head=head, heads=heads, view=view)
@@ -126,6 +129,13 @@ def _analyse(
         check_output(out, allowed, style)
     prepared, hit = _prepare(inp, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads)
+    from attnviz.measures import check_model
+
+    check_model(prepared, inp.measure)  # before the attention is computed
+    if compared:
+        from attnviz.measures import check_decoder_comparison
+
+        check_decoder_comparison(prepared)
     if words:
         from attnviz.match import find_label
 
@@ -338,7 +348,9 @@ def compare_measures(
     style: ImageStyle,
 ) -> None:
     """Every measure's ranking of one query's keys, side by side."""
-    analysis = _analyse(inp, out, style, layer=layer, words={"--query": query}, units=units)
+    analysis = _analyse(
+        inp, out, style, layer=layer, words={"--query": query}, units=units, compared=True
+    )
     comparison = analysis.compare(query, layer, units=units, top=top)
     if out is not None:
         comparison.save(out, **asdict(style))
@@ -402,9 +414,11 @@ def stats(
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
-    from attnviz.stats import sort_records
+    from attnviz.stats import check_sort_column, sort_records
 
     sort_records([], sort, top)  # reject a bad --sort or --top before any work
+    if sort in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
+        check_sort_column(sort, decoder=_is_decoder(model))
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
@@ -437,8 +451,16 @@ def stats(
     else:
         from attnviz.render.stats import StatsTable
 
-        console.print(StatsTable(shown, title=result.title))
+        console.print(StatsTable(shown, title=result.title, first_token=result.first_token))
     _wrote(out)
+
+
+def _is_decoder(model: str | None) -> bool:
+    """Whether `model` is a decoder, from its config.json alone (no weights, no torch)."""
+    from attnviz.families import describe, read_config
+    from attnviz.locate import locate
+
+    return describe(read_config(locate(model).folder)).causal
 
 
 @contextlib.contextmanager
@@ -468,7 +490,12 @@ def _progress(total: int | None, what: str = "sentences") -> Iterator[Callable[[
 
 
 def tokens(console: Console, inp: Input) -> None:
-    """The pieces of the text: index, piece, id, word, character span (no weights loaded)."""
+    """The pieces of the text: index, piece, its text, id, word, span (no weights loaded).
+
+    `piece` is the vocabulary's entry (`##ou`, or byte-level BPE's `Ġc` and `JoÃ£o`, whose
+    characters stand for bytes); `text` is what the piece covers in the text, as the views
+    label it (`##ou`, `c`, `João`).
+    """
     from rich.table import Table
 
     pieces = _prepare(inp)[0].pieces
@@ -478,6 +505,7 @@ def tokens(console: Console, inp: Input) -> None:
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
+        ("text", "left"),
         ("id", "right"),
         ("word", "left"),
         ("span", "left"),
@@ -487,7 +515,8 @@ def tokens(console: Console, inp: Input) -> None:
         w, label = word_of[i]
         start, end = pieces.offsets[i]
         span = "" if pieces.sequence_ids[i] is None else f"{start}–{end}"
-        table.add_row(str(i), Text(piece), str(pieces.ids[i]), Text(f"{w} {label}"), span)
+        text = Text(pieces.labels[i])
+        table.add_row(str(i), Text(piece), text, str(pieces.ids[i]), Text(f"{w} {label}"), span)
     console.print(table)
 
 
@@ -495,22 +524,29 @@ def info(console: Console, model: str | None) -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
 
+    from attnviz.errors import AttnvizError
     from attnviz.families import describe, read_config
     from attnviz.locate import locate
     from attnviz.vocabulary import describe_tokenizer, model_languages
-    from attnviz.weights import WEIGHT_FILES, count_parameters
+    from attnviz.weights import count_parameters, weight_files
 
     source = locate(model)
     shape = describe(read_config(source.folder))
-    weights = next((n for n in WEIGHT_FILES if (source.folder / n).is_file()), "none")
+    try:
+        files = weight_files(source.folder)
+        weights = files[0].name if len(files) == 1 else f"{len(files)} shards ({files[0].name}, …)"
+    except AttnvizError:
+        weights = "none"
     tokenizer = describe_tokenizer(source.folder)
     languages = model_languages(source.folder)
+    counted = "decoder, LM head not counted" if shape.causal else "encoder"
     rows: list[tuple[str, Any]] = [
         ("model", source.name),
         ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
         ("text", tokenizer.normalisation),
         ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
         ("family", shape.family),
+        ("kind", _kind(shape.causal)),
         ("layers", shape.layers),
         ("heads per layer", shape.heads),
         ("hidden size", shape.hidden),
@@ -519,12 +555,15 @@ def info(console: Console, model: str | None) -> None:
         ("vocabulary", shape.vocab),
         ("max tokens", shape.max_tokens),
         ("activation", shape.activation),
-        ("parameters", f"{count_parameters(source.folder):,} (encoder)"),
+        ("parameters", f"{count_parameters(source.folder):,} ({counted})"),
         ("weights", weights),
         ("loaded from", source.origin),
     ]
+    if shape.decoder is not None:
+        at = rows.index(("heads per layer", shape.heads)) + 1
+        rows[at:at] = _decoder_rows(shape.decoder)
     if shape.embedding_size != shape.hidden:
-        rows.insert(5, ("embedding size", shape.embedding_size))
+        rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
         rows.insert(3, ("layer weights", "one set, shared by every layer"))
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -536,6 +575,51 @@ def info(console: Console, model: str | None) -> None:
     # The folder on a line of its own, never broken inside a name: the terminal wraps it,
     # and a copy of it pastes whole.
     console.print(Text.assemble(("folder", "bold"), f"  {source.folder}"), soft_wrap=True)
+
+
+def _kind(causal: bool) -> str:
+    if causal:
+        return "decoder, causal: each token sees only itself and the tokens before it"
+    return "encoder: each token sees every token"
+
+
+def _decoder_rows(cfg: DecoderConfig) -> list[tuple[str, str]]:
+    """What `info` adds for a decoder: key/value heads, positions, window, scale."""
+    rows = []
+    if cfg.num_kv_heads < cfg.num_heads:
+        share = cfg.num_heads // cfg.num_kv_heads
+        rows.append(
+            (
+                "key/value heads",
+                f"{cfg.num_kv_heads}, each read by {share} query heads (grouped-query attention)",
+            )
+        )
+    if cfg.kind == "gpt2":
+        rows.append(("positions", "a learned vector per position, added to the tokens"))
+    else:
+        rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
+        scaling = dict(cfg.rope_scaling)
+        if cfg.rope_type != "default":
+            rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+        rows.append(("positions", rotary))
+    windows = cfg.sliding_windows
+    if any(w is not None for w in windows):
+        sizes = {w for w in windows if w is not None}
+        where = (
+            "every layer"
+            if None not in windows
+            else "layers " + ", ".join(str(i) for i, w in enumerate(windows) if w is not None)
+        )
+        size = " / ".join(f"{w:,}" for w in sorted(sizes))
+        rows.append(
+            ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
+        )
+    if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
+        scale = "1/√d_k" if cfg.scale_attn_weights else "none"
+        if cfg.scale_by_inverse_layer:
+            scale = ("1/√d_k × " if cfg.scale_attn_weights else "") + "1/(layer + 1)"
+        rows.append(("score scale", scale))
+    return rows
 
 
 def cache_info(console: Console) -> None:

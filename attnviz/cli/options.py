@@ -54,6 +54,7 @@ class SortColumn(str, Enum):
     entropy = "entropy"
     cls = "cls"
     sep = "sep"
+    first = "first"
     punct = "punct"
     self_ = "self"
     prev = "prev"
@@ -146,8 +147,8 @@ PairOpt = Annotated[
     str | None,
     typer.Option(
         "--pair",
-        help="A second sentence B: the model reads [CLS] A [SEP] B [SEP] with token types; "
-        "labels mark B's first word with B:.",
+        help="A second sentence B (encoders): the model reads [CLS] A [SEP] B [SEP] with "
+        "token types; labels mark B's first word with B:.",
         show_default=False,
     ),
 ]
@@ -155,8 +156,9 @@ MaskOpt = Annotated[
     Mask,
     typer.Option(
         "--mask",
-        help="What-if: 'causal' lets each token see only itself and earlier tokens "
-        "(the model is modified; titles say so). 'none' is the real model.",
+        help="What-if for an encoder: 'causal' lets each token see only itself and earlier "
+        "tokens (the model is modified; titles say so). 'none' is the real model. A "
+        "decoder's own mask is causal already.",
     ),
 ]
 HeadsOpt = Annotated[
@@ -171,7 +173,7 @@ DtypeOpt = Annotated[
     Dtype,
     typer.Option(
         "--dtype",
-        help="What the encoder computes in. Half-precision weights are computed in float32 "
+        help="What the model computes in. Half-precision weights are computed in float32 "
         "unless this asks otherwise.",
     ),
 ]

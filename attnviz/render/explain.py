@@ -71,6 +71,16 @@ def _num(value: float, decimals: int = 2) -> str:
     return out[1:] if out.startswith("-") and float(out) == 0 else out
 
 
+def _preview(vector: np.ndarray) -> str:
+    """The first numbers of a vector and its last: `0.12, -0.50, 1.03, 0.07, …, -0.91`."""
+    shown = [_num(v) for v in vector[:_PREVIEW]]
+    if len(vector) > _PREVIEW + 1:
+        shown += ["…", _num(vector[-1])]
+    elif len(vector) == _PREVIEW + 1:
+        shown.append(_num(vector[-1]))
+    return ", ".join(shown)
+
+
 def _clean(label: str) -> str:
     return truncate(sanitize(label), MAX_LABEL_CELLS)
 
@@ -130,10 +140,14 @@ class ExplanationView:
         label = self._name(x.query, index=False)
         title = self._t("title", head=x.head, layer=x.layer, label=label, index=x.query)
         yield Text(title, style=_HEADING)
-        yield Text(
-            self._t("model_line", model=model, layers=x.num_layers, heads=x.num_heads),
-            style="dim",
-        )
+        if x.decoder:
+            kv = x.num_kv_heads or x.num_heads
+            line = self._t(
+                "model_line_decoder", model=model, layers=x.num_layers, heads=x.num_heads, kv=kv
+            )
+        else:
+            line = self._t("model_line", model=model, layers=x.num_layers, heads=x.num_heads)
+        yield Text(line, style="dim")
 
     def _step(self, key: str) -> Iterator[RenderableType]:
         yield Text("")
@@ -149,10 +163,16 @@ class ExplanationView:
         yield from self._step("step1")
         yield Text(self._t("step1_body", T=T, C=C))
         yield self._formula("f_step1", T=T, C=C)
-        if x.layer == 0:
-            yield Text(self._t("step1_first_layer"))
+        if not x.decoder:
+            if x.layer == 0:
+                yield Text(self._t("step1_first_layer"))
+            else:
+                yield Text(self._t("step1_later_layer", layer=x.layer, previous=x.layer - 1))
+        elif x.layer > 0:
+            yield Text(self._t("step1_later_layer_decoder", layer=x.layer, norm=x.norm))
         else:
-            yield Text(self._t("step1_later_layer", layer=x.layer, previous=x.layer - 1))
+            key = "step1_first_layer_rotary" if x.angles is not None else "step1_first_layer_gpt2"
+            yield Text(self._t(key, norm=x.norm))
         label = quoted(_clean(x.labels[x.query]))
         yield Text(self._t("step1_query", index=x.query, label=label))
         if len(x.word_pieces) > 1:
@@ -195,41 +215,87 @@ class ExplanationView:
         T, C, h, dk = x.num_pieces, x.hidden_size, x.num_heads, x.head_size
         cols = x.head_columns
         yield from self._step("step2")
-        yield Text(self._t("step2_body", T=T, C=C))
-        yield self._formula("f_step2")
-        yield Text(self._t("step2_split", C=C, h=h, head=x.head, first=cols[0], last=cols[-1]))
-        yield self._formula("f_step2_split", C=C, h=h, dk=dk, T=T)
+        if not x.decoder:
+            yield Text(self._t("step2_body", T=T, C=C))
+            yield self._formula("f_step2")
+            yield Text(self._t("step2_split", C=C, h=h, head=x.head, first=cols[0], last=cols[-1]))
+            yield self._formula("f_step2_split", C=C, h=h, dk=dk, T=T)
+        else:
+            n_kv = x.num_kv_heads or h
+            qw, kvw = h * dk, n_kv * dk
+            yield Text(self._t("step2_body_decoder", T=T, C=C, qw=qw, kvw=kvw))
+            yield self._formula("f_step2" if x.qkv_bias else "f_step2_no_bias")
+            yield Text(
+                self._t(
+                    "step2_split_decoder", dk=dk, h=h, head=x.head, first=cols[0], last=cols[-1]
+                )
+            )
+            yield self._formula("f_step2_split_decoder", T=T, qw=qw, kvw=kvw, h=h, n_kv=n_kv, dk=dk)
+            if x.groups > 1:
+                kv_cols = x.kv_columns
+                yield Text(
+                    self._t(
+                        "step2_groups",
+                        n_kv=n_kv,
+                        g=x.groups,
+                        head=x.head,
+                        kv=x.kv_head,
+                        first=kv_cols[0],
+                        last=kv_cols[-1],
+                    )
+                )
         yield Text(self._t("step2_q", head=x.head, index=x.query))
-        shown = [_num(v) for v in x.q[:_PREVIEW]]
-        if dk > _PREVIEW + 1:
-            shown += ["…", _num(x.q[-1])]
-        elif dk == _PREVIEW + 1:
-            shown.append(_num(x.q[-1]))
-        norm = _num(float(np.linalg.norm(x.q)))
-        yield self._formula("f_step2_q", values=", ".join(shown), norm=norm)
+        q = x.q if x.q_unrotated is None else x.q_unrotated
+        yield self._formula("f_step2_q", values=_preview(q), norm=_num(float(np.linalg.norm(q))))
+        if x.angles is not None:
+            yield from self._rotary()
+
+    def _rotary(self) -> Iterator[RenderableType]:
+        """Step 2b (rotary decoders): the query position's angles, q and k turned."""
+        x = self.x
+        assert x.angles is not None and x.q_unrotated is not None and x.k_unrotated is not None
+        pairs = len(x.angles)
+        yield from self._step("step2b")
+        yield Text(
+            self._t(
+                "step2b_body",
+                dk=x.head_size,
+                pairs=pairs,
+                p=x.query,
+                first=_num(float(x.angles[0]), 3),
+                last=pairs - 1,
+                slowest=_num(float(x.angles[-1]), 4),
+            )
+        )
+        theta = f"{x.rope_theta:g}" if x.rope_theta is not None else "?"
+        yield self._formula("f_step2b", theta=theta, last=pairs - 1)
+        if x.rope_type not in (None, "default"):
+            yield Text(self._t("step2b_scaling", kind=x.rope_type))
+        yield Text(self._t("step2b_turn"))
+        for key, vector in (
+            ("f_step2b_q_before", x.q_unrotated),
+            ("f_step2b_q_after", x.q),
+            ("f_step2b_k_before", x.k_unrotated[x.query]),
+            ("f_step2b_k_after", x.k[x.query]),
+        ):
+            yield self._formula(
+                key, values=_preview(vector), norm=_num(float(np.linalg.norm(vector)))
+            )
+        yield Text(self._t("step2b_why"))
 
     def _scores(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         x = self.x
-        T, dk = x.num_pieces, x.head_size
-        top_raw = int(np.argmax(x.raw_scores))
+        dk = x.head_size
+        # The top score among the keys the query may see: a hidden key's score never counts.
+        top_raw = int(np.argmax(np.where(x.hidden, -np.inf, x.raw_scores)))
         yield from self._step("step3")
-        yield Text(
-            self._t("step3_body", score=_num(x.raw_scores[top_raw]), label=self._name(top_raw))
-        )
+        key = "step3_body_masked" if x.hidden.any() else "step3_body"
+        yield Text(self._t(key, score=_num(x.raw_scores[top_raw]), label=self._name(top_raw)))
         yield self._formula("f_step3", dk=dk)
         yield from self._step("step4")
-        root, scaled = _num(float(np.sqrt(dk)), 3), _num(x.scaled_scores[top_raw])
-        yield Text(self._t("step4_body", dk=dk, root=root, scaled=scaled))
-        yield self._formula("f_step4", dk=dk, scale=_num(x.scale, 4))
+        yield from self._scale(top_raw)
         yield from self._step("step5")
-        hidden = np.flatnonzero(x.hidden)  # (n_hidden,)
-        if not x.causal:
-            yield Text(self._t("step5_none", T=T))
-        elif hidden.size == 0:
-            yield Text(self._t("step5_causal_last"))
-        else:
-            first, last = int(hidden[0]), int(hidden[-1])
-            yield Text(self._t("step5_causal", count=hidden.size, first=first, last=last))
+        yield from self._mask()
         yield from self._step("step6")
         top = x.top_weight
         yield Text(self._t("step6_body", weight=_num(x.weights[top], 3), label=self._name(top)))
@@ -238,6 +304,59 @@ class ExplanationView:
         yield Text("")
         yield self._fit(self._score_table, console, options)
         yield from self._footer_note()
+
+    def _scale(self, top_raw: int) -> Iterator[RenderableType]:
+        """Step 4: 1/√d_k, or what a GPT-2 config makes of it."""
+        x = self.x
+        dk, scaled = x.head_size, _num(x.scaled_scores[top_raw])
+        if x.scale_root:
+            root = _num(float(np.sqrt(dk)), 3)
+            by_root = _num(float(x.raw_scores[top_raw]) / float(np.sqrt(dk)))
+            yield Text(self._t("step4_body", dk=dk, root=root, scaled=by_root))
+        else:
+            yield Text(self._t("step4_off", dk=dk))
+        if x.scale_layer is not None:
+            yield Text(self._t("step4_layer", layer=x.layer, n=x.scale_layer, scaled=scaled))
+        if x.scale_root and x.scale_layer is None:
+            yield self._formula("f_step4", dk=dk, scale=_num(x.scale, 4))
+        else:
+            yield self._formula("f_step4_factor", scale=_num(x.scale, 4))
+
+    def _mask(self) -> Iterator[RenderableType]:
+        """Step 5: none, the causal what-if, or a decoder's own mask (and window)."""
+        x = self.x
+        hidden = np.flatnonzero(x.hidden)  # (n_hidden,)
+        later = hidden[hidden > x.query]  # (n_later,) hidden by the causal mask
+        if x.decoder:
+            if later.size == 0:
+                yield Text(self._t("step5_decoder_last"))
+            else:
+                first, last = int(later[0]), int(later[-1])
+                yield Text(self._t("step5_decoder", count=later.size, first=first, last=last))
+            if x.window is not None:
+                earlier = hidden[hidden < x.query]  # (n_earlier,) hidden by the window
+                if earlier.size:
+                    first, last = int(earlier[0]), int(earlier[-1])
+                    yield Text(
+                        self._t(
+                            "step5_window",
+                            window=x.window,
+                            count=earlier.size,
+                            first=first,
+                            last=last,
+                        )
+                    )
+                else:
+                    yield Text(self._t("step5_window_none", window=x.window))
+            if x.query == 0:
+                yield Text(self._t("step5_only_self"))
+        elif not x.causal:
+            yield Text(self._t("step5_none", T=x.num_pieces))
+        elif hidden.size == 0:
+            yield Text(self._t("step5_causal_last"))
+        else:
+            first, last = int(hidden[0]), int(hidden[-1])
+            yield Text(self._t("step5_causal", count=hidden.size, first=first, last=last))
 
     def _key_cell(self, j: int) -> Text:
         label = Text(_clean(self.x.labels[j]))
@@ -352,7 +471,10 @@ class ExplanationView:
         yield Text(self._t("step7_body", dk=dk))
         yield self._formula("f_step7", norm=_num(float(np.linalg.norm(x.head_output))))
         yield Text(self._t("step7_contribution", dk=dk))
-        yield self._formula("f_step7_contribution")
+        with_bias = x.qkv_bias
+        yield self._formula("f_step7_contribution" if with_bias else "f_step7_contribution_no_bias")
+        if x.groups > 1:
+            yield Text(self._t("step7_shared_values", kv=x.kv_head, g=x.groups, dk=dk))
         yield Text("")
         yield self._fit(self._contribution_table, console, options)
         yield from self._footer_note()
@@ -392,9 +514,18 @@ class ExplanationView:
         h, dk, C = x.num_heads, x.head_size, x.hidden_size
         yield from self._step("step8")
         yield Text(self._t("step8_body", h=h))
-        yield self._formula("f_step8_join", h=h, dk=dk, C=C)
         share = _num(float(np.linalg.norm(x.head_share)))
-        yield Text(self._t("step8_projection", C=C, head=x.head, dk=dk, share=share))
-        yield self._formula("f_step8", C=C)
+        if not x.decoder:
+            yield self._formula("f_step8_join", h=h, dk=dk, C=C)
+            yield Text(self._t("step8_projection", C=C, head=x.head, dk=dk, share=share))
+            yield self._formula("f_step8", C=C)
+        else:
+            qw = h * dk
+            yield self._formula("f_step8_join_decoder", h=h, dk=dk, qw=qw)
+            yield Text(
+                self._t("step8_projection_decoder", qw=qw, C=C, head=x.head, dk=dk, share=share)
+            )
+            bias = " + b_O" if x.out_bias else ""
+            yield self._formula("f_step8_decoder", qw=qw, C=C, bias=bias)
         yield self._formula("f_step8_norm", norm=_num(x.output_norm))
-        yield Text(self._t("step8_after"))
+        yield Text(self._t("step8_after_decoder" if x.decoder else "step8_after"))

@@ -33,7 +33,7 @@ from attnviz.render.cells import (
     truncate,
     wrap_items,
 )
-from attnviz.stats import LABEL_SHARES, SHARES, HeadRecord
+from attnviz.stats import LABEL_SHARES, HeadRecord, statistics_of
 
 __all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable"]
 
@@ -45,6 +45,7 @@ STATS_HEADERS: dict[str, str] = {
     "entropy": "entropy",
     "cls": "CLS",
     "sep": "SEP",
+    "first": "first",
     "punct": "punct",
     "self": "self",
     "prev": "prev",
@@ -60,11 +61,18 @@ _SHORT_LABELS = {
     "punctuation": "punct",
     "[CLS]": "CLS",
     "[SEP]": "SEP",
+    "first-token": "first",
 }
-_DROP_ORDER = ("label", "next", "prev", "self", "punct", "sep", "cls")
+_DROP_ORDER = ("label", "next", "prev", "self", "punct", "sep", "first", "cls")
 _CAPTION = (
     "entropy: mean over queries, in nats. CLS … next: mean attention weight to [CLS], "
     "to [SEP], to punctuation, to the token itself, to the previous and to the next token."
+)
+_DECODER_CAPTION = (
+    "A decoder: each token sees only itself and the tokens before it. entropy: mean over "
+    "queries, in nats. first … prev: mean attention weight to the first token{first}, to "
+    "punctuation, to the token itself and to the previous token. The first query, which "
+    "sees only itself, is left out."
 )
 _UNLIMITED = 10_000  # a width to measure a table's natural width with
 _BOLD = Style(bold=True)
@@ -87,9 +95,21 @@ class StatsTable:
     layer and head always show, and no value is cut.
     """
 
-    def __init__(self, records: Sequence[HeadRecord], title: str | None = None) -> None:
+    def __init__(
+        self,
+        records: Sequence[HeadRecord],
+        title: str | None = None,
+        *,
+        first_token: str | None = None,
+    ) -> None:
         self.records = list(records)
         self.title = title
+        self.shares = statistics_of(self.records)[1:]  # an encoder's six, a decoder's four
+        if "first" in self.shares:
+            first = f" ({first_token}, which the tokenizer puts first)" if first_token else ""
+            self.caption = _DECODER_CAPTION.format(first=first)
+        else:
+            self.caption = _CAPTION
 
     def _table(
         self,
@@ -98,10 +118,11 @@ class StatsTable:
         dropped: tuple[str, ...] = (),
     ) -> Table:
         headers = STATS_HEADERS | (_COMPACT_HEADERS if compact else {})
-        shares = [key for key in SHARES if key not in dropped]
-        caption = _CAPTION
+        shares = [key for key in self.shares if key not in dropped]
+        caption = self.caption
         if short:
             caption += " Shares are written without their leading 0 (.95 is 0.95)."
+        dropped = tuple(key for key in dropped if key == "label" or key in self.shares)
         if dropped:
             caption += f" Not shown here: {', '.join(dropped)} (widen the terminal or use --json)."
         table = Table(

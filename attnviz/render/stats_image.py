@@ -1,7 +1,8 @@
 """Head statistics as one matplotlib figure: a layers × heads heatmap per statistic.
 
 Seven panels (entropy, then the attention shares to [CLS], [SEP], punctuation, the
-token itself, the previous and the next token), each with its colour bar. By default
+token itself, the previous and the next token), each with its colour bar; a decoder's
+five (entropy, the first token, punctuation, itself, the previous token). By default
 the six share panels share one scale, 0 to the largest share of any panel, so a
 [SEP] maximum of 0.11 looks weak beside a previous-token 0.95; entropy (in nats, not
 a share) keeps its own. `shared_scale=False` gives each panel its own 0 .. maximum.
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.stats import STATISTICS, HeadRecord
+from attnviz.stats import HeadRecord, statistics_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,6 +31,7 @@ PANEL_TITLES: dict[str, str] = {
     "entropy": "entropy (nats)",
     "cls": "to [CLS]",
     "sep": "to [SEP]",
+    "first": "to the first token",
     "punct": "to punctuation",
     "self": "to itself",
     "prev": "to previous token",
@@ -43,13 +45,15 @@ _MAX_TICKS = 12  # beyond this, every k-th layer or head is numbered
 
 
 def stats_grids(records: Sequence[HeadRecord], layers: int, heads: int) -> np.ndarray:
-    """The records as arrays: float (S, layers, heads) in STATISTICS order; NaN where none."""
-    grids = np.full((len(STATISTICS), layers, heads), np.nan)  # (S, L, H)
+    """The records as arrays: float (S, layers, heads) in `statistics_of(records)` order
+    (STATISTICS for an encoder); NaN where none."""
+    statistics = statistics_of(records)
+    grids = np.full((len(statistics), layers, heads), np.nan)  # (S, L, H)
     for record in records:
         layer, head = record["layer"], record["head"]
         if not (0 <= layer < layers and 0 <= head < heads):
             raise ValueError(f"record for layer {layer}, head {head} outside {layers}×{heads}")
-        for s, name in enumerate(STATISTICS):
+        for s, name in enumerate(statistics):
             grids[s, layer, head] = record[name]  # type: ignore[literal-required]
     return grids
 
@@ -95,7 +99,8 @@ def stats_figure(
     fg = colours["text"]
     panel_w = min(max(_CELL_IN * heads, _MIN_PANEL_IN), _MAX_PANEL_IN)
     panel_h = min(max(_CELL_IN * layers, _MIN_PANEL_IN), _MAX_PANEL_IN)
-    n_rows = math.ceil(len(STATISTICS) / _PANEL_COLS)
+    statistics = statistics_of(records)
+    n_rows = math.ceil(len(statistics) / _PANEL_COLS)
     fig_w = _PANEL_COLS * (panel_w + 1.3) + 0.4
     fig_h = n_rows * (panel_h + 0.9) + 0.6
 
@@ -103,7 +108,7 @@ def stats_figure(
         fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
         spec = fig.add_gridspec(n_rows, _PANEL_COLS)
         colormap = matplotlib.colormaps[cmap].with_extremes(bad=colours["face"])
-        for s, name in enumerate(STATISTICS):
+        for s, name in enumerate(statistics):
             row, col = divmod(s, _PANEL_COLS)
             ax = fig.add_subplot(spec[row, col])
             ax.set_facecolor(colours["face"])
