@@ -28,6 +28,7 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.decoder_families import DecoderConfig
+    from attnviz.families import ModelShape
     from attnviz.prepared import Prepared
     from attnviz.query import QueryRow
     from attnviz.views import AttentionView
@@ -152,6 +153,14 @@ def _analyse(
         if note and not inp.quiet:
             print(f"note: {note}", file=sys.stderr)
     return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache, layers=layers)
+
+
+def _max_tokens(shape: ModelShape) -> str:
+    """The longest input read, and the model's own limit when attnviz's bound is lower."""
+    own = shape.own_max_tokens
+    if shape.max_tokens < own:
+        return f"{shape.max_tokens:,} (attnviz's bound; the model takes {own:,}: --max-tokens)"
+    return f"{own:,}"
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -553,7 +562,7 @@ def info(console: Console, model: str | None) -> None:
         ("head size", shape.head_size),
         ("feed-forward size", shape.intermediate),
         ("vocabulary", shape.vocab),
-        ("max tokens", shape.max_tokens),
+        ("max tokens", _max_tokens(shape)),
         ("activation", shape.activation),
         ("parameters", f"{count_parameters(source.folder):,} ({counted})"),
         ("weights", weights),
