@@ -181,7 +181,7 @@ class Decoder(nn.Module):
         inputs = []
         last = max(keep, default=-1)
         for i, layer in enumerate(self.layers):
-            if i > last and not keep_inputs:
+            if i > last:
                 break
             window = cfg.window(i)
             if window not in masks:
@@ -192,7 +192,7 @@ class Decoder(nn.Module):
             x, w = layer(x, masks[window], weights[slot] if slot is not None else None, rotary)
             if slot is not None and w.data_ptr() != weights[slot].data_ptr():
                 weights[slot] = w  # a path that could not write in place (autograd)
-        if keep_inputs or last == cfg.num_layers - 1:
+        if last == cfg.num_layers - 1:
             x = self.final_norm(x)
         return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
 

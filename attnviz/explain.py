@@ -242,7 +242,9 @@ def explain(
     input_ids = torch.tensor([pieces.ids])  # (1, T)
     type_ids = torch.tensor([pieces.type_ids])  # (1, T)
     with torch.inference_mode():
-        out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
+        # Run up to this layer only, keeping no attention but its own: a long input's
+        # other layers would cost their T·T arrays for nothing.
+        out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True, layers=[layer])
         x = out.layer_inputs[layer, 0]  # (T, C): what this layer reads
         if cfg is not None:
             norm = cast("torch.nn.Module", block.norm1)

@@ -399,9 +399,10 @@ class Encoder(nn.Module):
 
         `token_type_ids` (B, T) default to 0; a family with one segment (RoBERTa) or none
         (DistilBERT) ignores them. `causal` hides every later key from each query, a
-        what-if the real model never does. `keep_inputs` also returns what each layer read.
-        `layers` (default: all) are the layers whose attention is returned, in that order,
-        as (len, B, nh, T, T); the layers after the last of them are not run.
+        what-if the real model never does. `keep_inputs` also returns what each layer read
+        (up to the last layer run). `layers` (default: all) are the layers whose attention
+        is returned, in that order, as (len, B, nh, T, T); the layers after the last of them
+        are not run (and `hidden_states` is then the last run's output).
         """
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
@@ -412,7 +413,7 @@ class Encoder(nn.Module):
         inputs, written = [], {}
         last = max(keep, default=-1)
         for i, layer in enumerate(self.layers):
-            if i > last and not keep_inputs:
+            if i > last:
                 break  # a later layer cannot change an earlier one's attention
             if keep_inputs:
                 inputs.append(x)
