@@ -831,3 +831,19 @@ def test_grid_png_needs_no_figure_api(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "x.png").is_file()
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_png_encoder_is_lossless(channels: int) -> None:
+    import io
+
+    from attnviz.render.image import _encode_png
+
+    pixels = np.random.default_rng(0).integers(0, 256, (37, 53, channels), dtype=np.uint8)
+    pixels[10:20] = pixels[10]  # repeated rows, as a heatmap's cells make
+    buffer = io.BytesIO()
+    _encode_png(pixels, buffer, 150)
+    with Image.open(io.BytesIO(buffer.getvalue())) as image:
+        assert image.mode == ("RGB" if channels == 3 else "RGBA")
+        assert round(image.info["dpi"][0]) == 150
+        assert np.array_equal(np.asarray(image), pixels)

@@ -56,9 +56,10 @@ class _Canvas:
         self.dpi = dpi
         self.width, self.height = int(width_in * dpi), int(height_in * dpi)  # as Agg sizes it
         self.channels = 4 if transparent else 3
-        self.pixels = np.zeros((self.height, self.width, self.channels), dtype=np.uint8)
-        if not transparent:
-            self.pixels[:] = _bytes(face)
+        self.pixels = np.empty((self.height, self.width, self.channels), dtype=np.uint8)
+        if self.height:  # one row filled, then copied down: far faster than a broadcast
+            self.pixels[0] = 0 if transparent else _bytes(face)
+            self.pixels[1:] = self.pixels[0]
         self.face = np.array(to_rgb(face), dtype=np.float32)
 
     def ink(self, colour: str) -> np.ndarray:
