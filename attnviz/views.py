@@ -284,12 +284,16 @@ class _Drawn:
     ) -> Path:
         """Write the view as an image (.png, .svg or .pdf, by the suffix), all or nothing."""
         path = Path(path)
-        check_output(path, IMAGE_SUFFIXES, ImageStyle(dpi, cmap, theme, transparent, annotate))
+        style = ImageStyle(dpi, cmap, theme, transparent, annotate)
+        check_output(path, IMAGE_SUFFIXES, style)
+        self._write(path, style)
+        return path
+
+    def _write(self, path: Path, style: ImageStyle) -> None:
         from attnviz.render.image import save_figure
 
-        figure = self.figure(cmap=cmap, theme=theme, annotate=annotate)
-        save_figure(figure, path, dpi=dpi, transparent=transparent)
-        return path
+        figure = self.figure(cmap=style.cmap, theme=style.theme, annotate=style.annotate)
+        save_figure(figure, path, dpi=style.dpi, transparent=style.transparent)
 
     def __repr__(self) -> str:
         values: Any = getattr(self, "matrix", getattr(self, "matrices", None))
@@ -513,6 +517,24 @@ class HeadsView(_Drawn):
             panel_titles=self.panel_titles,
             title=self.title,
             columns=self.columns,
+        )
+
+    def _write(self, path: Path, style: ImageStyle) -> None:
+        """A PNG is drawn straight to pixels, without a Figure (attnviz.render.raster)."""
+        from attnviz.render.image import save_grid
+
+        save_grid(
+            self.matrices,
+            self.labels,
+            path,
+            panel_titles=self.panel_titles,
+            title=self.title,
+            cmap=style.cmap,
+            theme=style.theme,
+            annotate=style.annotate,
+            columns=self.columns,
+            dpi=style.dpi,
+            transparent=style.transparent,
         )
 
     def figure(

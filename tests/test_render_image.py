@@ -28,6 +28,7 @@ from attnviz.render.image import (
     grid_figure,
     heatmap_figure,
     save_figure,
+    save_grid,
 )
 
 TOKENS = ["[CLS]", "the", "cat", "<s>", "R&D", "sat", "[SEP]"]
@@ -746,3 +747,103 @@ def test_nothing_is_cut_off_at_the_edges(labels: list[str]) -> None:
     assert not text_outside_the_image(
         heatmap_figure(softmax_rows((n, n)) * 1e-4, labels, title="tiny weights")
     )
+
+
+# ---------------------------------------------------------------- grids drawn straight to pixels
+
+
+def grid_pngs(tmp_path: Path, heads: int = 4, **kwargs: object) -> tuple[np.ndarray, np.ndarray]:
+    """The same grid as PNG through a Figure and through save_grid's pixels, as arrays."""
+    n = len(TOKENS)
+    matrices = softmax_rows((heads, n, n))
+    options: dict = {
+        "panel_titles": [f"head {h}" for h in range(heads)],
+        "title": "bert-base · layer 2",
+        **kwargs,
+    }
+    transparent = bool(options.pop("transparent", False))
+    figure_png, pixels_png = tmp_path / "figure.png", tmp_path / "pixels.png"
+    save_figure(
+        grid_figure(matrices, TOKENS, **options), figure_png, dpi=100, transparent=transparent
+    )
+    save_grid(matrices, TOKENS, pixels_png, **options, dpi=100, transparent=transparent)
+    with Image.open(figure_png) as a, Image.open(pixels_png) as b:
+        assert a.mode == b.mode
+        return np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"theme": "dark"}, {"annotate": True}, {"cmap": "magma", "columns": 1}],
+    ids=["light", "dark", "annotated", "one-column"],
+)
+def test_grid_png_pixels_match_the_figure(tmp_path: Path, options: dict) -> None:
+    """save_grid draws a PNG without a Figure; it must be the picture the Figure draws:
+    the same size, the same cells and frames, text anti-aliased a little differently."""
+    figure, pixels = grid_pngs(tmp_path, **options)
+    assert figure.shape == pixels.shape
+    differing = np.abs(figure - pixels).max(axis=2) > 32
+    assert np.abs(figure - pixels).mean() < 4
+    assert differing.mean() < 0.04  # glyph edges only
+
+
+def test_grid_png_keeps_transparency(tmp_path: Path) -> None:
+    figure, pixels = grid_pngs(tmp_path, transparent=True)
+    assert figure.shape == pixels.shape and pixels.shape[2] == 4
+    assert pixels[..., 3].min() == 0 and pixels[..., 3].max() == 255
+    assert np.abs(figure[..., 3] - pixels[..., 3]).mean() < 4
+
+
+def test_grid_svg_keeps_text_as_text(tmp_path: Path) -> None:
+    n = len(TOKENS)
+    path = tmp_path / "grid.svg"
+    save_grid(softmax_rows((2, n, n)), TOKENS, path, panel_titles=["h0", "h1"], title="t")
+    assert "R&amp;D" in path.read_text(encoding="utf-8")
+
+
+def test_grid_png_refuses_too_many_pixels_before_drawing(tmp_path: Path) -> None:
+    n = len(TOKENS)
+    with pytest.raises(BadInput, match="--dpi"):
+        save_grid(
+            softmax_rows((2, n, n)),
+            TOKENS,
+            tmp_path / "big.png",
+            panel_titles=["h0", "h1"],
+            title="t",
+            dpi=5000,
+        )
+    assert not (tmp_path / "big.png").exists()
+
+
+@pytest.mark.slow  # subprocess
+def test_grid_png_needs_no_figure_api(tmp_path: Path) -> None:
+    script = (
+        "import sys, numpy as np, warnings\n"
+        "from pathlib import Path\n"
+        "from attnviz.render.image import save_grid\n"
+        "warnings.simplefilter('error')\n"
+        "save_grid(np.full((2, 3, 3), 1 / 3), ['猫', '😀', 'c'], "
+        f"Path({str(tmp_path / 'x.png')!r}), panel_titles=['頭 0', 'b'], title='😀 t')\n"
+        "for name in ('matplotlib.figure', 'matplotlib.axes', 'matplotlib.backends.backend_agg',"
+        " 'matplotlib.pyplot', 'torch'):\n"
+        "    assert name not in sys.modules, name\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "x.png").is_file()
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_png_encoder_is_lossless(channels: int) -> None:
+    import io
+
+    from attnviz.render.image import _encode_png
+
+    pixels = np.random.default_rng(0).integers(0, 256, (37, 53, channels), dtype=np.uint8)
+    pixels[10:20] = pixels[10]  # repeated rows, as a heatmap's cells make
+    buffer = io.BytesIO()
+    _encode_png(pixels, buffer, 150)
+    with Image.open(io.BytesIO(buffer.getvalue())) as image:
+        assert image.mode == ("RGB" if channels == 3 else "RGBA")
+        assert round(image.info["dpi"][0]) == 150
+        assert np.array_equal(np.asarray(image), pixels)
