@@ -419,6 +419,14 @@ def load_analysed(
     return attentions, pieces
 
 
+def discard(key: str, reason: str) -> None:
+    """Remove the entry for `key`, which its reader found unfit, with a warning."""
+    path = _entry_path(key)
+    warn(f"cached attentions {path} are unfit ({reason}); discarded, computing again")
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
 def _discard(path: Path, exc: Exception) -> None:
     reason = getattr(exc, "strerror", None) or exc
     if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us

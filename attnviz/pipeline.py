@@ -140,12 +140,32 @@ def cached(
     if hit is None:
         return None
     attentions, pieces = hit
-    limit = shape.own_max_tokens if max_tokens is None else max_tokens
-    if not 0 <= min(pieces.ids) <= max(pieces.ids) < shape.vocab or len(pieces) > limit:
-        cache.warn(f"cached attentions for {source.name} do not fit the model; computing again")
+    problem = _unfit(attentions, pieces, shape, max_tokens, truncate)
+    if problem:
+        cache.discard(key, f"they {problem} for {source.name}")
         return None
     prepared = Prepared(source, config, pieces, truncate, max_tokens)
     return Analysis(prepared, attentions, causal, dtype)
+
+
+def _unfit(
+    attentions: np.ndarray,
+    pieces: Pieces,
+    shape: ModelShape,
+    max_tokens: int | None,
+    truncate: bool,
+) -> str | None:
+    """Why a cache entry's attentions and pieces cannot be this model's, or None."""
+    limit = shape.own_max_tokens if max_tokens is None else max_tokens
+    if not pieces.ids or len(pieces) > limit:
+        return f"hold {len(pieces)} pieces, not 1 to {limit}"
+    if not 0 <= min(pieces.ids) <= max(pieces.ids) < shape.vocab:
+        return "hold ids outside the vocabulary"
+    if pieces.dropped and not truncate:
+        return "say pieces were truncated, but --truncate was not asked for"
+    if shape.causal and np.triu(attentions, 1).any():
+        return "see later tokens, which a decoder never does"
+    return None
 
 
 def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
