@@ -349,6 +349,12 @@ def _windows(
         return ()
     window = size("sliding_window", None, "window")
     if model_type == "mistral":
+        if types is not None and types != ["sliding_attention"] * layers:
+            raise AttnvizError(
+                f"{where} has layer_types={_shown(types)}: a Mistral whose layers alternate "
+                "between a window and full attention (as Ministral's do), which attnviz does not "
+                "compute; it computes Mistral with one window in every layer"
+            )
         return (window,) * layers
     # Qwen2: `layer_types`, else use_sliding_window from max_window_layers on.
     if types is not None:

@@ -226,6 +226,11 @@ def _edited_config(folder: Path, tmp_path: Path, **changes: object) -> Path:
         ("gpt2", {"scale_attn_weights": "yes"}, "scale_attn_weights='yes'"),
         ("mistral", {"sliding_window": -4}, "sliding_window=-4"),
         ("qwen2", {"layer_types": ["full_attention"]}, "layer_types="),
+        (
+            "mistral",
+            {"sliding_window": 2, "layer_types": ["sliding_attention", "full_attention"]},
+            "alternate",
+        ),
     ],
 )
 def test_configs_attnviz_cannot_compute_are_refused_in_one_line(
