@@ -72,7 +72,7 @@ def analyse(
     "float32", "float16" or "bfloat16". `cache` reads and writes the attention cache, so a
     text seen before is not computed again (off when ATTNVIZ_NO_CACHE is set).
     `layers` keeps only those layers (`attentions[i]` is layer `analysis.layers[i]`): a
-    long input whose whole attention is over `attnviz.limits.ATTENTION_BYTES` needs it.
+    long input whose whole attention is over `attnviz.limits.attention_budget()` needs it.
     `max_tokens` bounds the input (see `prepare`).
     """
     if layers is None:  # a text seen before: no tokenizer, no torch
@@ -138,7 +138,7 @@ def head_stats(
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
     `max_tokens` bounds each sentence in pieces, as in `prepare`; a sentence whose
-    attention over every layer would pass `attnviz.limits.ATTENTION_BYTES` is refused.
+    attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
 
     `texts` is any iterable of sentences (a list, a generator, an open file's lines):
     it is read as the statistics run, a few thousand sentences at a time, so memory

@@ -20,7 +20,7 @@ from attnviz.decoder_families import (
     DecoderConfig,
     describe_decoder,
 )
-from attnviz.errors import AttnvizError, short_reason
+from attnviz.errors import AttnvizError, BadInput, short_reason
 from attnviz.limits import DECODER_TOKENS
 
 if TYPE_CHECKING:
@@ -258,19 +258,34 @@ class ModelShape:
     def token_limit(self, max_tokens: int | None = None) -> tuple[int, str]:
         """The longest input read, and why when it is not the model's own limit.
 
-        `max_tokens` (--max-tokens) sets it, up to the model's own limit; by default a
-        decoder reads at most `limits.DECODER_TOKENS` pieces.
+        `max_tokens` (--max-tokens) sets it, up to the model's own limit and to the most
+        pieces whose attention in one layer fits what attnviz keeps (`limits`); by default
+        a decoder reads at most `limits.DECODER_TOKENS` pieces.
         """
-        from attnviz.limits import check_range
+        from attnviz.limits import ATTENTION_ENV, amount, check_range, longest_input
 
-        own = self.own_max_tokens
+        own, fits = self.own_max_tokens, longest_input(self.heads)
         if max_tokens is not None:
             limit = check_range(
                 max_tokens, "--max-tokens", (1, own), f" (this model takes at most {own:,})"
             )
+            if limit > fits:
+                size = self.heads * limit * limit * 4
+                raise BadInput(
+                    f"--max-tokens {limit}: one layer's attention at {limit:,} pieces is "
+                    f"{amount(size)} ({self.heads} heads), more than attnviz keeps for one input "
+                    f"({amount(self.heads * fits * fits * 4)} fits {fits:,} pieces; "
+                    f"{ATTENTION_ENV} raises the budget): use --max-tokens {fits} or less"
+                )
             return limit, "" if limit == own else " (--max-tokens)"
-        if self.max_tokens < own:
-            return self.max_tokens, (
+        limit = min(self.max_tokens, own)
+        if limit > fits:
+            return fits, (
+                f" (the most whose attention in one layer fits what attnviz keeps; "
+                f"{ATTENTION_ENV} raises it)"
+            )
+        if limit < own:
+            return limit, (
                 f" (attnviz's bound for a decoder; --max-tokens raises it up to the model's "
                 f"{own:,})"
             )

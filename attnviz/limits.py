@@ -28,8 +28,13 @@ MAX_IMAGE_PIXELS = 40_000_000
 
 # The attention attnviz keeps for one input (L·H·T·T float32 numbers). Past it, only the
 # layers a view needs are computed and kept (`layers=`), and views over every layer are
-# refused before any work: at 2,048 pieces, 30 layers × 9 heads would be 4.5 GB.
+# refused before any work: at 2,048 pieces, 30 layers × 9 heads would be 4.5 GB. One
+# layer must fit, which bounds the input (9 heads: 3,861 pieces). ATTNVIZ_ATTENTION_MB
+# sets another budget, for a machine with the memory for it (peak memory is a few times
+# the attention kept: see the README's Limits).
 ATTENTION_BYTES = 512 * 2**20
+ATTENTION_ENV = "ATTNVIZ_ATTENTION_MB"
+ATTENTION_MB = (16, 1 << 20)  # what ATTNVIZ_ATTENTION_MB may be: 16 MB to 1 TB
 
 # Decoders take inputs as long as their position limit (thousands of tokens); attnviz reads
 # at most this many pieces of one input (a 2,048-piece layer of 9 heads is 151 MB of float32
@@ -66,6 +71,29 @@ def check_range(value: object, option: str, bounds: tuple[int, int], hint: str =
 def megabytes(size: int) -> str:
     """`size` bytes as `12.3 MB` (1 MB = 2**20 bytes)."""
     return f"{size / 2**20:.1f} MB"
+
+
+def attention_budget() -> int:
+    """The bytes of attention kept for one input: ATTNVIZ_ATTENTION_MB, else 512 MB."""
+    import os
+
+    raw = os.environ.get(ATTENTION_ENV, "").strip()
+    if not raw:
+        return ATTENTION_BYTES
+    low, high = ATTENTION_MB
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise BadInput(
+            f"{ATTENTION_ENV}={raw[:20]!r} is not a number of megabytes from {low} to {high:,}: "
+            f"set it to one (512 is the default), or unset it"
+        )
+    return int(raw) * 2**20
+
+
+def longest_input(heads: int, budget: int | None = None) -> int:
+    """The most pieces for which one layer's attention (heads × T² float32) fits the budget."""
+    import math
+
+    return math.isqrt((attention_budget() if budget is None else budget) // (heads * 4))
 
 
 def amount(size: int) -> str:

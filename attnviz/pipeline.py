@@ -281,7 +281,9 @@ def corpus_chunks(
 
 def _check_attention_size(T: int, shape: ModelShape) -> None:
     """Refuse a sentence whose attention over every layer, which a batch holds, is too large."""
-    from attnviz.limits import ATTENTION_BYTES, amount
+    from attnviz.limits import amount, attention_budget
+
+    ATTENTION_BYTES = attention_budget()
 
     size = shape.layers * shape.heads * T * T * 4
     if size > ATTENTION_BYTES:

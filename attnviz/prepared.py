@@ -184,10 +184,12 @@ class Prepared(_Input):
     def kept_layers(self, layers: Sequence[int] | None) -> tuple[int, ...] | None:
         """The layers to compute and keep, sorted (None: all), refused past the budget.
 
-        The whole attention is kept while it fits `limits.ATTENTION_BYTES`; past it, the
-        layers must be named, and they must fit too.
+        The whole attention is kept while it fits `limits.attention_budget()`; past it,
+        the layers must be named, and they must fit too.
         """
-        from attnviz.limits import ATTENTION_BYTES, amount
+        from attnviz.limits import amount, attention_budget
+
+        ATTENTION_BYTES = attention_budget()
 
         if layers is None:
             whole = self.attention_bytes()
@@ -216,10 +218,10 @@ class Prepared(_Input):
 
     def memory_note(self, layers: Sequence[int] | None) -> str | None:
         """One line when only some layers will be kept: what the whole would have taken."""
-        from attnviz.limits import ATTENTION_BYTES, amount
+        from attnviz.limits import amount, attention_budget
 
         whole = self.attention_bytes()
-        if layers is None or whole <= ATTENTION_BYTES:
+        if layers is None or whole <= attention_budget():
             return None
         kept = self.kept_layers(layers)
         count = self.num_layers if kept is None else len(kept)
@@ -271,7 +273,7 @@ class Prepared(_Input):
         the encoder computes in. `cache` reads and writes the attention cache (unless
         ATTNVIZ_NO_CACHE is set). `layers` keeps only those layers (and runs none after
         the last): for long inputs, whose whole attention is refused past
-        `attnviz.limits.ATTENTION_BYTES`.
+        `attnviz.limits.attention_budget()` (512 MB, or ATTNVIZ_ATTENTION_MB).
         """
         from attnviz.cache import cache_enabled
         from attnviz.pipeline import compute

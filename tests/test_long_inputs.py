@@ -1,6 +1,6 @@
 """Long inputs stay within bounded memory: only the layers a view needs are computed and kept.
 
-Past `limits.ATTENTION_BYTES` of attention (all layers × heads × T × T float32), the
+Past `limits.attention_budget()` of attention (all layers × heads × T × T float32), the
 whole attention is refused before any work; `layers=` (and show/heads, which need one
 layer) keep only what they show, and say so in one note.
 """
@@ -67,13 +67,11 @@ def test_bad_layer_lists_are_refused_in_one_line(tiny_decoder: TinyFactory) -> N
 @pytest.fixture
 def small_budget(monkeypatch: pytest.MonkeyPatch, tiny_decoder: TinyFactory) -> str:
     """A 4-layer Llama, and a budget that one layer of TEXT fits and all four do not."""
-    import attnviz.cli.commands
     import attnviz.limits
 
     folder = str(tiny_decoder("llama", num_hidden_layers=4))
     budget = attnviz.prepare(TEXT, model=folder).attention_bytes(1) + 1
     monkeypatch.setattr(attnviz.limits, "ATTENTION_BYTES", budget)
-    monkeypatch.setattr(attnviz.cli.commands, "ATTENTION_BYTES", budget)
     return folder
 
 
@@ -139,3 +137,25 @@ def test_max_tokens_on_the_command_line(embedded_folder: Path) -> None:
     assert "takes at most 5 (--max-tokens)" in refused.stderr
     too_many = runner.invoke(app, ["show", TEXT, "--max-tokens", "513"])
     assert too_many.exit_code == 2 and "at most 512" in too_many.stderr
+
+
+def test_max_tokens_past_what_one_layer_can_keep_is_refused_before_tokenizing(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attnviz.limits
+
+    folder = str(tiny_decoder("gpt2", n_positions=4096))
+    monkeypatch.setattr(attnviz.limits, "ATTENTION_BYTES", 8 * 100 * 100 * 4)  # 100 pieces
+    huge = "word " * 3_000_000  # 15 MB: refused by the bound, never tokenized
+    with pytest.raises(BadInput) as info:
+        attnviz.prepare(huge, model=folder, max_tokens=200)
+    message = str(info.value)
+    assert "\n" not in message and "use --max-tokens 100 or less" in message
+    assert "ATTNVIZ_ATTENTION_MB" in message
+    short = attnviz.prepare(TEXT, model=folder, max_tokens=100)
+    assert short.shape.token_limit()[0] == 100  # the default follows the budget too
+    monkeypatch.setenv("ATTNVIZ_ATTENTION_MB", "1")
+    with pytest.raises(BadInput, match="ATTNVIZ_ATTENTION_MB='1' is not a number of megabytes"):
+        attnviz.prepare(TEXT, model=folder)
+    monkeypatch.setenv("ATTNVIZ_ATTENTION_MB", "64")  # 64 MB: 1,448 pieces of 8 heads
+    assert attnviz.prepare(TEXT, model=folder).shape.token_limit()[0] == 1448

@@ -22,7 +22,7 @@ from rich.text import Text
 from attnviz import api
 from attnviz.cli.errors import defer_note
 from attnviz.errors import BadInput
-from attnviz.limits import ATTENTION_BYTES
+from attnviz.limits import attention_budget
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def _analyse(
         return hit
     # A long input whose whole attention is too large: keep only the layer this view shows.
     layers = None
-    if one_layer and prepared.attention_bytes() > ATTENTION_BYTES:
+    if one_layer and prepared.attention_bytes() > attention_budget():
         layers = [-1 if layer is None else layer]
         note = prepared.memory_note(layers)
         if note and not inp.quiet:
@@ -157,10 +157,8 @@ def _analyse(
 
 def _max_tokens(shape: ModelShape) -> str:
     """The longest input read, and the model's own limit when attnviz's bound is lower."""
-    own = shape.own_max_tokens
-    if shape.max_tokens < own:
-        return f"{shape.max_tokens:,} (attnviz's bound; the model takes {own:,}: --max-tokens)"
-    return f"{own:,}"
+    limit, why = shape.token_limit()
+    return f"{limit:,}{why}"
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:

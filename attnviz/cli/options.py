@@ -108,8 +108,8 @@ MaxTokensOpt = Annotated[
     typer.Option(
         "--max-tokens",
         help="The longest input read, in pieces. Default: the model's own limit, and at most "
-        "2048 for a decoder; raise it up to the model's limit (one layer's attention grows as "
-        "the square: 9 heads at 8192 pieces are 2.3 GB).",
+        "2048 for a decoder. It goes up to the model's limit as long as one layer's attention "
+        "fits the 512 MB attnviz keeps (9 heads: 3861 pieces; ATTNVIZ_ATTENTION_MB raises it).",
         min=1,
         max=1 << 20,
         show_default=False,
