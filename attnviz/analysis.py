@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import limits
 from attnviz.errors import BadInput
+from attnviz.limits import check_export
 from attnviz.output import (
     DATA_SUFFIXES,
     HTML_SUFFIXES,
@@ -386,6 +388,7 @@ class Analysis(_Input):
         style = ImageStyle(dpi, cmap, theme or "light", transparent, annotate)
         check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
         suffix = path.suffix.lower()
+        check_export(suffix, self.attentions.size)
         if suffix in DATA_SUFFIXES:
             from attnviz.files import write_data
 
@@ -439,6 +442,7 @@ class Analysis(_Input):
         from attnviz.render.html import page
 
         self._whole("an HTML page")
+        check_export(".html", self.attentions.size)
         return page(
             self.attentions,
             self.labels,
@@ -450,8 +454,8 @@ class Analysis(_Input):
         from attnviz.files import page_options
         from attnviz.render.html import fragment
 
-        if self.layers is not None:
-            return self.view(self.layers[-1])._repr_html_()
+        if self.layers is not None or self.attentions.size > limits.PAGE_WEIGHTS:
+            return self.view(self._last)._repr_html_()  # one layer's matrix
         options = page_options(self, "heads", -1, None, None, "words", "auto")
         return fragment(self.attentions, self.labels, **options)
 

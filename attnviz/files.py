@@ -83,7 +83,7 @@ def write_data(analysis: Analysis, out: Path, measure: str = "weight") -> None:
         return
     pieces = analysis.pieces
     arrays: dict[str, Any] = dict(
-        attentions=analysis.attentions.astype(np.float32),  # (L, H, T, T)
+        attentions=analysis.attentions.astype(np.float32, copy=False),  # (L, H, T, T)
         layers=np.array(_layers(analysis), dtype=np.int64),  # (L,): the model's layer numbers
         tokens=np.array(pieces.tokens, dtype=np.str_),
         input_ids=np.array(pieces.ids, dtype=np.int64),

@@ -96,6 +96,30 @@ def longest_input(heads: int, budget: int | None = None) -> int:
     return math.isqrt((attention_budget() if budget is None else budget) // (heads * 4))
 
 
+# Files that hold every weight of every layer: a .json export writes each as text (about 10
+# bytes, and Python builds the whole document first: 1.8 GB and 6 GB of memory for 130
+# million weights); a page carries them all to the browser, which decodes and draws them.
+JSON_WEIGHTS = 20_000_000  # a 512-piece input on a 6-layer, 12-head model is 18.9 million
+PAGE_WEIGHTS = 40_000_000
+
+
+def check_export(suffix: str, weights: int) -> None:
+    """Refuse a .json or .html file of `weights` weights past what attnviz writes, in one line."""
+    suffix = suffix.lower()
+    if suffix == ".json" and weights > JSON_WEIGHTS:
+        raise BadInput(
+            f"a .json file writes every weight as text: {weights:,} weights (about "
+            f"{amount(weights * 10)}) are more than attnviz writes ({JSON_WEIGHTS:,}); write "
+            ".npz instead (4 bytes a weight), or shorten the text"
+        )
+    if suffix in (".html", ".htm") and weights > PAGE_WEIGHTS:
+        raise BadInput(
+            f"a page carries every weight of every layer to the browser: {weights:,} weights are "
+            f"more than attnviz puts in one ({PAGE_WEIGHTS:,}); draw one layer (show or heads "
+            "--layer L --out x.png), write .npz, or shorten the text"
+        )
+
+
 def amount(size: int) -> str:
     """`size` bytes as people say it: `151 MB`, `4.5 GB`."""
     if size >= 2**30:

@@ -42,7 +42,7 @@ def rollout(
     `residual=False` chains the rows as they are, only normalised: for contribution
     measures that already contain the residual connection (ALTI, norm-res-ln).
     """
-    values = np.asarray(attentions, dtype=np.float64)  # (L, H, T, T)
+    values = np.asarray(attentions)  # (L, H, T, T); each layer widened to float64 in turn
     if values.ndim != 4 or values.shape[2] != values.shape[3] or 0 in values.shape:
         raise ValueError(f"attentions must be (L, H, T, T) and non-empty, got {values.shape}")
     L, _, T, _ = values.shape
@@ -50,7 +50,9 @@ def rollout(
     eye = np.eye(T)  # (T, T)
     result = eye
     for layer in range(last + 1):
-        heads = np.nan_to_num(values[layer], nan=0.0, posinf=0.0, neginf=0.0)  # (H, T, T)
+        heads = np.nan_to_num(  # (H, T, T) float64: one layer at a time, not a copy of all
+            values[layer].astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0, copy=False
+        )
         mixed = heads.mean(axis=0)  # (T, T)
         if residual:
             mixed = 0.5 * mixed + 0.5 * eye  # every row sums to >= 0.5

@@ -677,7 +677,8 @@ def model_view(
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
     into = _units(src.pieces, units, exclude)
-    per_layer = src.attentions[:, shown]  # (L, h, T, T)
+    # (L, h, T, T): a view of the array when every head is shown (a list index would copy)
+    per_layer = src.attentions if chosen is None else src.attentions[:, shown]
     which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
     names = [f"L{layer} H{head}" for layer in range(L) for head in shown]
     if src.per_layer:

@@ -8,6 +8,7 @@ layer) keep only what they show, and say so in one note.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,29 @@ def test_max_tokens_past_what_one_layer_can_keep_is_refused_before_tokenizing(
         attnviz.prepare(TEXT, model=folder)
     monkeypatch.setenv("ATTNVIZ_ATTENTION_MB", "64")  # 64 MB: 1,448 pieces of 8 heads
     assert attnviz.prepare(TEXT, model=folder).shape.token_limit()[0] == 1448
+
+
+def test_json_exports_and_pages_past_their_size_are_refused_before_the_work(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    import attnviz.limits
+    from attnviz.cli import app
+
+    folder = str(tiny_decoder("gpt2"))
+    monkeypatch.setattr(attnviz.limits, "JSON_WEIGHTS", 1000)
+    monkeypatch.setattr(attnviz.limits, "PAGE_WEIGHTS", 1000)
+    runner = CliRunner()
+    for name, message in (("x.json", "write .npz instead"), ("x.html", "draw one layer")):
+        out = tmp_path / name
+        result = runner.invoke(app, ["export", TEXT, "--model", folder, "--out", str(out)])
+        assert result.exit_code == 2 and message in result.stderr
+        assert result.stderr.count("\n") == 1 and not out.exists()
+    analysis = attnviz.analyse(TEXT, model=folder, cache=False)
+    with pytest.raises(BadInput, match="write .npz instead"):
+        analysis.save(tmp_path / "y.json")
+    analysis.save(tmp_path / "y.npz")  # binary data has no such bound
+    # In a notebook, an analysis too large for a page shows its last layer's matrix instead.
+    shown = re.search(r'"layers":(\d+),"heads":(\d+)', analysis._repr_html_())
+    assert shown is not None and shown.groups() == ("1", "1")

@@ -22,7 +22,7 @@ from rich.text import Text
 from attnviz import api
 from attnviz.cli.errors import defer_note
 from attnviz.errors import BadInput
-from attnviz.limits import attention_budget
+from attnviz.limits import attention_budget, check_export
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -143,11 +143,19 @@ def _analyse(
         labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
         for option, word in words.items():
             find_label(labels, word, option)
+    if out is not None:
+        check_export(out.suffix, prepared.attention_bytes() // 4)  # before the work
     if hit is not None:
         return hit
     # A long input whose whole attention is too large: keep only the layer this view shows.
     layers = None
     if one_layer and prepared.attention_bytes() > attention_budget():
+        if out is not None and out.suffix.lower() in HTML_SUFFIXES:
+            raise BadInput(
+                f"a page shows every layer, and the attention of all {prepared.num_layers} "
+                f"layers at {len(prepared.pieces):,} pieces is more than attnviz keeps: draw "
+                f"this layer as an image (--out x.png), or shorten the text"
+            )
         layers = [-1 if layer is None else layer]
         note = prepared.memory_note(layers)
         if note and not inp.quiet:
