@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from math import isqrt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,12 +195,13 @@ class Prepared(_Input):
         if layers is None:
             whole = self.attention_bytes()
             if whole > ATTENTION_BYTES:
+                fits = isqrt(ATTENTION_BYTES // (self.num_layers * self.num_heads * 4))
                 raise BadInput(
                     f"the attention of all {self.num_layers} layers of {self.source.name} at "
                     f"{len(self.pieces):,} pieces is {amount(whole)}, more than attnviz keeps for "
-                    f"one input ({amount(ATTENTION_BYTES)}): name the layers to keep "
-                    "(analyse(..., layers=[3]); show and heads keep only their --layer), or "
-                    "shorten the text (--truncate)"
+                    f"one input ({amount(ATTENTION_BYTES)}): look at one layer (show or heads "
+                    f"--layer L; in Python layers=[L]), or read at most {fits:,} pieces "
+                    f"(--max-tokens {fits} --truncate)"
                 )
             return None
         if isinstance(layers, str) or not isinstance(layers, Sequence):

@@ -576,9 +576,9 @@ class Source:
             return layer
         if layer not in self.kept:
             raise BadInput(
-                f"layer {layer} was not computed: this input kept only layer "
-                f"{_listing(list(self.kept))} (its whole attention is too large to keep); "
-                f"analyse it with layers=[{layer}], or pass --layer {layer}"
+                f"layer {layer} was not computed: this analysis holds only layer "
+                f"{_listing(list(self.kept))} (the layers asked for, or the one a view of a "
+                f"long input kept); analyse the text with layers=[{layer}]"
             )
         return self.kept.index(layer)
 
@@ -586,9 +586,10 @@ class Source:
         """Refuse `what` (a view over every layer) when only some layers were kept."""
         if self.kept is not None:
             raise BadInput(
-                f"{what} needs every layer, but this input kept only layer "
-                f"{_listing(list(self.kept))}, since its whole attention is too large to keep: "
-                "shorten the text, or look at one layer (show, heads)"
+                f"{what} needs every layer, but this analysis holds only layer "
+                f"{_listing(list(self.kept))} (the layers asked for, or the one a view of a "
+                "long input kept): analyse the text without layers=, or look at one layer "
+                "(view, heads)"
             )
 
     def no_heads(self, what: str) -> BadInput:

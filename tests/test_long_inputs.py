@@ -82,7 +82,12 @@ def test_whole_attention_past_the_budget_is_refused_before_any_work(small_budget
         prepared.analyse(cache=False)
     message = str(info.value)
     assert "\n" not in message
-    assert "all 4 layers" in message and "layers=[3]" in message
+    assert "all 4 layers" in message and "layers=[L]" in message
+    fits = int(message.rsplit("--max-tokens ", 1)[1].split()[0])  # the most that fits
+    assert 0 < fits < len(prepared.pieces)
+    assert prepared.attention_bytes() * fits**2 // len(prepared.pieces) ** 2 <= (
+        attnviz.limits.ATTENTION_BYTES
+    )
     with pytest.raises(BadInput, match="name fewer layers"):
         prepared.analyse(cache=False, layers=[0, 1])
     assert prepared.analyse(cache=False, layers=[1]).layers == (1,)
