@@ -255,34 +255,66 @@ def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[st
     return converted
 
 
+def _stored_name(name: str, model_type: str) -> str:
+    """The checkpoint's name of one of ours: GPT-2's q, k and v live in one c_attn."""
+    hf = hf_name(name, model_type)
+    return re.sub(r"\.[qkv]_attn\.", ".c_attn.", hf) if model_type == "gpt2" else hf
+
+
+def _stored_shape(key: str, ours: tuple[int, ...], model_type: str) -> tuple[int, ...]:
+    """The shape a checkpoint stores for `key` when ours is `ours` (GPT-2: fused, transposed)."""
+    if model_type != "gpt2":
+        return ours
+    if key.endswith("c_attn.weight") and len(ours) == 2:
+        return (ours[1], 3 * ours[0])  # Conv1D (in, out) of q, k and v side by side
+    if key.endswith("c_attn.bias") and len(ours) == 1:
+        return (3 * ours[0],)
+    if re.search(_GPT2_CONV1D, key.split("transformer.", 1)[-1]):
+        return ours[::-1]
+    return ours
+
+
 def _check_keys(
     expected: dict[str, torch.Tensor],
     got: dict[str, torch.Tensor],
     original: dict[str, str],
     folder: Path,
     model_type: str,
+    stored: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """Strict key, shape and dtype check; names are reported as the checkpoint spells them.
 
     `original` maps each converted name back to the checkpoint's key; a missing
     key has none, so it gets its transformers name (with the family's prefix if
-    the file uses it).
+    the file uses it). `stored` (the checkpoint's own tensors) gives a wrong shape as
+    stored, where the conversion split or transposed it (GPT-2).
     """
     family_name, family_prefix, _, _ = _layout(model_type)
     kind = "encoder" if model_type in FAMILIES else "decoder"
     uses_prefix = any(key.startswith(family_prefix) for key in original.values())
     prefix = family_prefix if uses_prefix else ""
-    missing = sorted(prefix + hf_name(k, model_type) for k in set(expected) - set(got))
-    unexpected = sorted(original[k] for k in set(got) - set(expected))
+    missing = sorted({prefix + _stored_name(k, model_type) for k in set(expected) - set(got)})
+    unexpected = sorted({original[k] for k in set(got) - set(expected)})
+
+    def shape_of(k: str) -> tuple[int, ...]:
+        if stored is not None and original[k] in stored:
+            return tuple(stored[original[k]].shape)
+        return tuple(got[k].shape)
+
     wrong = sorted(
-        f"{original[k]} {tuple(got[k].shape)} (expected {tuple(expected[k].shape)})"
-        for k in set(expected) & set(got)
-        if got[k].shape != expected[k].shape
+        {
+            f"{original[k]} {shape_of(k)} (expected "
+            f"{_stored_shape(original[k], tuple(expected[k].shape), model_type)})"
+            for k in set(expected) & set(got)
+            if got[k].shape != expected[k].shape
+        }
     )
     not_float = sorted(
-        f"{original[k]} ({str(got[k].dtype).removeprefix('torch.')})"
-        for k in set(expected) & set(got)
-        if not got[k].is_floating_point()
+        {
+            f"{original[k]} ({str(got[k].dtype).removeprefix('torch.')})"
+            for k in set(expected) & set(got)
+            if not got[k].is_floating_point()
+        }
     )
     problems = []
     for label, items in (
@@ -364,7 +396,7 @@ def load_encoder(
     expected = encoder.state_dict()
     if cfg.shared_layers:  # one stored layer fills every slot
         expected = {k: v for k, v in expected.items() if not re.match(_LATER_SLOT, k)}
-    _check_keys(expected, state, original, folder, shape.model_type)
+    _check_keys(expected, state, original, folder, shape.model_type, stored)
     state = {k: v.to(target) for k, v in state.items()}
     if cfg.shared_layers:
         state = _fill_slots(state, cfg.num_layers)

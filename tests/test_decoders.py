@@ -272,3 +272,33 @@ def test_a_hostile_shard_index_is_refused_in_one_line(
     with pytest.raises(AttnvizError) as info:
         load_encoder(folder)
     assert "\n" not in str(info.value) and message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("odd", "wrong shape: h.0.attn.c_attn.weight (64, 190) (expected (64, 192))"),
+        ("missing", "missing: h.0.attn.c_attn.weight)"),
+    ],
+)
+def test_gpt2_weight_errors_name_the_keys_and_shapes_as_stored(
+    tiny_decoder: TinyFactory, tmp_path: Path, how: str, message: str
+) -> None:
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from attnviz.errors import AttnvizError
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_decoder("gpt2"), folder)
+    state = load_file(folder / "model.safetensors")
+    if how == "odd":
+        state["h.0.attn.c_attn.weight"] = state["h.0.attn.c_attn.weight"][:, :190].contiguous()
+    else:
+        del state["h.0.attn.c_attn.weight"]
+    save_file(state, folder / "model.safetensors")
+    with pytest.raises(AttnvizError) as info:
+        load_encoder(folder)
+    assert message in str(info.value)
+    assert "q_attn" not in str(info.value)
