@@ -241,7 +241,15 @@ class Analysis(_Input):
         from attnviz.find import find_links
 
         self._whole("find")
-        return find_links(self._source, source, target, units=units, exclude=exclude, top=top)
+        return find_links(
+            self._source,
+            source,
+            target,
+            units=units,
+            exclude=exclude,
+            top=top,
+            causal=self.causal or self.model.decoder,
+        )
 
     def measure(self, name: str = "norm") -> np.ndarray:
         """How much each key contributes to each query, by a measure other than the weight.

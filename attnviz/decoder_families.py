@@ -236,7 +236,8 @@ def _llama(
             "only (1.0)"
         )
     theta, scaling = _rope(raw, where, number)
-    bias = flag("attention_bias", model_type == "qwen2")
+    # Qwen2 always has q, k and v biases (transformers ignores attention_bias for it).
+    bias = True if model_type == "qwen2" else flag("attention_bias", False)
     return DecoderConfig(
         kind="llama",
         vocab_size=size("vocab_size", 32000, "vocab"),

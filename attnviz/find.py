@@ -113,6 +113,16 @@ class HeadLinks(_Drawn):
         )
 
 
+def check_direction(labels: Sequence[str], q: int, k: int, causal: bool) -> None:
+    """Refuse a link from a word to a later one when the attention only looks back."""
+    if causal and k > q:
+        raise BadInput(
+            f"{labels[k]!r} comes after {labels[q]!r}, and this model's tokens look only back "
+            f"(a causal mask), so every head gives it 0: look for the link the other way, "
+            f"--from {labels[k]} --to {labels[q]}"
+        )
+
+
 def find_links(
     src: Source,
     source: str,
@@ -121,14 +131,19 @@ def find_links(
     units: str = "words",
     exclude: str | Sequence[str] | None = None,
     top: int = 10,
+    causal: bool = False,
 ) -> HeadLinks:
-    """Rank every head of `src` by the weight from the word `source` to the word `target`."""
+    """Rank every head of `src` by the weight from the word `source` to the word `target`.
+
+    `causal`: the attention only looks back (a decoder), so a later target is refused.
+    """
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise BadInput(f"--top must be at least 1, got {top}")
     into = _units(src.pieces, units, exclude)
     labels = into.labels()
     q = find_label(labels, source, "--from")
     k = find_label(labels, target, "--to")
+    check_direction(labels, q, k, causal)
     matrices = into.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
     rows = matrices[:, :, q, :]  # (L, H, N): the query's row in every head
     weights = rows[:, :, k]  # (L, H)

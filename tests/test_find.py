@@ -13,6 +13,7 @@ import attnviz
 from attnviz.cli import app
 from attnviz.errors import BadInput
 from attnviz.match import find_label, match_key
+from tests.conftest import TinyFactory
 from attnviz.stats import token_kinds
 from tests.conftest import PT_SENTENCE
 
@@ -198,3 +199,19 @@ def test_exclude_refuses_an_unknown_kind() -> None:
     code, _, err = cli("heads", EN, "--exclude", "stopwords")
     assert code == 2
     assert "cannot exclude 'stopwords': use special or punct" in err
+
+
+def test_a_causal_model_refuses_a_link_to_a_later_word_both_ways_of_asking(
+    tiny_decoder: TinyFactory,
+) -> None:
+    text = "The cat sat. The dog ran."
+    folder = str(tiny_decoder("llama"))
+    args = ["find", text, "--model", folder, "--from", "cat", "--to", "dog"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and result.stderr.startswith("Error: 'dog' comes after 'cat'")
+    assert "--from dog --to cat" in result.stderr
+    analysis = attnviz.analyse(text, model=folder)
+    with pytest.raises(BadInput, match="comes after"):
+        analysis.find("cat", "dog")
+    back = analysis.find("dog", "cat")
+    assert back.links[0].weight > 0

@@ -141,8 +141,12 @@ def _analyse(
         from attnviz.match import find_label
 
         labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
-        for option, word in words.items():
-            find_label(labels, word, option)
+        found = {option: find_label(labels, word, option) for option, word in words.items()}
+        if "--from" in found and "--to" in found:
+            from attnviz.find import check_direction
+
+            causal = prepared.shape.causal or inp.mask == "causal"
+            check_direction(labels, found["--from"], found["--to"], causal)
     if out is not None:
         check_export(out.suffix, prepared.attention_bytes() // 4)  # before the work
     if hit is not None:
