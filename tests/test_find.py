@@ -13,9 +13,8 @@ import attnviz
 from attnviz.cli import app
 from attnviz.errors import BadInput
 from attnviz.match import find_label, match_key
-from tests.conftest import TinyFactory
 from attnviz.stats import token_kinds
-from tests.conftest import PT_SENTENCE
+from tests.conftest import PT_SENTENCE, TinyFactory
 
 EN = "John thought: the train was full, but he found a free seat."
 
