@@ -41,6 +41,13 @@ def weight_files(folder: Path) -> list[Path]:
     An index is input from a stranger: its shard names must be plain file names in the
     folder, and every one must exist.
     """
+    for name in (*WEIGHT_FILES, *INDEX_FILES):
+        path = folder / name
+        if path.exists() and not path.is_file():
+            raise AttnvizError(
+                f"{path} is not a regular file (a folder, a device or a pipe): put the "
+                "checkpoint's weights there, as saved by transformers"
+            )
     for name in WEIGHT_FILES:
         if (folder / name).is_file():
             return [folder / name]
@@ -82,6 +89,8 @@ def _shards(index: Path) -> list[Path]:
         if Path(name).name != name or name in (".", "..") or not name.endswith(suffix):
             raise bad(f"shard {name[:60]!r} is not a {suffix} file name in its folder")
         path = index.parent / name
+        if path.exists() and not path.is_file():
+            raise bad(f"its shard {name} is not a regular file")
         if not path.is_file():
             raise bad(f"its shard {name} is missing")
         paths.append(path)
