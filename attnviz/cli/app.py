@@ -20,7 +20,6 @@ import typer
 
 from attnviz import __version__
 from attnviz.cli.errors import (
-    OneLineUsageErrors,
     debug_all,
     failures,
     os_error_line,
@@ -38,6 +37,7 @@ from attnviz.cli.input import (
     stdin_is_data,
     utf8,
 )
+from attnviz.cli.lazy import lazy_group
 from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
@@ -83,8 +83,10 @@ if TYPE_CHECKING:
     from attnviz.output import ImageStyle
 
 
+# The commands are declared on `catalogue` and built only when one runs (see `lazy`).
+catalogue = typer.Typer(pretty_exceptions_enable=False)
 app = typer.Typer(
-    cls=OneLineUsageErrors,
+    cls=lazy_group(catalogue),
     name="attnviz",
     help=(
         "Look inside transformer attention: heatmaps of the attention weights of a real "
@@ -176,7 +178,7 @@ def _images(
     return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
 
 
-@app.command()
+@catalogue.command()
 def show(
     ctx: typer.Context,
     text: TextArg = None,
@@ -248,7 +250,7 @@ def show(
         )
 
 
-@app.command()
+@catalogue.command()
 def heads(
     ctx: typer.Context,
     text: TextArg = None,
@@ -303,7 +305,7 @@ def heads(
         )
 
 
-@app.command("model")
+@catalogue.command("model")
 def model_view(
     ctx: typer.Context,
     text: TextArg = None,
@@ -356,7 +358,7 @@ def model_view(
         )
 
 
-@app.command()
+@catalogue.command()
 def explain(
     text: TextArg = None,
     token: Annotated[
@@ -432,7 +434,7 @@ def explain(
         )
 
 
-@app.command()
+@catalogue.command()
 def rollout(
     ctx: typer.Context,
     text: TextArg = None,
@@ -512,7 +514,7 @@ def rollout(
         )
 
 
-@app.command()
+@catalogue.command()
 def find(
     ctx: typer.Context,
     text: TextArg = None,
@@ -584,7 +586,7 @@ def find(
         )
 
 
-@app.command("compare-measures")
+@catalogue.command("compare-measures")
 def compare_measures(
     ctx: typer.Context,
     text: TextArg = None,
@@ -643,7 +645,7 @@ def compare_measures(
         )
 
 
-@app.command()
+@catalogue.command()
 def stats(
     ctx: typer.Context,
     texts: Annotated[
@@ -757,7 +759,7 @@ def stats(
         )
 
 
-@app.command()
+@catalogue.command()
 def tokens(
     text: TextArg = None,
     model: ModelOpt = None,
@@ -776,7 +778,7 @@ def tokens(
         commands.tokens(_console(), _input(text, model, truncate, pair, max_tokens=max_tokens))
 
 
-@app.command()
+@catalogue.command()
 def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
@@ -788,7 +790,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
         commands.info(_console(), model)
 
 
-@app.command()
+@catalogue.command()
 def export(
     ctx: typer.Context,
     out: Annotated[
@@ -863,7 +865,7 @@ cache_app = typer.Typer(
     "~/.cache/attnviz; size: $ATTNVIZ_CACHE_MB (default 512).",
     no_args_is_help=True,
 )
-app.add_typer(cache_app)
+catalogue.add_typer(cache_app)
 
 
 @cache_app.command("info")
