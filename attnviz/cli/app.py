@@ -75,6 +75,7 @@ from attnviz.cli.options import (
 )
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, TOP
+from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -117,6 +118,13 @@ def _main(
 ) -> None:
     """Look inside transformer attention."""
     debug_all["on"] = debug
+
+
+def _commands() -> types.ModuleType:
+    """`attnviz.cli.commands`, first imported (with numpy, rich and the API) with the
+    collector paused: those objects live as long as the process (see attnviz.perf)."""
+    import_quietly("attnviz.cli.commands")
+    return sys.modules["attnviz.cli.commands"]
 
 
 def _console() -> Console:
@@ -223,7 +231,7 @@ def show(
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.show(
             _console(),
@@ -280,7 +288,7 @@ def heads(
     [bold]Example:[/bold] attnviz heads --layer 3
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.heads(
             _console(),
@@ -334,7 +342,7 @@ def model_view(
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.model_view(
             _console(),
@@ -407,7 +415,7 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
         from attnviz.i18n import default_lang
 
         if (token is None) == (index is None):
@@ -487,7 +495,7 @@ def rollout(
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.rollout(
             _console(),
@@ -568,7 +576,7 @@ def find(
     seat." --from he --to John
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.find(
             _console(),
@@ -626,7 +634,7 @@ def compare_measures(
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         if not query.strip():
             raise BadInput("say which query to compare: pass --query WORD")
@@ -738,7 +746,7 @@ def stats(
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
@@ -773,7 +781,7 @@ def tokens(
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.tokens(_console(), _input(text, model, truncate, pair, max_tokens=max_tokens))
 
@@ -785,7 +793,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.info(_console(), model)
 
@@ -834,7 +842,7 @@ def export(
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.export(
             _input(
@@ -875,7 +883,7 @@ def cache_info(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache info
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.cache_info(_console())
 
@@ -887,7 +895,7 @@ def cache_clear(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache clear
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.cache_clear(_console())
 
