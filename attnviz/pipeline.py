@@ -14,10 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from attnviz import perf
-from attnviz.analysis import Analysis
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.families import ModelShape, describe, read_config
 from attnviz.locate import ModelSource, locate
@@ -27,6 +24,7 @@ from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 if TYPE_CHECKING:
     import torch
 
+    from attnviz.analysis import Analysis
     from attnviz.decoder import Decoder
     from attnviz.model import Encoder
 
@@ -96,6 +94,8 @@ def compute(
         shape = (prepared.num_layers, prepared.num_heads)
         hit = cache.load(key, expect_ids=prepared.pieces.ids, expect_shape=shape)
         if hit is not None:
+            from attnviz.analysis import Analysis
+
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
     if key is not None:
@@ -139,6 +139,8 @@ def cached(
     hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
     if hit is None:
         return None
+    from attnviz.analysis import Analysis
+
     attentions, pieces = hit
     limit = shape.own_max_tokens if max_tokens is None else max_tokens
     if not 0 <= min(pieces.ids) <= max(pieces.ids) < shape.vocab or len(pieces) > limit:
@@ -172,6 +174,7 @@ def _encode(
     perf.import_torch()
     import torch
 
+    from attnviz.analysis import Analysis
     from attnviz.weights import load_encoder
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
@@ -334,6 +337,8 @@ def check_finite(attentions: Any, model: ModelSource) -> None:
     finds it (NaN and infinity survive a sum), so the check costs no copy; in the
     array's own dtype, since weights of at most 1 cannot overflow it.
     """
+    import numpy as np
+
     wide = attentions if isinstance(attentions, np.ndarray) else attentions.float()  # no fp16 sum
     if math.isfinite(float(wide.sum())):
         return

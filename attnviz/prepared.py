@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
-from attnviz.views import resolve_heads, resolve_index
+from attnviz.limits import resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
