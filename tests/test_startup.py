@@ -80,3 +80,27 @@ def test_only_the_command_that_runs_is_built_and_the_help_lists_them_all(
         assert f" {name} " in listing.stdout, name
     typo = runner.invoke(app, ["shw"])
     assert typo.exit_code == 2 and "Did you mean 'show'?" in typo.output
+
+
+@pytest.mark.slow  # subprocess
+@pytest.mark.parametrize("argv", [["info"], ["tokens", "O trem estava cheio."]])
+def test_tokens_and_info_import_neither_numpy_nor_torch(argv: list[str]) -> None:
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['attnviz', *{argv!r}]\n"
+        "from attnviz.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "heavy = [m for m in ('numpy', 'torch', 'safetensors') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pieces" in result.stdout or "parameters" in result.stdout
