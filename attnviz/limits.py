@@ -11,6 +11,8 @@ it is parsed, an image before it is rasterised.
 from __future__ import annotations
 
 import numbers
+import sys
+from collections.abc import Sequence
 
 from attnviz.errors import BadInput
 
@@ -66,6 +68,36 @@ def check_range(value: object, option: str, bounds: tuple[int, int], hint: str =
     if not low <= number <= high:
         raise BadInput(f"{option} {number} is out of range: use {low}..{high}{hint}")
     return number
+
+
+def resolve_index(value: int, size: int, what: str) -> int:
+    """A 0-based index that may count from the end (-1 is the last), checked against `size`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
+        raise BadInput(f"{what} must be a whole number, got {value!r}")
+    if not -size <= value < size:
+        raise BadInput(
+            f"{what} {value} is out of range: this model has {size} {what}s, "
+            f"use 0..{size - 1} (or -{size}..-1 from the end)"
+        )
+    return int(value) % size
+
+
+def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | None:
+    """Head numbers (`--heads 0,3,-1`) as 0-based numbers in the order given; None: every head."""
+    if heads is None:
+        return None
+    numpy = sys.modules.get("numpy")  # an array of heads comes from a numpy already imported
+    array = numpy is not None and isinstance(heads, numpy.ndarray)
+    if isinstance(heads, str) or not (isinstance(heads, Sequence) or array):
+        raise BadInput(f"heads must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}")
+    resolved = [resolve_index(h, num_heads, "head") for h in heads]
+    if not resolved:
+        raise BadInput("the list of heads is empty: name at least one head, e.g. 0,3,5")
+    repeated = sorted({h for h in resolved if resolved.count(h) > 1})
+    if repeated:
+        listed = ",".join(map(str, repeated))
+        raise BadInput(f"--heads names head {listed} twice: list each head once")
+    return resolved
 
 
 def megabytes(size: int) -> str:

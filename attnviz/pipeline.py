@@ -14,10 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from attnviz import perf
-from attnviz.analysis import Analysis
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.families import ModelShape, describe, read_config
 from attnviz.locate import ModelSource, locate
@@ -25,8 +22,10 @@ from attnviz.prepared import Prepared
 from attnviz.tokenize import Pieces, load_tokenizer, tokenize
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
+    from attnviz.analysis import Analysis
     from attnviz.decoder import Decoder
     from attnviz.model import Encoder
 
@@ -96,6 +95,8 @@ def compute(
         shape = (prepared.num_layers, prepared.num_heads)
         hit = cache.load(key, expect_ids=prepared.pieces.ids, expect_shape=shape)
         if hit is not None:
+            from attnviz.analysis import Analysis
+
             return Analysis(prepared, hit, causal, dtype)
     analysis = _encode(prepared, causal, dtype)
     if key is not None:
@@ -139,6 +140,8 @@ def cached(
     hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
     if hit is None:
         return None
+    from attnviz.analysis import Analysis
+
     attentions, pieces = hit
     problem = _unfit(attentions, pieces, shape, max_tokens, truncate)
     if problem:
@@ -163,6 +166,8 @@ def _unfit(
         return "hold ids outside the vocabulary"
     if pieces.dropped and not truncate:
         return "say pieces were truncated, but --truncate was not asked for"
+    import numpy as np  # the cache hit has imported it already
+
     if shape.causal and np.triu(attentions, 1).any():
         return "see later tokens, which a decoder never does"
     return None
@@ -192,6 +197,7 @@ def _encode(
     perf.import_torch()
     import torch
 
+    from attnviz.analysis import Analysis
     from attnviz.weights import load_encoder
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
@@ -356,6 +362,8 @@ def check_finite(attentions: Any, model: ModelSource) -> None:
     finds it (NaN and infinity survive a sum), so the check costs no copy; in the
     array's own dtype, since weights of at most 1 cannot overflow it.
     """
+    import numpy as np
+
     wide = attentions if isinstance(attentions, np.ndarray) else attentions.float()  # no fp16 sum
     if math.isfinite(float(wide.sum())):
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
-from attnviz.views import resolve_heads, resolve_index
+from attnviz.limits import resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -244,8 +244,17 @@ class Prepared(_Input):
         return causal
 
     def fit_note(self) -> str | None:
-        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`)."""
-        return self.fit.note(self.model.name, self.model.languages, decoder=self.shape.causal)
+        """One line when the text fits the model's vocabulary badly (see `vocabulary.py`).
+
+        Reads the model card's languages only (not `self.model`, whose tokenizer summary
+        parses the whole tokenizer.json), and only when the fit is poor."""
+        from attnviz.vocabulary import model_languages
+
+        fit = self.fit
+        if not fit.poor:
+            return None
+        languages = model_languages(self.source.folder)
+        return fit.note(self.source.name, languages, decoder=self.shape.causal)
 
     def check(
         self,

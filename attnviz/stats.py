@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import sys
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import TOP, check_range
-from attnviz.tokenize import Pieces
+from attnviz.tokenize import Pieces, is_punctuation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -133,11 +132,6 @@ class TokenKinds:
 
     def __len__(self) -> int:
         return len(self.cls)
-
-
-def is_punctuation(text: str) -> bool:
-    """True when `text` is not empty and every character is Unicode punctuation (P*)."""
-    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
 def _strip_marks(text: str) -> str:

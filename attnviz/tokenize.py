@@ -298,3 +298,8 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: 
         dropped=dropped,
         cut=cut,
     )
+
+
+def is_punctuation(text: str) -> bool:
+    """True when `text` is not empty and every character is Unicode punctuation (P*)."""
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.limits import TOP, check_range
+from attnviz.limits import TOP, check_range, resolve_heads, resolve_index
 from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -63,33 +63,6 @@ UNITS: tuple[str, ...] = ("words", "tokens")
 EXCLUDABLE: tuple[str, ...] = ("special", "punct")  # what `exclude=` can drop
 PAIR_MARK = "B:"
 _EXCLUDED_NAMES = {"special": "special tokens", "punct": "punctuation"}
-
-
-def resolve_index(value: int, size: int, what: str) -> int:
-    """A 0-based index that may count from the end (-1 is the last), checked against `size`."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise BadInput(f"{what} must be a whole number, got {value!r}")
-    if not -size <= value < size:
-        raise BadInput(
-            f"{what} {value} is out of range: this model has {size} {what}s, "
-            f"use 0..{size - 1} (or -{size}..-1 from the end)"
-        )
-    return int(value) % size
-
-
-def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | None:
-    """Head numbers (`--heads 0,3,-1`) as 0-based numbers in the order given; None: every head."""
-    if heads is None:
-        return None
-    if isinstance(heads, str) or not isinstance(heads, Sequence | np.ndarray):
-        raise BadInput(f"heads must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}")
-    resolved = [resolve_index(h, num_heads, "head") for h in heads]
-    if not resolved:
-        raise BadInput("the list of heads is empty: name at least one head, e.g. 0,3,5")
-    repeated = sorted({h for h in resolved if resolved.count(h) > 1})
-    if repeated:
-        raise BadInput(f"--heads names head {_listing(repeated)} twice: list each head once")
-    return resolved
 
 
 def check_units(units: str) -> str:

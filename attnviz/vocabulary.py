@@ -220,7 +220,7 @@ class VocabularyFit:
 
 def vocabulary_fit(pieces: Pieces) -> VocabularyFit:
     """Pieces per word and unknown words of one tokenized input."""
-    from attnviz.stats import is_punctuation
+    from attnviz.tokenize import is_punctuation
 
     words = counted = 0
     unknown: list[str] = []

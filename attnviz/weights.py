@@ -9,12 +9,14 @@ by one pure function (`convert_state_dict`), and loading checks every key and sh
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import struct
 import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from attnviz.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
@@ -441,6 +443,50 @@ def _check_computes(encoder: Encoder | Decoder, dtype: str | None) -> None:
         ) from exc
 
 
+# A safetensors file starts with its header's length (8 bytes, little-endian) and the header:
+# JSON mapping each tensor's name to its dtype, shape and byte range in the data that follows.
+MAX_SAFETENSORS_HEADER = 100 * 2**20  # the format's own bound
+
+
+def safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Each tensor's shape in a safetensors file, from its header, read with the standard
+    library (the safetensors package opens it for numpy, and imports numpy to do so).
+
+    A header that is too long for the file, not JSON, or whose tensors lack a shape or
+    have byte ranges outside the data raises ValueError.
+    """
+    with path.open("rb") as file:
+        data = path.stat().st_size - 8
+        head = file.read(8)
+        if len(head) != 8:
+            raise ValueError("shorter than a safetensors header")
+        (size,) = struct.unpack("<Q", head)
+        if size > min(data, MAX_SAFETENSORS_HEADER):
+            raise ValueError(f"its header claims {size:,} bytes, more than the file holds")
+        header = json.loads(file.read(size))
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
+    data -= size
+    shapes: dict[str, list[int]] = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        span = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (_whole_numbers(shape) and _whole_numbers(span) and len(span) == 2):
+            raise ValueError(f"tensor {key!r} has no shape or byte range in the header")
+        if not span[0] <= span[1] <= data:
+            raise ValueError(f"tensor {key!r} lies outside the file's data")
+        shapes[key] = shape
+    return shapes
+
+
+def _whole_numbers(value: object) -> TypeGuard[list[int]]:
+    return isinstance(value, list) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
+    )
+
+
 def count_parameters(folder: Path) -> int:
     """The number of encoder parameters in a checkpoint (pooler and heads excluded).
 
@@ -454,13 +500,8 @@ def count_parameters(folder: Path) -> int:
             shapes.update({key: list(t.shape) for key, t in _read_file(path).items()})
             continue
         try:
-            from safetensors import safe_open
-
-            with quiet_panics(), safe_open(str(path), framework="np") as handle:
-                shapes.update({key: handle.get_slice(key).get_shape() for key in handle.keys()})  # noqa: SIM118
-        except PASS_THROUGH:
-            raise
-        except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
+            shapes.update(safetensors_shapes(path))
+        except (OSError, ValueError, RecursionError) as exc:
             raise AttnvizError(
                 f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
                 "re-download it"

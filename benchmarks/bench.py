@@ -6,6 +6,9 @@ the same loop, so a noisy shared machine slows both alike. Ratios are what
 matter; seconds vary from machine to machine.
 
     attnviz --help               vs  python -c "import typer, rich"
+    attnviz tokens TEXT          vs  python -c "import typer, rich, tokenizers"
+    attnviz info                 vs  python -c "import typer, rich" + the weights' safetensors
+                                     header read with the standard library
     attnviz heads --out PNG      vs  python -c "import matplotlib"   (cached: 12 panels)
     attnviz model --out PNG      vs  python -c "import matplotlib"   (cached: 72 panels)
     attnviz show, cold           vs  python -c "import torch"   (--no-cache: a fresh process)
@@ -24,8 +27,8 @@ matter; seconds vary from machine to machine.
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
 
-`--only help,images` runs only those groups of rows (help, show, page, images, measures,
-stats, throughput, memory, decoder); by default all of them run.
+`--only help,images` runs only those groups of rows (help, startup, show, page, images,
+measures, stats, throughput, memory, decoder); by default all of them run.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ PYTHON = sys.executable
 ATTNVIZ = [PYTHON, "-m", "attnviz"]
 GROUPS = (
     "help",
+    "startup",
     "show",
     "page",
     "images",
@@ -56,6 +60,13 @@ GROUPS = (
     "memory",
     "decoder",
 )
+# What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
+HEADER_READ = """
+import json, struct, typer, rich
+with open({path!r}, "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+print(len(header))
+"""
 STATS_REFERENCE = str(Path(__file__).resolve().parent / "stats_reference.py")
 SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
@@ -219,6 +230,27 @@ def main() -> None:
                 "import typer, rich",
                 "≤ 1.8×",
                 1.8,
+            )
+        if "startup" in only:
+            pair(
+                "attnviz tokens",
+                [*ATTNVIZ, "tokens", SENTENCE],
+                [PYTHON, "-c", "import typer, rich, tokenizers"],
+                "import typer, rich, tokenizers",
+                "≤ 1.4×",
+                1.4,
+            )
+            from attnviz.locate import locate
+            from attnviz.weights import weight_files
+
+            weights = weight_files(locate(None).folder)[0]
+            pair(
+                "attnviz info",
+                [*ATTNVIZ, "info"],
+                [PYTHON, "-c", HEADER_READ.format(path=str(weights))],
+                "import typer, rich; a safetensors header read",
+                "≤ 1.4×",
+                1.4,
             )
         cold = [*ATTNVIZ, "show", SENTENCE, "--no-cache"]
         cached = [*ATTNVIZ, "show", SENTENCE]

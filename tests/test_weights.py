@@ -15,7 +15,13 @@ from attnviz.errors import AttnvizError
 from attnviz.families import ACTIVATION_NAMES, read_config
 from attnviz.locate import EMBEDDED_NAME, locate
 from attnviz.model import ACTIVATIONS
-from attnviz.weights import convert_state_dict, count_parameters, hf_name, load_encoder
+from attnviz.weights import (
+    convert_state_dict,
+    count_parameters,
+    hf_name,
+    load_encoder,
+    safetensors_shapes,
+)
 from tests.conftest import TinyFactory
 
 
@@ -73,6 +79,30 @@ def test_default_model_parameter_count_excludes_the_pooler(embedded_folder: Path
     encoder = load_encoder(embedded_folder)
     counted = sum(p.numel() for p in encoder.parameters())
     assert count_parameters(embedded_folder) == counted == 22_565_376
+
+
+def test_safetensors_shapes_read_by_hand_are_the_librarys(
+    embedded_folder: Path, tiny_bert: TinyFactory
+) -> None:
+    from safetensors import safe_open
+
+    for path in (embedded_folder / "model.safetensors", tiny_bert() / "model.safetensors"):
+        with safe_open(str(path), framework="np") as handle:
+            theirs = {key: handle.get_slice(key).get_shape() for key in handle.keys()}  # noqa: SIM118
+        assert safetensors_shapes(path) == theirs
+
+
+@pytest.mark.parametrize("keep", [5, 8, 40, -100])  # in the length, at it, in the header, data
+def test_a_cut_safetensors_file_is_refused_by_its_header(
+    tiny_bert: TinyFactory, tmp_path: Path, keep: int
+) -> None:
+    folder = _copy(tiny_bert(), tmp_path)
+    path = folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:keep])
+    with pytest.raises(ValueError):
+        safetensors_shapes(path)
+    with pytest.raises(AttnvizError, match="cannot read weights from .*model.safetensors"):
+        count_parameters(folder)
 
 
 def test_loading_builds_no_random_weights(tiny_bert: TinyFactory) -> None:

@@ -5,6 +5,11 @@
 and an exit code, and `commands` calls the API and prints.
 """
 
-from attnviz.cli.app import app, main
+from attnviz.perf import paused_gc
+
+# typer, click and the commands' declarations: objects that live as long as the process,
+# made with the collector paused and kept out of its scans (see attnviz.perf).
+with paused_gc():
+    from attnviz.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -20,7 +20,6 @@ import typer
 
 from attnviz import __version__
 from attnviz.cli.errors import (
-    OneLineUsageErrors,
     debug_all,
     failures,
     os_error_line,
@@ -38,6 +37,7 @@ from attnviz.cli.input import (
     stdin_is_data,
     utf8,
 )
+from attnviz.cli.lazy import lazy_group
 from attnviz.cli.options import (
     AnnotateOpt,
     CmapOpt,
@@ -75,6 +75,7 @@ from attnviz.cli.options import (
 )
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, TOP
+from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -83,8 +84,10 @@ if TYPE_CHECKING:
     from attnviz.output import ImageStyle
 
 
+# The commands are declared on `catalogue` and built only when one runs (see `lazy`).
+catalogue = typer.Typer(pretty_exceptions_enable=False)
 app = typer.Typer(
-    cls=OneLineUsageErrors,
+    cls=lazy_group(catalogue),
     name="attnviz",
     help=(
         "Look inside transformer attention: heatmaps of the attention weights of a real "
@@ -115,6 +118,13 @@ def _main(
 ) -> None:
     """Look inside transformer attention."""
     debug_all["on"] = debug
+
+
+def _commands() -> types.ModuleType:
+    """`attnviz.cli.commands`, first imported (with numpy, rich and the API) with the
+    collector paused: those objects live as long as the process (see attnviz.perf)."""
+    import_quietly("attnviz.cli.commands")
+    return sys.modules["attnviz.cli.commands"]
 
 
 def _console() -> Console:
@@ -176,7 +186,7 @@ def _images(
     return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
 
 
-@app.command()
+@catalogue.command()
 def show(
     ctx: typer.Context,
     text: TextArg = None,
@@ -221,7 +231,7 @@ def show(
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.show(
             _console(),
@@ -248,7 +258,7 @@ def show(
         )
 
 
-@app.command()
+@catalogue.command()
 def heads(
     ctx: typer.Context,
     text: TextArg = None,
@@ -278,7 +288,7 @@ def heads(
     [bold]Example:[/bold] attnviz heads --layer 3
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.heads(
             _console(),
@@ -303,7 +313,7 @@ def heads(
         )
 
 
-@app.command("model")
+@catalogue.command("model")
 def model_view(
     ctx: typer.Context,
     text: TextArg = None,
@@ -332,7 +342,7 @@ def model_view(
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.model_view(
             _console(),
@@ -356,7 +366,7 @@ def model_view(
         )
 
 
-@app.command()
+@catalogue.command()
 def explain(
     text: TextArg = None,
     token: Annotated[
@@ -405,7 +415,7 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
         from attnviz.i18n import default_lang
 
         if (token is None) == (index is None):
@@ -432,7 +442,7 @@ def explain(
         )
 
 
-@app.command()
+@catalogue.command()
 def rollout(
     ctx: typer.Context,
     text: TextArg = None,
@@ -485,7 +495,7 @@ def rollout(
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.rollout(
             _console(),
@@ -512,7 +522,7 @@ def rollout(
         )
 
 
-@app.command()
+@catalogue.command()
 def find(
     ctx: typer.Context,
     text: TextArg = None,
@@ -566,7 +576,7 @@ def find(
     seat." --from he --to John
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.find(
             _console(),
@@ -584,7 +594,7 @@ def find(
         )
 
 
-@app.command("compare-measures")
+@catalogue.command("compare-measures")
 def compare_measures(
     ctx: typer.Context,
     text: TextArg = None,
@@ -624,7 +634,7 @@ def compare_measures(
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         if not query.strip():
             raise BadInput("say which query to compare: pass --query WORD")
@@ -643,7 +653,7 @@ def compare_measures(
         )
 
 
-@app.command()
+@catalogue.command()
 def stats(
     ctx: typer.Context,
     texts: Annotated[
@@ -736,7 +746,7 @@ def stats(
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
@@ -757,7 +767,7 @@ def stats(
         )
 
 
-@app.command()
+@catalogue.command()
 def tokens(
     text: TextArg = None,
     model: ModelOpt = None,
@@ -771,24 +781,24 @@ def tokens(
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.tokens(_console(), _input(text, model, truncate, pair, max_tokens=max_tokens))
 
 
-@app.command()
+@catalogue.command()
 def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.info(_console(), model)
 
 
-@app.command()
+@catalogue.command()
 def export(
     ctx: typer.Context,
     out: Annotated[
@@ -832,7 +842,7 @@ def export(
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.export(
             _input(
@@ -863,7 +873,7 @@ cache_app = typer.Typer(
     "~/.cache/attnviz; size: $ATTNVIZ_CACHE_MB (default 512).",
     no_args_is_help=True,
 )
-app.add_typer(cache_app)
+catalogue.add_typer(cache_app)
 
 
 @cache_app.command("info")
@@ -873,7 +883,7 @@ def cache_info(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache info
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.cache_info(_console())
 
@@ -885,7 +895,7 @@ def cache_clear(debug: DebugOpt = False) -> None:
     [bold]Example:[/bold] attnviz cache clear
     """
     with failures(debug):
-        from attnviz.cli import commands
+        commands = _commands()
 
         commands.cache_clear(_console())
 
