@@ -191,3 +191,21 @@ def test_json_exports_and_pages_past_their_size_are_refused_before_the_work(
     # In a notebook, an analysis too large for a page shows its last layer's matrix instead.
     shown = re.search(r'"layers":(\d+),"heads":(\d+)', analysis._repr_html_())
     assert shown is not None and shown.groups() == ("1", "1")
+
+
+def test_truncation_notes_say_whose_bound_and_quiet_hides_them(
+    tiny_decoder: TinyFactory,
+) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    folder = str(tiny_decoder("gpt2", n_positions=4096))
+    long = " ".join(["the train was full"] * 200)  # 2,600 pieces
+    runner = CliRunner()
+    for command in ("tokens", "show"):
+        loud = runner.invoke(app, [command, long, "--model", folder, "--truncate"])
+        assert loud.exit_code == 0, loud.stderr
+        assert "; 2048 are read (attnviz's bound for a decoder;" in loud.stderr
+        quiet = runner.invoke(app, [command, long, "--model", folder, "--truncate", "--quiet"])
+        assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -774,6 +774,7 @@ def tokens(
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
@@ -783,7 +784,8 @@ def tokens(
     with failures(debug):
         commands = _commands()
 
-        commands.tokens(_console(), _input(text, model, truncate, pair, max_tokens=max_tokens))
+        inp = _input(text, model, truncate, pair, quiet=quiet, max_tokens=max_tokens)
+        commands.tokens(_console(), inp)
 
 
 @catalogue.command()

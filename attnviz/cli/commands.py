@@ -87,11 +87,12 @@ def _prepare(inp: Input, cached: bool = False) -> tuple[Prepared, Analysis | Non
                 "</dev/null so the command does not read the loop's input)"
             ) from None
         raise
-    if prepared.dropped or prepared.pieces.cut:
+    if (prepared.dropped or prepared.pieces.cut) and not inp.quiet:
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
+        limit, why = prepared.shape.token_limit(inp.max_tokens)
+        kept = f"; {limit} are read{why}" if why else f" (the model takes {limit})"
         print(
-            f"note: --truncate dropped the last {prepared.dropped} pieces{rest} "
-            f"(the model takes {len(prepared.pieces)})",
+            f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}",
             file=sys.stderr,
         )
     note = None if inp.quiet else prepared.fit_note()
