@@ -137,17 +137,7 @@ def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> Decode
         return value
 
     def number(key: str, default: float) -> float:
-        value = raw.get(key, default)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not (0 < value < float("inf"))
-        ):
-            raise AttnvizError(
-                f"{where} has {key}={_shown(value)}; expected a positive number: the config is "
-                "corrupt"
-            )
-        return float(value)
+        return _positive(raw.get(key, default), key, where)
 
     if model_type == "gpt2":
         return _gpt2(raw, where, size, flag, number)
@@ -281,7 +271,7 @@ def _rope(
     theta = (
         number("rope_theta", 10000.0)
         if theta_source is raw
-        else _positive(params["rope_theta"], "rope_theta", where)
+        else _positive(params["rope_theta"], "rope_theta", where, _ROTARY)
     )
     kind = params.get("rope_type", params.get("type", "default"))
     if kind not in ROPE_TYPES:
@@ -291,10 +281,10 @@ def _rope(
         )
     scaling: dict[str, Any] = {}
     if kind == "linear":
-        scaling = {"factor": _positive(params.get("factor"), "factor", where)}
+        scaling = {"factor": _positive(params.get("factor"), "factor", where, _ROTARY)}
     elif kind == "llama3":
         scaling = {
-            key: _positive(params.get(key), key, where)
+            key: _positive(params.get(key), key, where, _ROTARY)
             for key in ("factor", "low_freq_factor", "high_freq_factor")
         }
         original = params.get("original_max_position_embeddings")
@@ -313,15 +303,19 @@ def _rope(
     return theta, pairs
 
 
-def _positive(value: object, key: str, where: str) -> float:
+_ROTARY = " in its rotary settings"
+
+
+def _positive(value: object, key: str, where: str, within: str = "") -> float:
+    """`value` as a float when it is a finite positive number; else one line naming `key`."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not (0 < value < float("inf"))
     ):
         raise AttnvizError(
-            f"{where} has {key}={_shown(value)} in its rotary settings; expected a positive "
-            "number: the config is corrupt"
+            f"{where} has {key}={_shown(value)}{within}; expected a positive number: the config "
+            "is corrupt"
         )
     return float(value)
 
