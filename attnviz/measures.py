@@ -78,7 +78,8 @@ def check_measure(
         what = "--head does not apply" if head is not None else "it has no heads to show"
         raise BadInput(
             f"{name} is measured per layer, over all heads together, so {what}: "
-            "drop --head/--heads (show and model take it), or use --measure weight or norm"
+            "drop --head/--heads (show and model take it), or use --measure weight (or norm, "
+            "on an encoder)"
         )
 
 

@@ -568,7 +568,8 @@ class Source:
     def no_heads(self, what: str) -> BadInput:
         return BadInput(
             f"{self.measure} is measured per layer, over all heads together, so {what}: "
-            "drop --head/--heads (show and model take it), or use --measure weight or norm"
+            "drop --head/--heads (show and model take it), or use --measure weight (or norm, "
+            "on an encoder)"
         )
 
     @property
