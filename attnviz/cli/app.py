@@ -133,20 +133,16 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
-def _input(
-    text: str | None,
-    model: str | None,
-    truncate: bool,
-    pair: str | None = None,
-    mask: Mask = Mask.none,
-    no_cache: bool = False,
-    dtype: Dtype = Dtype.float32,
-    quiet: bool = False,
-    measure: Measure = Measure.weight,
-    max_tokens: int | None = None,
-) -> Input:
+def _input(given: dict[str, Any]) -> Input:
+    """What to analyse, from a command's parameters (its `locals()`).
+
+    Every command that reads a text declares the same options under the same names
+    (`text`, `model`, `truncate`, `max_tokens`, and those of `pair`, `mask`, `no_cache`,
+    `dtype`, `quiet`, `measure` it takes); one it does not take has its default.
+    """
     from attnviz.cli.commands import Input
 
+    text, pair = given.get("text"), given.get("pair")
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
@@ -154,16 +150,16 @@ def _input(
     from_stdin = text is None and stdin_is_data()
     return Input(
         read_text(text),
-        model,
-        truncate,
+        given.get("model"),
+        given.get("truncate", False),
         pair,
-        mask.value,
-        not no_cache,
-        dtype.value,
-        quiet,
+        given.get("mask", Mask.none).value,
+        not given.get("no_cache", False),
+        given.get("dtype", Dtype.float32).value,
+        given.get("quiet", False),
         from_stdin,
-        measure.value,
-        max_tokens,
+        given.get("measure", Measure.weight).value,
+        given.get("max_tokens"),
     )
 
 
@@ -235,18 +231,7 @@ def show(
 
         commands.show(
             _console(),
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                no_cache,
-                dtype,
-                quiet,
-                measure=measure,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             layer=layer,
             head=head,
             units=units.value,
@@ -292,18 +277,7 @@ def heads(
 
         commands.heads(
             _console(),
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                no_cache,
-                dtype,
-                quiet,
-                measure=measure,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             layer=layer,
             units=units.value,
             out=out,
@@ -346,18 +320,7 @@ def model_view(
 
         commands.model_view(
             _console(),
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                no_cache,
-                dtype,
-                quiet,
-                measure=measure,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -425,15 +388,7 @@ def explain(
             )
         commands.explain(
             _console(),
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                quiet=quiet,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             token=token,
             index=index,
             layer=layer,
@@ -499,18 +454,7 @@ def rollout(
 
         commands.rollout(
             _console(),
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                no_cache,
-                dtype,
-                quiet,
-                measure=measure,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             upto=upto,
             units=units.value,
             top=top,
@@ -580,9 +524,7 @@ def find(
 
         commands.find(
             _console(),
-            _input(
-                text, model, truncate, pair, mask, no_cache, dtype, quiet, max_tokens=max_tokens
-            ),
+            _input(locals()),
             source=source,
             target=target,
             top=top,
@@ -640,9 +582,7 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         commands.compare_measures(
             _console(),
-            _input(
-                text, model, truncate, pair, mask, no_cache, dtype, quiet, max_tokens=max_tokens
-            ),
+            _input(locals()),
             query=query,
             layer=layer,
             top=top,
@@ -784,8 +724,7 @@ def tokens(
     with failures(debug):
         commands = _commands()
 
-        inp = _input(text, model, truncate, pair, quiet=quiet, max_tokens=max_tokens)
-        commands.tokens(_console(), inp)
+        commands.tokens(_console(), _input(locals()))
 
 
 @catalogue.command()
@@ -847,18 +786,7 @@ def export(
         commands = _commands()
 
         commands.export(
-            _input(
-                text,
-                model,
-                truncate,
-                pair,
-                mask,
-                no_cache,
-                dtype,
-                quiet,
-                measure=measure,
-                max_tokens=max_tokens,
-            ),
+            _input(locals()),
             out=out,
             view=view.value,
             layer=layer,
