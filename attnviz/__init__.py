@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.api import analyse, head_stats, prepare
     from attnviz.errors import AttnvizError, BadInput
-    from attnviz.explain import Explanation
-    from attnviz.find import HeadLink, HeadLinks
+    from attnviz.measures.explain import Explanation
+    from attnviz.measures.find import HeadLink, HeadLinks
+    from attnviz.measures.query import QueryRow
+    from attnviz.measures.stats import HeadRecord, HeadStats
+    from attnviz.measures.views import AttentionView, HeadsView, RolloutView
     from attnviz.prepared import ModelInfo, Prepared
-    from attnviz.query import QueryRow
-    from attnviz.stats import HeadRecord, HeadStats
-    from attnviz.tokenize import Word
-    from attnviz.views import AttentionView, HeadsView, RolloutView
+    from attnviz.text.tokenize import Word
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -41,16 +41,16 @@ _EXPORTS = {
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.prepared",
-    "AttentionView": "attnviz.views",
-    "HeadsView": "attnviz.views",
-    "RolloutView": "attnviz.views",
-    "Explanation": "attnviz.explain",
-    "HeadLink": "attnviz.find",
-    "HeadLinks": "attnviz.find",
-    "QueryRow": "attnviz.query",
-    "HeadStats": "attnviz.stats",
-    "HeadRecord": "attnviz.stats",
-    "Word": "attnviz.tokenize",
+    "AttentionView": "attnviz.measures.views",
+    "HeadsView": "attnviz.measures.views",
+    "RolloutView": "attnviz.measures.views",
+    "Explanation": "attnviz.measures.explain",
+    "HeadLink": "attnviz.measures.find",
+    "HeadLinks": "attnviz.measures.find",
+    "QueryRow": "attnviz.measures.query",
+    "HeadStats": "attnviz.measures.stats",
+    "HeadRecord": "attnviz.measures.stats",
+    "Word": "attnviz.text.tokenize",
     "AttnvizError": "attnviz.errors",
     "BadInput": "attnviz.errors",
 }

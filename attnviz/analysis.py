@@ -19,16 +19,7 @@ import numpy as np
 from attnviz import limits
 from attnviz.errors import BadInput
 from attnviz.limits import check_export
-from attnviz.output import (
-    DATA_SUFFIXES,
-    HTML_SUFFIXES,
-    IMAGE_SUFFIXES,
-    ImageStyle,
-    atomic_write,
-    check_output,
-)
-from attnviz.prepared import ModelInfo, Prepared, _Input, choice, short
-from attnviz.views import (
+from attnviz.measures.views import (
     AttentionView,
     HeadsView,
     RolloutView,
@@ -38,16 +29,25 @@ from attnviz.views import (
     model_view,
     rollout_view,
 )
+from attnviz.output import (
+    DATA_SUFFIXES,
+    HTML_SUFFIXES,
+    IMAGE_SUFFIXES,
+    ImageStyle,
+    atomic_write,
+    check_output,
+)
+from attnviz.prepared import ModelInfo, Prepared, _Input, choice, short
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
-    from attnviz.compare import Comparison
-    from attnviz.explain import Explanation
-    from attnviz.find import HeadLinks
-    from attnviz.query import QueryRow
-    from attnviz.tokenize import Pieces
+    from attnviz.measures.compare import Comparison
+    from attnviz.measures.explain import Explanation
+    from attnviz.measures.find import HeadLinks
+    from attnviz.measures.query import QueryRow
+    from attnviz.text.tokenize import Pieces
 
 __all__ = ["VIEWS", "Analysis"]
 
@@ -121,7 +121,7 @@ class Analysis(_Input):
         view: str = "show",
     ) -> Source:
         """What the views draw for `measure`: the weights, or a contribution measure."""
-        from attnviz.measures import PER_LAYER, check_measure, describe_measure
+        from attnviz.measures.contributions import PER_LAYER, check_measure, describe_measure
 
         check_measure(measure, head=head, heads=heads, view=view)
         note = describe_measure(measure)
@@ -238,7 +238,7 @@ class Analysis(_Input):
         second `ele`. Each head says where `target` ranks among `source`'s keys, the
         query's top key, and how many other words attend to `target` more.
         """
-        from attnviz.find import find_links
+        from attnviz.measures.find import find_links
 
         self._whole("find")
         return find_links(
@@ -260,7 +260,7 @@ class Analysis(_Input):
         "weight": the attention itself. Over the model's pieces; the encoder runs again
         (once per measure: the result is kept with the analysis, read-only).
         """
-        from attnviz.measures import compute_measure, describe_measure
+        from attnviz.measures.contributions import compute_measure, describe_measure
 
         describe_measure(name)
         if name == "weight":
@@ -285,8 +285,8 @@ class Analysis(_Input):
         `measures` defaults to all five; the weight and the norm are the layer's head mean.
         `disagreements()` says where their top keys differ.
         """
-        from attnviz.match import find_label
-        from attnviz.measures import MEASURES, check_decoder_comparison
+        from attnviz.measures.contributions import MEASURES, check_decoder_comparison
+        from attnviz.text.match import find_label
 
         chosen = list(MEASURES) if measures is None else list(measures)
         if not chosen:
@@ -296,7 +296,7 @@ class Analysis(_Input):
         check_decoder_comparison(self.prepared, chosen)
         views = [self.view(layer, None, units, measure=m) for m in chosen]
         q = find_label(views[0].tokens, query, "--query")
-        from attnviz.compare import Comparison
+        from attnviz.measures.compare import Comparison
 
         return Comparison(
             title=f"{self.title} · layer {views[0].layer} · query {views[0].tokens[q]}",

@@ -20,7 +20,7 @@ from attnviz.prepared import DTYPES, MASKS, Prepared, choice
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.stats import HeadStats
+    from attnviz.measures.stats import HeadStats
 
 __all__ = ["analyse", "head_stats", "prepare"]
 
@@ -151,9 +151,9 @@ def head_stats(
     A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
     `next`, and leave out each sentence's first query, which sees only itself.
     """
+    from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records, token_kinds
+    from attnviz.model.weights import load_encoder
     from attnviz.pipeline import compute_batches, corpus_chunks
-    from attnviz.stats import HeadStats, StatsAccumulator, decoder_records, token_kinds
-    from attnviz.weights import load_encoder
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise BadInput(

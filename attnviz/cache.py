@@ -42,7 +42,7 @@ from attnviz.errors import PASS_THROUGH, AttnvizError
 from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
-    from attnviz.tokenize import Pieces
+    from attnviz.text.tokenize import Pieces
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
@@ -361,7 +361,7 @@ def _pieces_from(
     arrays: dict[str, np.ndarray], ids: np.ndarray, text: str, pair: str | None
 ) -> Pieces:
     """The `Pieces` an entry holds, every array checked first (an entry may be hostile)."""
-    from attnviz.tokenize import Pieces
+    from attnviz.text.tokenize import Pieces
 
     T = ids.shape[0]
     for name, (tail, kind) in PIECES.items():

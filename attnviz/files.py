@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz.measures.views import resolve_heads
 from attnviz.output import atomic_write
 from attnviz.prepared import choice
-from attnviz.views import resolve_heads
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.families import ModelShape, describe, read_config
-from attnviz.locate import ModelSource, locate
+from attnviz.model.families import ModelShape, describe, read_config
+from attnviz.model.locate import ModelSource, locate
 from attnviz.prepared import Prepared
-from attnviz.tokenize import Pieces, load_tokenizer, tokenize
+from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
     from attnviz.analysis import Analysis
-    from attnviz.decoder import Decoder
-    from attnviz.model import Encoder
+    from attnviz.model.decoder import Decoder
+    from attnviz.model.encoder import Encoder
 
 
 def prepare(
@@ -198,7 +198,7 @@ def _encode(
     import torch
 
     from attnviz.analysis import Analysis
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
@@ -334,7 +334,7 @@ def compute_batches(
     perf.import_torch()
     import torch
 
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     where = pick_device(device, batched=True)
     if encoder is None:

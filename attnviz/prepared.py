@@ -18,11 +18,11 @@ from attnviz.limits import resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.explain import Explanation
-    from attnviz.families import ModelShape
-    from attnviz.locate import ModelSource
-    from attnviz.tokenize import Pieces, Word
-    from attnviz.vocabulary import TokenizerInfo, VocabularyFit
+    from attnviz.measures.explain import Explanation
+    from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.text.tokenize import Pieces, Word
+    from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
 
 __all__ = ["DTYPES", "MASKS", "ModelInfo", "Prepared", "choice"]
 
@@ -123,7 +123,7 @@ class _Input:
     @property
     def fit(self) -> VocabularyFit:
         """How the text fits the model's vocabulary: pieces per word, unknown words."""
-        from attnviz.vocabulary import vocabulary_fit
+        from attnviz.text.vocabulary import vocabulary_fit
 
         return vocabulary_fit(self.pieces)
 
@@ -145,7 +145,7 @@ class Prepared(_Input):
 
     @cached_property
     def shape(self) -> ModelShape:
-        from attnviz.families import describe
+        from attnviz.model.families import describe
 
         return describe(self.config)
 
@@ -160,7 +160,7 @@ class Prepared(_Input):
     @cached_property
     def model(self) -> ModelInfo:
         """The model: name, family, shape, and what its tokenizer and model card say."""
-        from attnviz.vocabulary import describe_tokenizer, model_languages
+        from attnviz.text.vocabulary import describe_tokenizer, model_languages
 
         shape, source = self.shape, self.source
         return ModelInfo(
@@ -248,7 +248,7 @@ class Prepared(_Input):
 
         Reads the model card's languages only (not `self.model`, whose tokenizer summary
         parses the whole tokenizer.json), and only when the fit is poor."""
-        from attnviz.vocabulary import model_languages
+        from attnviz.text.vocabulary import model_languages
 
         fit = self.fit
         if not fit.poor:
@@ -309,8 +309,8 @@ class Prepared(_Input):
         """One query's attention in one head, step by step (see `Analysis.explain`)."""
         import dataclasses
 
-        from attnviz.explain import explain, find_query
         from attnviz.i18n import check_lang
+        from attnviz.measures.explain import explain, find_query
 
         lang = check_lang(lang)
         causal = self.what_if_mask(mask)

@@ -146,7 +146,7 @@ def peak_rss_mb(command: list[str], env: dict[str, str]) -> float:
 
 def corpus_file(folder: Path, count: int) -> Path:
     """`count` sentences of mixed length: the sample sentences repeated and joined."""
-    from attnviz.samples import sample_sentences
+    from attnviz.text.samples import sample_sentences
 
     samples = sample_sentences()
     lines = []
@@ -160,9 +160,9 @@ def corpus_file(folder: Path, count: int) -> Path:
 
 def stats_corpus(folder: Path, count: int = 256) -> Path:
     """`count` sentences of 90 to 110 pieces, made of the sample sentences."""
-    from attnviz.locate import locate
-    from attnviz.samples import sample_sentences
-    from attnviz.tokenize import load_tokenizer
+    from attnviz.model.locate import locate
+    from attnviz.text.samples import sample_sentences
+    from attnviz.text.tokenize import load_tokenizer
 
     tokenizer = load_tokenizer(locate(None).folder)
     samples = sample_sentences()
@@ -185,7 +185,7 @@ def stats_difference(ours: list[str], reference: list[str], env: dict[str, str])
     """The largest difference between the statistics the two commands print."""
     import json
 
-    from attnviz.stats import STATISTICS
+    from attnviz.measures.stats import STATISTICS
 
     records = json.loads(subprocess.run(ours, check=True, capture_output=True, env=env).stdout)
     means = json.loads(subprocess.run(reference, check=True, capture_output=True, env=env).stdout)
@@ -240,8 +240,8 @@ def main() -> None:
                 "≤ 1.4×",
                 1.4,
             )
-            from attnviz.locate import locate
-            from attnviz.weights import weight_files
+            from attnviz.model.locate import locate
+            from attnviz.model.weights import weight_files
 
             weights = weight_files(locate(None).folder)[0]
             pair(

@@ -2,10 +2,10 @@
 
 What a user would write without attnviz: AutoTokenizer and BertModel (eager,
 `output_attentions`), the sentences sorted by length and run in padded batches, and
-the head statistics of `attnviz.stats` (entropy, the shares on [CLS], [SEP],
+the head statistics of `attnviz.measures.stats` (entropy, the shares on [CLS], [SEP],
 punctuation, self, previous and next token, pooled over every query) computed in torch
 on each batch, accumulated in float64. Prints the (statistic, layer, head) means as JSON
-in the order of `attnviz.stats.STATISTICS`, so a run can be checked against attnviz's.
+in the order of `attnviz.measures.stats.STATISTICS`, so a run can be checked against attnviz's.
 
     python benchmarks/stats_reference.py FILE [--batch-size 32] [--threads 1]
 """

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attnviz.pipeline import Corpus, prepare_corpus
-from attnviz.samples import sample_sentences
+from attnviz.text.samples import sample_sentences
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ class Throughput:
 
 def corpus_of(count: int, tokens: int) -> Corpus:
     """`count` sentences of `tokens` pieces or a few less, made of the sample sentences."""
-    from attnviz.locate import locate
-    from attnviz.tokenize import load_tokenizer
+    from attnviz.model.locate import locate
+    from attnviz.text.tokenize import load_tokenizer
 
     tokenizer = load_tokenizer(locate(None).folder)
     samples = sample_sentences()
@@ -87,9 +87,9 @@ def _batches(corpus: Corpus, batch_size: int) -> list[tuple[torch.Tensor, torch.
 
 
 def ours(corpus: Corpus, batch_size: int) -> Callable[[], None]:
+    from attnviz.model.weights import load_encoder
     from attnviz.perf import reuse_freed_memory
     from attnviz.pipeline import compute_batches
-    from attnviz.weights import load_encoder
 
     reuse_freed_memory()  # as `attnviz stats` does
 

@@ -32,7 +32,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def embedded_folder() -> Path:
-    from attnviz.locate import locate
+    from attnviz.model.locate import locate
 
     return locate(None).folder
 

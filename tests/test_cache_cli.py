@@ -92,7 +92,7 @@ def test_a_hit_found_from_the_text_brings_the_pieces_the_tokenizer_gives(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import attnviz
-    from attnviz import tokenize
+    from attnviz.text import tokenize
 
     first = attnviz.analyse(TEXT, pair="Ele sentou, feliz.")
     monkeypatch.setattr(tokenize, "load_tokenizer", _no_tokenizer)

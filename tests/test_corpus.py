@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from attnviz.cli import app
+from attnviz.measures.rollout import rollout
+from attnviz.measures.stats import StatsAccumulator, token_kinds
 from attnviz.pipeline import compute, compute_batches, prepare, prepare_corpus
-from attnviz.rollout import rollout
-from attnviz.samples import sample_sentences
-from attnviz.stats import StatsAccumulator, token_kinds
+from attnviz.text.samples import sample_sentences
 from tests.conftest import SENTENCES
 
 runner = CliRunner()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnviz.tokenize import load_tokenizer, tokenize
-from attnviz.weights import load_encoder
+from attnviz.model.weights import load_encoder
+from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.conftest import TinyFactory
 
 TEXT = "John thought: the train was full, but he found a free seat. Unbelievable things happen."
@@ -158,8 +158,8 @@ def test_rotary_grouped_attention_equals_torch_sdpa(groups: int) -> None:
     """The same q, k, v through our attention and torch's fused one (enable_gqa)."""
     import torch.nn.functional as F
 
-    from attnviz.decoder import decoder_mask
-    from attnviz.model import MultiHeadAttention, Rotary
+    from attnviz.model.decoder import decoder_mask
+    from attnviz.model.encoder import MultiHeadAttention, Rotary
 
     torch.manual_seed(0)
     B, T, C, nh, hs = 2, 11, 48, 8, 16
@@ -183,7 +183,7 @@ def test_rotary_grouped_attention_equals_torch_sdpa(groups: int) -> None:
 
 
 def test_rotary_turns_pairs_so_scores_depend_on_distance_only() -> None:
-    from attnviz.model import Rotary
+    from attnviz.model.encoder import Rotary
 
     hs = 8
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, hs, 2).float() / hs))
@@ -237,7 +237,7 @@ def test_configs_attnviz_cannot_compute_are_refused_in_one_line(
     tiny_decoder: TinyFactory, tmp_path: Path, family: str, changes: dict, message: str
 ) -> None:
     from attnviz.errors import AttnvizError
-    from attnviz.families import read_config
+    from attnviz.model.families import read_config
 
     folder = _edited_config(tiny_decoder(family), tmp_path, **changes)
     with pytest.raises(AttnvizError) as info:

@@ -17,8 +17,8 @@ import torch
 from rich.cells import cell_len
 
 from attnviz.errors import BadInput
-from attnviz.explain import Explanation, explain, find_query
 from attnviz.i18n import CATALOGUE, LANGS, default_lang, placeholders, text
+from attnviz.measures.explain import Explanation, explain, find_query
 from attnviz.pipeline import prepare
 from attnviz.prepared import Prepared
 from attnviz.render.explain import ExplanationView, bar, shown_rows
@@ -37,7 +37,7 @@ def prepared() -> Prepared:
 
 @pytest.fixture(scope="module")
 def encoder(prepared: Prepared) -> Any:
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     return load_encoder(prepared.model.folder, prepared.config)
 
@@ -126,7 +126,7 @@ def test_head_output_is_the_weighted_sum_of_values(
 def test_output_is_the_attention_modules_output(
     explained: dict, encoder: Any, forward: dict, prepared: Prepared
 ) -> None:
-    from attnviz.model import hiding_mask
+    from attnviz.model.encoder import hiding_mask
 
     T = len(prepared.pieces)
     for e, causal in _cases(explained):

@@ -17,8 +17,8 @@ import pytest
 from rich.cells import cell_len
 
 from attnviz import analyse, prepare
-from attnviz.explain import Explanation, explain
 from attnviz.i18n import LANGS
+from attnviz.measures.explain import Explanation, explain
 from attnviz.render.explain import ExplanationView
 from tests.conftest import TinyFactory
 from tests.rendering import render as render_view
@@ -38,7 +38,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="module")
 def explained(tiny_decoder: TinyFactory) -> dict[str, tuple[Path, list[Explanation]]]:
     """For each family: its folder and the explanation of every (layer, head, query)."""
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     out = {}
     for family, overrides in FAMILIES.items():

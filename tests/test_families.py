@@ -20,9 +20,9 @@ import torch
 from transformers import AutoModel
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.families import describe, read_config
-from attnviz.tokenize import load_tokenizer, tokenize
-from attnviz.weights import count_parameters, load_encoder
+from attnviz.model.families import describe, read_config
+from attnviz.model.weights import count_parameters, load_encoder
+from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.conftest import FAMILY_TYPES, PT_SENTENCE, TinyFactory
 
 TOLERANCE = 1e-5
@@ -296,7 +296,7 @@ def test_unknown_dtype_and_uncomputable_half_are_refused_in_one_line(
     with pytest.raises(BadInput, match="dtype 'float64' is not one attnviz computes in"):
         load_encoder(folder, dtype="float64")
 
-    from attnviz import model
+    from attnviz.model import encoder as model
 
     def no_half_kernel(*args: object, **kwargs: object) -> None:
         raise RuntimeError("\"LayerNormKernelImpl\" not implemented for 'Half'")

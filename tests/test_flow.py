@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.flow import CAPACITY_SCALE, MAX_FLOW_TOKENS, attention_flow, residual_mixed
+from attnviz.measures.flow import CAPACITY_SCALE, MAX_FLOW_TOKENS, attention_flow, residual_mixed
 
 
 def _min_cut(mixed: np.ndarray, source: int, sink: int) -> float:

@@ -1,6 +1,6 @@
 """Measures beyond the weights, each checked against transformers' own modules in float64.
 
-The references share no code with attnviz.measures: they read the dense weights of
+The references share no code with attnviz.measures.contributions: they read the dense weights of
 transformers' BertModel, and zero a value vector with a forward hook on its
 BertSelfAttention's value projection.
 """
@@ -256,7 +256,7 @@ def test_compare_measures_ranks_each_measures_row(analysis: attnviz.Analysis) ->
 @pytest.mark.parametrize("family", FAMILY_TYPES)
 def test_every_measure_on_every_encoder_family(family: str, tiny_model) -> None:  # type: ignore[no-untyped-def]
     """The measures read the same from-scratch layers in every family: each runs, finite."""
-    from attnviz.measures import MEASURES
+    from attnviz.measures.contributions import MEASURES
 
     analysis = attnviz.analyse("the bank refused the loan", model=str(tiny_model(family)))
     L, H, T, _ = analysis.attentions.shape

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.model import Embeddings, Encoder, EncoderConfig, MultiHeadAttention
+from attnviz.model.encoder import Embeddings, Encoder, EncoderConfig, MultiHeadAttention
 
 B, T, C, NH = 2, 7, 24, 4
 
@@ -171,7 +171,7 @@ def test_the_loaded_encoder_is_differentiable_like_transformers(embedded_folder)
     """Outside inference mode the fast paths step aside: gradients reach W_Q and match BERT's."""
     from transformers import BertModel
 
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     ids = torch.tensor([[101, 1037, 3899, 2001, 102]])  # (1, 5)
     ours = load_encoder(embedded_folder)
@@ -188,7 +188,7 @@ def test_the_loaded_encoder_is_differentiable_like_transformers(embedded_folder)
 
 def test_fused_projections_follow_moves_and_edits(embedded_folder) -> None:
     """After .double() or .to(), and after editing q_proj, the forward uses the new weights."""
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     ids = torch.tensor([[101, 1037, 3899, 2001, 102]])  # (1, 5)
     encoder = load_encoder(embedded_folder)

@@ -39,7 +39,7 @@ def test_wheel_carries_the_sample_sentences(tmp_path: Path) -> None:
         archive.extractall(tmp_path / "site")
     # The installed package, away from the checkout, finds its default sentence.
     code = (
-        "import attnviz.samples as s; print(s.__file__); print(s.sample_dir()); "
+        "import attnviz.text.samples as s; print(s.__file__); print(s.sample_dir()); "
         "print(s.default_sentence())"
     )
     run = subprocess.run(

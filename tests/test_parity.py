@@ -13,8 +13,8 @@ import torch
 from transformers import BertModel
 
 from attnviz import analyse
-from attnviz.tokenize import load_tokenizer, tokenize
-from attnviz.weights import load_encoder
+from attnviz.model.weights import load_encoder
+from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.conftest import FAMILY_TYPES, SENTENCES, TinyFactory
 
 TOLERANCE = 1e-5

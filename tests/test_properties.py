@@ -336,7 +336,7 @@ class EmbeddedTokenizer:
     """The embedded model's tokenizer, with a short repr for hypothesis's failure reports."""
 
     def __init__(self, folder: Path) -> None:
-        from attnviz.tokenize import load_tokenizer
+        from attnviz.text.tokenize import load_tokenizer
 
         self.tokenizer = load_tokenizer(folder)
 
@@ -344,7 +344,7 @@ class EmbeddedTokenizer:
         return "EmbeddedTokenizer()"
 
     def __call__(self, text: str, pair: str | None = None, *, truncate: bool = False) -> Any:
-        from attnviz.tokenize import tokenize
+        from attnviz.text.tokenize import tokenize
 
         return tokenize(self.tokenizer, text, pair=pair, max_positions=512, truncate=truncate)
 
@@ -408,7 +408,7 @@ def row_stochastic_with_groups(draw: st.DrawFn) -> tuple[np.ndarray, list[list[i
 def test_merging_words_keeps_rows_summing_to_one(
     case: tuple[np.ndarray, list[list[int]]],
 ) -> None:
-    from attnviz.views import merge_words
+    from attnviz.measures.views import merge_words
 
     matrix, groups = case  # (..., T, T)
     merged = merge_words(matrix, groups)  # (..., W, W)
@@ -429,7 +429,7 @@ def test_merging_words_keeps_rows_summing_to_one(
 def encoder(tiny_bert: Any) -> Iterator[Any]:
     import torch
 
-    from attnviz.weights import load_encoder
+    from attnviz.model.weights import load_encoder
 
     # One thread: on a busy two-core machine, tiny forwards spend ~100 ms each waiting for
     # a second OpenMP thread, against ~0.3 ms on one.

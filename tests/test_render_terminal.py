@@ -361,7 +361,7 @@ def test_zero_width_joiner_is_kept_only_inside_emoji() -> None:
 @pytest.fixture(scope="module")
 def long_labels(embedded_folder) -> list[str]:
     """The labels of the Portuguese sample sentence, repeated and cut to 512 pieces."""
-    from attnviz.tokenize import load_tokenizer, tokenize
+    from attnviz.text.tokenize import load_tokenizer, tokenize
     from tests.conftest import PT_SENTENCE
 
     text = " ".join([PT_SENTENCE] * 30)

@@ -10,9 +10,9 @@ from rich.cells import cell_len
 from rich.console import Console, RenderableType
 
 from attnviz.errors import BadInput
+from attnviz.measures.rollout import rollout, top_sources
+from attnviz.measures.views import merge_words
 from attnviz.render.stats import SourcesTable
-from attnviz.rollout import rollout, top_sources
-from attnviz.views import merge_words
 
 # Two layers, one head, three tokens; rows are queries.
 A0 = np.array(

@@ -44,7 +44,7 @@ def test_help_is_rich_without_markdown_or_tracebacks() -> None:
 @pytest.mark.slow  # subprocess
 def test_importing_the_weight_loader_compiles_no_renaming_rules() -> None:
     probe = (
-        "import attnviz.weights as w\n"
+        "import attnviz.model.weights as w\n"
         "assert w._to_ours.cache_info().currsize == 0\n"
         "assert w.hf_name('layers.3.attention.out_proj.weight').startswith('encoder.layer.3.')\n"
     )

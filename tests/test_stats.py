@@ -15,10 +15,7 @@ from rich.console import Console, RenderableType
 from tokenizers import Tokenizer
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.render.image import save_figure
-from attnviz.render.stats import StatsTable
-from attnviz.render.stats_image import stats_figure, stats_grids
-from attnviz.stats import (
+from attnviz.measures.stats import (
     SORT_COLUMNS,
     STATISTICS,
     HeadRecord,
@@ -30,7 +27,10 @@ from attnviz.stats import (
     sort_records,
     token_kinds,
 )
-from attnviz.tokenize import Pieces, load_tokenizer, tokenize
+from attnviz.render.image import save_figure
+from attnviz.render.stats import StatsTable
+from attnviz.render.stats_image import stats_figure, stats_grids
+from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize
 
 RECORD_KEYS = {"layer", "head", "entropy", "cls", "sep", "punct", "self", "prev", "next", "label"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from attnviz import analyse, head_stats
 from attnviz.errors import BadInput
-from attnviz.stats import is_punctuation
+from attnviz.measures.stats import is_punctuation
 from tests.conftest import TinyFactory
 
 SENTENCES = ["The cat sat on the mat.", "A dog ate the bone, and then it slept.", "It rained."]
@@ -114,7 +114,7 @@ def test_one_piece_sentences_on_a_decoder_are_refused(tiny_decoder: TinyFactory)
 
 
 def test_decoder_records_name_a_sink_head_and_keep_no_cls_sep_next() -> None:
-    from attnviz.stats import HeadRecord, decoder_records
+    from attnviz.measures.stats import HeadRecord, decoder_records
 
     encoder_like = HeadRecord(
         layer=0,

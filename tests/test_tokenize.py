@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from attnviz.errors import BadInput
-from attnviz.tokenize import load_tokenizer, tokenize
+from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.conftest import PT_SENTENCE, SENTENCES
 
 
@@ -99,7 +99,7 @@ MARKS = ("Ġ", "▁")
 
 
 def _pieces(tokens: list[str], spans: list[tuple[int, int]], words: list[int | None], text: str):
-    from attnviz.tokenize import Pieces
+    from attnviz.text.tokenize import Pieces
 
     return Pieces(
         text=text,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnviz.errors import BadInput
-from attnviz.views import merge_words, resolve_index, select
+from attnviz.measures.views import merge_words, resolve_index, select
 
 
 def _random_attention(L: int = 3, H: int = 4, T: int = 6, seed: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import attnviz
 from attnviz.cli import app
-from attnviz.vocabulary import (
+from attnviz.text.vocabulary import (
     OTHER_MODELS,
     POOR_FIT_PIECES_PER_WORD,
     describe_tokenizer,

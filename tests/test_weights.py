@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from attnviz.errors import AttnvizError
-from attnviz.families import ACTIVATION_NAMES, read_config
-from attnviz.locate import EMBEDDED_NAME, locate
-from attnviz.model import ACTIVATIONS
-from attnviz.weights import (
+from attnviz.model.encoder import ACTIVATIONS
+from attnviz.model.families import ACTIVATION_NAMES, read_config
+from attnviz.model.locate import EMBEDDED_NAME, locate
+from attnviz.model.weights import (
     convert_state_dict,
     count_parameters,
     hf_name,
@@ -237,7 +237,7 @@ def test_config_check_knows_exactly_the_activations_the_encoder_computes() -> No
 
 
 def test_describe_gives_the_embedded_models_shape_without_torch(embedded_folder: Path) -> None:
-    from attnviz.families import ModelShape, describe
+    from attnviz.model.families import ModelShape, describe
 
     shape = describe(read_config(embedded_folder))
     assert shape == ModelShape(
@@ -254,7 +254,7 @@ def test_describe_gives_the_embedded_models_shape_without_torch(embedded_folder:
         type_vocab_size=2,
     )
     probe = (
-        "import sys, pathlib; from attnviz.families import describe, read_config; "
+        "import sys, pathlib; from attnviz.model.families import describe, read_config; "
         f"describe(read_config(pathlib.Path({str(embedded_folder)!r}))); "
         "assert 'torch' not in sys.modules"
     )

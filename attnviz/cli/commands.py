@@ -27,11 +27,11 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.decoder_families import DecoderConfig
-    from attnviz.families import ModelShape
+    from attnviz.measures.query import QueryRow
+    from attnviz.measures.views import AttentionView
+    from attnviz.model.decoder_families import DecoderConfig
+    from attnviz.model.families import ModelShape
     from attnviz.prepared import Prepared
-    from attnviz.query import QueryRow
-    from attnviz.views import AttentionView
 
 
 PAGES = IMAGE_SUFFIXES + HTML_SUFFIXES  # what --out writes on show, heads and model
@@ -50,7 +50,7 @@ class Input:
     dtype: str = "float32"  # what the encoder computes in
     quiet: bool = False  # no notes on stderr
     from_stdin: bool = False  # the text was read from standard input
-    measure: str = "weight"  # what the views draw (see attnviz.measures)
+    measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
 
 
@@ -120,7 +120,7 @@ def _analyse(
     before torch), and that the model computes the measures asked for (`compared`: all of
     them), then compute. `one_layer`: the command shows `layer` only, so a long input
     whose whole attention is too large keeps just that layer."""
-    from attnviz.measures import check_measure
+    from attnviz.measures.contributions import check_measure
 
     check_measure(inp.measure, head=head, heads=heads, view=view)
     if inp.measure != "weight" and out is not None and out.suffix.lower() in HTML_SUFFIXES:
@@ -131,20 +131,20 @@ def _analyse(
         check_output(out, allowed, style)
     prepared, hit = _prepare(inp, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads)
-    from attnviz.measures import check_model
+    from attnviz.measures.contributions import check_model
 
     check_model(prepared, inp.measure)  # before the attention is computed
     if compared:
-        from attnviz.measures import check_decoder_comparison
+        from attnviz.measures.contributions import check_decoder_comparison
 
         check_decoder_comparison(prepared)
     if words:
-        from attnviz.match import find_label
+        from attnviz.text.match import find_label
 
         labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
         found = {option: find_label(labels, word, option) for option, word in words.items()}
         if "--from" in found and "--to" in found:
-            from attnviz.find import check_direction
+            from attnviz.measures.find import check_direction
 
             causal = prepared.shape.causal or inp.mask == "causal"
             check_direction(labels, found["--from"], found["--to"], causal)
@@ -433,8 +433,8 @@ def stats(
     max_tokens: int | None = None,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
+    from attnviz.measures.stats import check_sort_column, sort_records
     from attnviz.perf import reuse_freed_memory
-    from attnviz.stats import check_sort_column, sort_records
 
     sort_records([], sort, top)  # reject a bad --sort or --top before any work
     if sort in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
@@ -477,8 +477,8 @@ def stats(
 
 def _is_decoder(model: str | None) -> bool:
     """Whether `model` is a decoder, from its config.json alone (no weights, no torch)."""
-    from attnviz.families import describe, read_config
-    from attnviz.locate import locate
+    from attnviz.model.families import describe, read_config
+    from attnviz.model.locate import locate
 
     return describe(read_config(locate(model).folder)).causal
 
@@ -545,10 +545,10 @@ def info(console: Console, model: str | None) -> None:
     from rich.table import Table
 
     from attnviz.errors import AttnvizError
-    from attnviz.families import describe, read_config
-    from attnviz.locate import locate
-    from attnviz.vocabulary import describe_tokenizer, model_languages
-    from attnviz.weights import count_parameters, weight_files
+    from attnviz.model.families import describe, read_config
+    from attnviz.model.locate import locate
+    from attnviz.model.weights import count_parameters, weight_files
+    from attnviz.text.vocabulary import describe_tokenizer, model_languages
 
     source = locate(model)
     shape = describe(read_config(source.folder))

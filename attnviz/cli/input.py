@@ -28,7 +28,7 @@ def read_text(text: str | None) -> str:
         if not data.strip():
             raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
         return utf8(data.strip(), "standard input")
-    from attnviz.samples import default_sentence
+    from attnviz.text.samples import default_sentence
 
     return default_sentence()
 
@@ -173,7 +173,7 @@ def corpus(texts: list[str] | None, file: Path | None) -> Iterable[str]:
     if not texts:
         if stdin_is_data():
             return lines(Path("-"))
-        from attnviz.samples import sample_sentences
+        from attnviz.text.samples import sample_sentences
 
         return sample_sentences()
     return sentences

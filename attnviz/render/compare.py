@@ -13,7 +13,7 @@ from attnviz.render.cells import sanitize
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from attnviz.compare import Comparison
+    from attnviz.measures.compare import Comparison
 
 
 class ComparisonTable:

@@ -21,8 +21,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from attnviz.explain import Explanation
 from attnviz.i18n import check_lang, quoted, text
+from attnviz.measures.explain import Explanation
 from attnviz.render.cells import MAX_LABEL_CELLS, sanitize, truncate
 
 __all__ = ["BAR_CELLS", "ExplanationView", "bar", "shown_rows"]

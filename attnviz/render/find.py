@@ -22,7 +22,7 @@ from attnviz.render.bars import bar
 from attnviz.render.cells import sanitize, truncate
 
 if TYPE_CHECKING:
-    from attnviz.find import HeadLink
+    from attnviz.measures.find import HeadLink
 
 __all__ = ["LinkTable"]
 

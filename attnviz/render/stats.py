@@ -22,6 +22,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attnviz.measures.stats import LABEL_SHARES, HeadRecord, statistics_of
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     clean_labels,
@@ -33,7 +34,6 @@ from attnviz.render.cells import (
     truncate,
     wrap_items,
 )
-from attnviz.stats import LABEL_SHARES, HeadRecord, statistics_of
 
 __all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable"]
 
@@ -182,7 +182,7 @@ class SourcesTable:
     """For each token, the inputs it draws most from: `3 cheio ← 7 cheio 0.41  0 [CLS] 0.22`.
 
     labels: one per token (row of the rollout); sources: for each token a list of
-    (input index, share), as `attnviz.rollout.top_sources` returns. The sources wrap
+    (input index, share), as `attnviz.measures.rollout.top_sources` returns. The sources wrap
     beside the label, or, on a narrow terminal, on indented lines below it. No line
     is wider than the console.
     """

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.stats import HeadRecord, statistics_of
+from attnviz.measures.stats import HeadRecord, statistics_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

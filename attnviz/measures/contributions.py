@@ -37,7 +37,7 @@ from attnviz.errors import BadInput
 if TYPE_CHECKING:
     import torch
 
-    from attnviz.model import Encoder, EncoderLayer
+    from attnviz.model.encoder import Encoder, EncoderLayer
     from attnviz.prepared import Prepared
 
 __all__ = ["MEASURES", "PER_LAYER", "compute_measure", "describe_measure"]
@@ -113,8 +113,8 @@ def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> n
     perf.import_torch()
     import torch
 
-    from attnviz.model import hiding_mask
-    from attnviz.weights import load_encoder
+    from attnviz.model.encoder import hiding_mask
+    from attnviz.model.weights import load_encoder
 
     pieces = prepared.pieces
     # In float64: a cosine distance of 1e-3 keeps its digits.

@@ -18,8 +18,8 @@ FILES = ("en.txt", "pt.txt")
 
 def sample_dir() -> Path:
     """The folder of sample sentences, in a wheel install or in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "sample_sentences", here.parent / "sample_sentences"):
+    package = Path(__file__).resolve().parent.parent  # attnviz/
+    for candidate in (package / "sample_sentences", package.parent / "sample_sentences"):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("attnviz's sample_sentences folder is missing; reinstall attnviz")

@@ -16,7 +16,7 @@ from attnviz.errors import AttnvizError
 
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
 DECODER_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
-# Rotary scalings computed (rotary_frequencies in attnviz.decoder); others are refused.
+# Rotary scalings computed (rotary_frequencies in attnviz.model.decoder); others are refused.
 ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -60,7 +60,7 @@ class DecoderConfig:
 
 
 # Checkpoint names -> this project's, `{i}` a layer number. GPT-2's fused c_attn is split
-# into q, k, v (and its Conv1D weights transposed) by attnviz.weights before renaming.
+# into q, k, v (and its Conv1D weights transposed) by attnviz.model.weights before renaming.
 _GPT2_NAMES = [
     ("wte.", "tokens."),
     ("wpe.", "positions."),
@@ -180,7 +180,7 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
 
 
 def _activation(raw: dict[str, Any], key: str, default: str, where: str) -> str:
-    from attnviz.families import ACTIVATION_NAMES
+    from attnviz.model.families import ACTIVATION_NAMES
 
     act = raw.get(key, default)
     if not isinstance(act, str) or act not in ACTIVATION_NAMES:

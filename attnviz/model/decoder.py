@@ -12,7 +12,7 @@ differ around that attention:
   gated SiLU feed-forward (SwiGLU). Mistral, and some Qwen2 layers, look back at most
   `sliding_window` tokens.
 
-Names as in attnviz.model: B batch, T tokens, C hidden size, nh query heads,
+Names as in attnviz.model.encoder: B batch, T tokens, C hidden size, nh query heads,
 n_kv key/value heads, hs head size, L layers.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from attnviz.decoder_families import DecoderConfig
-from attnviz.model import ACTIVATIONS, EncoderOutput, MultiHeadAttention, Rotary
+from attnviz.model.decoder_families import DecoderConfig
+from attnviz.model.encoder import ACTIVATIONS, EncoderOutput, MultiHeadAttention, Rotary
 
 
 def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:

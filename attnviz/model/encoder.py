@@ -84,7 +84,7 @@ class MultiHeadAttention(nn.Module):
     attention weights of every head (B, nh, Tq, Tk). `mask` is a bool tensor
     broadcastable to (B, nh, Tq, Tk) where True hides a key from a query.
 
-    Two steps of the decoders (attnviz.decoder) are options here, so that every model
+    Two steps of the decoders (attnviz.model.decoder) are options here, so that every model
     runs this one attention: `rotary` turns q and k by their positions' angles after the
     split into heads, and `num_kv_heads` < `num_heads` is grouped-query attention, where
     each key/value head serves `num_heads // num_kv_heads` query heads. `head_size`

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.match import find_label
-from attnviz.views import _Drawn
+from attnviz.measures.views import _Drawn
+from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from attnviz.views import AttentionView
+    from attnviz.measures.views import AttentionView
 
 __all__ = ["QueryRow", "query_row"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.match import find_label
-from attnviz.views import Source, _Drawn, _units, exclusion_note
+from attnviz.measures.views import Source, _Drawn, _units, exclusion_note
+from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -37,7 +37,7 @@ import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import TOP, check_range
-from attnviz.tokenize import Pieces, is_punctuation
+from attnviz.text.tokenize import Pieces, is_punctuation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -500,7 +500,7 @@ class HeadStats:
 
     def record(self, layer: int, head: int) -> HeadRecord:
         """The statistics of one head (0-based; negative counts from the end)."""
-        from attnviz.views import resolve_index
+        from attnviz.measures.views import resolve_index
 
         layer = resolve_index(layer, self.layers, "layer")
         head = resolve_index(head, self.heads, "head")

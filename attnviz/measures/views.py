@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
-    from attnviz.query import QueryRow
-    from attnviz.tokenize import Pieces
+    from attnviz.measures.query import QueryRow
+    from attnviz.text.tokenize import Pieces
 
 __all__ = [
     "EXCLUDABLE",
@@ -84,7 +84,7 @@ def check_exclude(exclude: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def excluded_pieces(pieces: Pieces, exclude: Sequence[str]) -> np.ndarray:
     """(T,) bool, True for the pieces `exclude` drops: special tokens, punctuation."""
-    from attnviz.stats import token_kinds
+    from attnviz.measures.stats import token_kinds
 
     kinds = token_kinds(pieces)
     dropped = np.zeros(len(pieces), dtype=bool)  # (T,)
@@ -302,7 +302,7 @@ class AttentionView(_Drawn):
     units: str
     pair_start: int | None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
-    measure: str = "weight"  # or a contribution measure (attnviz.measures)
+    measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
@@ -325,7 +325,7 @@ class AttentionView(_Drawn):
         `query` is a word of the text (any case or accents; `ele#2` for the second) in
         the view's units, or a row index.
         """
-        from attnviz.query import query_row
+        from attnviz.measures.query import query_row
 
         return query_row(self, query)
 
@@ -391,7 +391,7 @@ class RolloutView(AttentionView):
 
     def sources(self, top: int | None = None) -> list[list[tuple[int, float]]]:
         """For each row, the `top` inputs it draws most from: (index, share), largest first."""
-        from attnviz.rollout import top_sources
+        from attnviz.measures.rollout import top_sources
 
         count = self.top if top is None else check_range(top, "top", TOP)
         return top_sources(self.matrix, min(count, len(self.labels)))
@@ -434,7 +434,7 @@ class HeadsView(_Drawn):
     pair_start: int | None
     columns: int | None = None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
-    measure: str = "weight"  # or a contribution measure (attnviz.measures)
+    measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -537,7 +537,7 @@ class Source:
     attentions: np.ndarray = field(repr=False)  # (L, H, T, T); H = 1 for a per-layer measure
     pieces: Pieces
     model: str
-    measure: str = "weight"  # what `attentions` holds (see attnviz.measures)
+    measure: str = "weight"  # what `attentions` holds (see attnviz.measures.contributions)
     per_layer: bool = False  # a measure over the whole layer: no head axis
     note: str = ""  # the measure as titles name it
     kept: tuple[int, ...] | None = None  # the model's layers `attentions` holds; None: all
@@ -686,7 +686,7 @@ def rollout_view(
     The chain always runs over every piece (the model's own mixing); `exclude` drops
     tokens from the result only, so the top sources are among the tokens left.
     """
-    from attnviz.rollout import rollout
+    from attnviz.measures.rollout import rollout
 
     if method not in ("rollout", "flow"):
         raise BadInput(f"method {method!r} is not one of rollout, flow")
@@ -696,7 +696,7 @@ def rollout_view(
     top = check_range(top, "--top", TOP)
     into = _units(src.pieces, units, exclude)
     if method == "flow":
-        from attnviz.flow import attention_flow
+        from attnviz.measures.flow import attention_flow
 
         if src.measure != "weight":
             raise BadInput("--method flow runs on the attention weights: drop --measure")

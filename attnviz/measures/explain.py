@@ -30,17 +30,17 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
-from attnviz.match import find_label
+from attnviz.measures.views import pair_marked, resolve_index
 from attnviz.perf import import_torch
-from attnviz.views import pair_marked, resolve_index
+from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
-    from attnviz.decoder import Decoder
-    from attnviz.model import Encoder, MultiHeadAttention
+    from attnviz.model.decoder import Decoder
+    from attnviz.model.encoder import Encoder, MultiHeadAttention
     from attnviz.prepared import Prepared
-    from attnviz.tokenize import Pieces
+    from attnviz.text.tokenize import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]
 
@@ -220,9 +220,9 @@ def explain(
     import_torch()
     import torch
 
-    from attnviz.decoder import decoder_mask, rotary_frequencies
-    from attnviz.model import Rotary, hiding_mask
-    from attnviz.weights import load_encoder
+    from attnviz.model.decoder import decoder_mask, rotary_frequencies
+    from attnviz.model.encoder import Rotary, hiding_mask
+    from attnviz.model.weights import load_encoder
 
     pieces = prepared.pieces
     b_start = next((i for i, seq in enumerate(pieces.sequence_ids) if seq == 1), None)

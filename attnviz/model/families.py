@@ -1,7 +1,7 @@
 """Model families: what each config.json says, and where each keeps its weights.
 
 The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
-the decoders GPT-2, Llama, Mistral and Qwen2 (read by `attnviz.decoder_families`).
+the decoders GPT-2, Llama, Mistral and Qwen2 (read by `attnviz.model.decoder_families`).
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
 refusing absurd sizes before anything is allocated; `Family` names each encoder
 family's config keys, state-dict names and quirks.
@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.decoder_families import (
+from attnviz.errors import AttnvizError, BadInput, short_reason
+from attnviz.limits import DECODER_TOKENS
+from attnviz.model.decoder_families import (
     DECODER_NAMES,
     DECODER_TYPES,
     DecoderConfig,
     describe_decoder,
 )
-from attnviz.errors import AttnvizError, BadInput, short_reason
-from attnviz.limits import DECODER_TOKENS
 
 if TYPE_CHECKING:
-    from attnviz.model import EncoderConfig
+    from attnviz.model.encoder import EncoderConfig
 
-# The activations `attnviz.model.ACTIVATIONS` computes (named here so checking a
+# The activations `attnviz.model.encoder.ACTIVATIONS` computes (named here so checking a
 # config needs no torch; a test keeps the two in step).
 ACTIVATION_NAMES = (
     "gelu",
@@ -503,7 +503,7 @@ def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
 
 
 def encoder_config_for(shape: ModelShape) -> EncoderConfig:
-    from attnviz.model import EncoderConfig
+    from attnviz.model.encoder import EncoderConfig
 
     return EncoderConfig(
         vocab_size=shape.vocab,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnviz.views import _Drawn
+from attnviz.measures.views import _Drawn
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

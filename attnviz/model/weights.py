@@ -18,15 +18,21 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
-from attnviz.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.families import FAMILIES, MAX_CONFIG_BYTES, describe, encoder_config_for, read_config
+from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
+from attnviz.model.families import (
+    FAMILIES,
+    MAX_CONFIG_BYTES,
+    describe,
+    encoder_config_for,
+    read_config,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from attnviz.decoder import Decoder
-    from attnviz.model import Encoder
+    from attnviz.model.decoder import Decoder
+    from attnviz.model.encoder import Encoder
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # A sharded checkpoint: an index naming the file that holds each tensor.
@@ -243,7 +249,7 @@ def hf_name(name: str, model_type: str = "bert") -> str:
 
 
 def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[str, V]:
-    """Map a transformers state dict of `model_type` onto `attnviz.model.Encoder`'s names.
+    """Map a transformers state dict of `model_type` onto `attnviz.model.encoder.Encoder`'s names.
 
     A `*For*` checkpoint keeps its encoder under the family's prefix (`bert.`,
     `roberta.`, `distilbert.`, `electra.`, `albert.`); everything else in it (MLM,
@@ -390,8 +396,8 @@ def load_encoder(
     """
     import torch
 
-    from attnviz.decoder import Decoder
-    from attnviz.model import Encoder
+    from attnviz.model.decoder import Decoder
+    from attnviz.model.encoder import Encoder
 
     target = compute_dtype(dtype)
     raw_config = config if config is not None else read_config(folder)
