@@ -18,7 +18,7 @@ import numpy as np
 
 from attnviz import limits
 from attnviz.errors import BadInput
-from attnviz.limits import check_export
+from attnviz.limits import check_choice, check_export
 from attnviz.measures.views import (
     AttentionView,
     HeadsView,
@@ -37,7 +37,7 @@ from attnviz.output import (
     atomic_write,
     check_output,
 )
-from attnviz.prepared import ModelInfo, Prepared, _Input, choice, short
+from attnviz.prepared import ModelInfo, Prepared, _Input, short
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -292,7 +292,7 @@ class Analysis(_Input):
         if not chosen:
             raise BadInput("name at least one measure to compare")
         for name in chosen:
-            choice(name, tuple(MEASURES), "measure")
+            check_choice(name, tuple(MEASURES), "measure")
         check_decoder_comparison(self.prepared, chosen)
         views = [self.view(layer, None, units, measure=m) for m in chosen]
         q = find_label(views[0].tokens, query, "--query")
@@ -342,7 +342,7 @@ class Analysis(_Input):
         exclude: Exclude = None,
         measure: str = "weight",
     ) -> AttentionView | HeadsView:
-        choice(view, VIEWS, "view")
+        check_choice(view, VIEWS, "view")
         if view == "heads":
             return self.heads(layer, heads, units, exclude=exclude, measure=measure)
         if view == "model":

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from attnviz import perf
 from attnviz.errors import BadInput
-from attnviz.limits import BATCH_SIZE, THREADS, check_range
-from attnviz.prepared import DTYPES, MASKS, Prepared, choice
+from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
+from attnviz.prepared import DTYPES, MASKS, Prepared
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -108,8 +108,8 @@ def from_cache(
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    causal = choice(mask, MASKS, "mask") == "causal"
-    choice(dtype, DTYPES, "dtype")
+    causal = check_choice(mask, MASKS, "mask") == "causal"
+    check_choice(dtype, DTYPES, "dtype")
     if not cache_enabled(not cache):
         return None
     return cached(
@@ -164,8 +164,8 @@ def head_stats(
     check_range(batch_size, "batch_size", BATCH_SIZE)
     if threads is not None:
         check_range(threads, "threads", THREADS)
-    choice(device, ("auto", "cpu", "cuda"), "device")
-    choice(dtype, DTYPES, "dtype")
+    check_choice(device, ("auto", "cpu", "cuda"), "device")
+    check_choice(dtype, DTYPES, "dtype")
     sentences = (_text(t, "a sentence") for t in texts)  # read as used: a file streams
     first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
     if not first:

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # What a failing call into a foreign library must let through: the user's interrupt, the
 # interpreter's own exits, and running out of memory (reported as such). Anything else it
@@ -29,9 +29,36 @@ class AttnvizError(Exception):
 
 
 class BadInput(AttnvizError):
-    """A bad argument: a value out of range, empty text, an unknown extension."""
+    """A bad argument: a value out of range, empty text, an unknown extension.
+
+    The message names an argument in the caller's words: `{top}` in the message stands for
+    the parameter `top` listed in `param`; `str(exc)` spells it as Python does (`top must be
+    at least 1`), and the command line as its flag (`--top must be at least 1`, through
+    `spelled`). An argument not listed in `param` is written out as is.
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str, *, param: str | tuple[str, ...] | None = None) -> None:
+        self.template = message
+        self.params: tuple[str, ...] = (param,) if isinstance(param, str) else tuple(param or ())
+        super().__init__(self.spelled(lambda name: name))
+
+    @property
+    def param(self) -> str | None:
+        """The argument this error is about (the first one named), or None."""
+        return self.params[0] if self.params else None
+
+    def spelled(self, spell: Callable[[str], str]) -> str:
+        """The message with each argument named as `spell(name)` says (a flag, a keyword)."""
+        text = self.template
+        for name in self.params:
+            text = text.replace("{" + name + "}", spell(name))
+        return text
+
+    def prefixed(self, prefix: str) -> BadInput:
+        """The same error, its message after `prefix` (which names no argument)."""
+        return BadInput(prefix + self.template, param=self.params)
 
 
 def short_reason(exc: BaseException, limit: int = 160) -> str:

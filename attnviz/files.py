@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz.limits import check_choice
 from attnviz.measures.views import resolve_heads
 from attnviz.output import atomic_write
-from attnviz.prepared import choice
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -112,8 +112,8 @@ def page_options(
     theme: str,
 ) -> dict[str, Any]:
     """Where the page opens, checked as the views check it."""
-    choice(view, PAGE_VIEWS, "view")
-    choice(theme, ("auto", "light", "dark"), "theme")
+    check_choice(view, PAGE_VIEWS, "view")
+    check_choice(theme, ("auto", "light", "dark"), "theme")
     analysis.prepared.check(layer=layer, head=head, heads=heads)
     chosen = analysis.view(layer, head, units)  # resolves layer, head and units once
     words = analysis.words

@@ -59,25 +59,42 @@ def max_text_chars(positions: int) -> int:
     return max(MIN_TEXT_CHARS, TEXT_CHARS_PER_POSITION * positions)
 
 
-def check_range(value: object, option: str, bounds: tuple[int, int], hint: str = "") -> int:
-    """`value` as an int when it is a whole number within `bounds`; else BadInput, one line."""
+def check_range(value: object, param: str, bounds: tuple[int, int], hint: str = "") -> int:
+    """`value` as an int when it is a whole number within `bounds`; else BadInput, one line
+    naming the parameter `param` (see `BadInput`)."""
     low, high = bounds
+    name = "{" + param + "}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
-        raise BadInput(f"{option} must be a whole number from {low} to {high}, got {value!r}")
+        raise BadInput(
+            f"{name} must be a whole number from {low} to {high}, got {value!r}", param=param
+        )
     number = int(value)
     if not low <= number <= high:
-        raise BadInput(f"{option} {number} is out of range: use {low}..{high}{hint}")
+        raise BadInput(f"{name} {number} is out of range: use {low}..{high}{hint}", param=param)
     return number
 
 
-def resolve_index(value: int, size: int, what: str) -> int:
-    """A 0-based index that may count from the end (-1 is the last), checked against `size`."""
+def check_choice(value: object, allowed: Sequence[str], param: str) -> str:
+    """`value` when it is one of `allowed`; else BadInput naming the parameter `param`."""
+    if not isinstance(value, str) or value not in allowed:
+        raise BadInput(f"{{{param}}} {value!r} is not one of {', '.join(allowed)}", param=param)
+    return value
+
+
+def resolve_index(value: object, size: int, what: str, param: str | None = None) -> int:
+    """A 0-based index that may count from the end (-1 is the last), checked against `size`.
+
+    `what` is what it counts ("layer", "head"); `param` the argument that gave it, when
+    its name is not `what` (rollout's `upto` is a layer)."""
+    param = param or what
+    name = "{" + param + "}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
-        raise BadInput(f"{what} must be a whole number, got {value!r}")
-    if not -size <= value < size:
+        raise BadInput(f"{name} must be a whole number, got {value!r}", param=param)
+    if not -size <= int(value) < size:
         raise BadInput(
-            f"{what} {value} is out of range: this model has {size} {what}s, "
-            f"use 0..{size - 1} (or -{size}..-1 from the end)"
+            f"{name} {value} is out of range: this model has {size} {what}s, "
+            f"use 0..{size - 1} (or -{size}..-1 from the end)",
+            param=param,
         )
     return int(value) % size
 
@@ -89,15 +106,28 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
     numpy = sys.modules.get("numpy")  # an array of heads comes from a numpy already imported
     array = numpy is not None and isinstance(heads, numpy.ndarray)
     if isinstance(heads, str) or not (isinstance(heads, Sequence) or array):
-        raise BadInput(f"heads must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}")
-    resolved = [resolve_index(h, num_heads, "head") for h in heads]
+        raise BadInput(
+            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}",
+            param="heads",
+        )
+    resolved = [_head_of(h, num_heads) for h in heads]
     if not resolved:
-        raise BadInput("the list of heads is empty: name at least one head, e.g. 0,3,5")
+        raise BadInput(
+            "the list of {heads} is empty: name at least one head, e.g. 0,3,5", param="heads"
+        )
     repeated = sorted({h for h in resolved if resolved.count(h) > 1})
     if repeated:
         listed = ",".join(map(str, repeated))
-        raise BadInput(f"--heads names head {listed} twice: list each head once")
+        raise BadInput(f"{{heads}} names head {listed} twice: list each head once", param="heads")
     return resolved
+
+
+def _head_of(value: object, num_heads: int) -> int:
+    """One entry of a list of heads, resolved; BadInput naming the list."""
+    try:
+        return resolve_index(value, num_heads, "head")
+    except BadInput as exc:
+        raise BadInput("{heads}: " + str(exc), param="heads") from None
 
 
 def megabytes(size: int) -> str:

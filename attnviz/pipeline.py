@@ -278,7 +278,10 @@ def corpus_chunks(
                 _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
-                raise type(exc)(f"sentence {number} ({quoted!r}): {exc}") from None
+                where = f"sentence {number} ({quoted!r}): "
+                if isinstance(exc, BadInput):
+                    raise exc.prefixed(where) from None
+                raise type(exc)(f"{where}{exc}") from None
         if pieces or number == 0:
             yield Corpus(source, config, pieces)
         if len(pieces) < chunk:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
-from attnviz.limits import resolve_heads, resolve_index
+from attnviz.limits import check_choice, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from attnviz.text.tokenize import Pieces, Word
     from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
 
-__all__ = ["DTYPES", "MASKS", "ModelInfo", "Prepared", "choice"]
+__all__ = ["DTYPES", "MASKS", "ModelInfo", "Prepared"]
 
 MASKS: tuple[str, ...] = ("none", "causal")
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -74,12 +74,6 @@ class ModelInfo:
             size = f"{tok.size:,} " if tok.size else ""
             parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
         return "; ".join(parts)
-
-
-def choice(value: str, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        raise BadInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
-    return value
 
 
 class _Input:
@@ -235,7 +229,7 @@ class Prepared(_Input):
 
     def what_if_mask(self, mask: str) -> bool:
         """Whether `mask` asks for the causal what-if; refused on a decoder, already causal."""
-        causal = choice(mask, MASKS, "mask") == "causal"
+        causal = check_choice(mask, MASKS, "mask") == "causal"
         if causal and self.shape.causal:
             raise BadInput(
                 f"--mask causal changes nothing on {self.source.name}: it is a decoder, and its "
@@ -290,7 +284,7 @@ class Prepared(_Input):
         from attnviz.pipeline import compute
 
         causal = self.what_if_mask(mask)
-        choice(dtype, DTYPES, "dtype")
+        check_choice(dtype, DTYPES, "dtype")
         kept = self.kept_layers(layers)
         return compute(
             self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept

@@ -379,7 +379,7 @@ def test_sort_by_layer_restores_layer_head_order() -> None:
 def test_bad_sort_options_are_user_errors() -> None:
     with pytest.raises(BadInput, match="entropy"):
         sort_records(make_records(), "heads", None)
-    with pytest.raises(BadInput, match="--top 0 is out of range: use 1..1000000"):
+    with pytest.raises(BadInput, match="^top 0 is out of range: use 1..1000000"):  # Python words
         sort_records(make_records(), "cls", 0)
 
 

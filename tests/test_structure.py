@@ -124,9 +124,7 @@ def test_no_import_loops() -> None:
 
 
 def test_imports_point_down() -> None:
-    back = sorted(
-        f"{a} -> {b}" for a, e in imports().items() for b in e if floor(b) > floor(a)
-    )
+    back = sorted(f"{a} -> {b}" for a, e in imports().items() for b in e if floor(b) > floor(a))
     assert len(back) <= MAX_BACK_ARROWS, "\n".join(back)
 
 

@@ -16,7 +16,33 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from attnviz.errors import AttnvizError
+from attnviz.errors import AttnvizError, BadInput
+
+# A parameter of the public API -> the flag the command line spells it as, where the two
+# differ by more than `--` and dashes (`max_tokens` is `--max-tokens`).
+FLAGS = {
+    "source": "--from",
+    "target": "--to",
+    "subset": "--heads",
+    "upto": "--layer",
+    "cache": "--no-cache",
+    "as_json": "--json",
+    "batch_size": "--batch-size",
+    "index": "--index",
+    "path": "--out",
+    "text": "TEXT",
+}
+
+
+def flag(param: str) -> str:
+    """How the command line names the API's parameter `param`: `top` is `--top`."""
+    return FLAGS.get(param, "--" + param.replace("_", "-"))
+
+
+def message(exc: AttnvizError) -> str:
+    """The error's line in the command line's words: its arguments named by their flags."""
+    return exc.spelled(flag) if isinstance(exc, BadInput) else str(exc)
+
 
 debug_all = {"on": False}  # set by the global --debug
 _notes: list[str] = []  # printed on stderr when the command succeeds
@@ -75,7 +101,7 @@ def failures(debug: bool) -> Iterator[None]:
         _notes.clear()
         if debug:
             raise
-        typer.echo(f"Error: {one_line(str(exc))}", err=True)
+        typer.echo(f"Error: {one_line(message(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("Interrupted.", err=True)

@@ -62,7 +62,7 @@ def attention_flow(
             f"attention flow solves T² maximum flows, so it takes at most {MAX_FLOW_TOKENS} "
             f"pieces and this text has {T}: shorten the text, or use rollout (the default method)"
         )
-    last = L - 1 if upto is None else resolve_index(upto, L, "layer")
+    last = L - 1 if upto is None else resolve_index(upto, L, "layer", "upto")
     mixed = residual_mixed(values[: last + 1])  # (l, T, T)
     layers = last + 1
     # Node (l, t) is l·T + t; an edge from (l, j) to (l + 1, i) carries Â_l[i, j].

@@ -46,7 +46,7 @@ def rollout(
     if values.ndim != 4 or values.shape[2] != values.shape[3] or 0 in values.shape:
         raise ValueError(f"attentions must be (L, H, T, T) and non-empty, got {values.shape}")
     L, _, T, _ = values.shape
-    last = L - 1 if upto is None else resolve_index(upto, L, "layer")
+    last = L - 1 if upto is None else resolve_index(upto, L, "layer", "upto")
     eye = np.eye(T)  # (T, T)
     result = eye
     for layer in range(last + 1):

@@ -445,7 +445,7 @@ def sort_records(
     if column not in SORT_COLUMNS:
         raise BadInput(f"cannot sort by {column!r}: use one of {', '.join(SORT_COLUMNS)}")
     if top is not None:
-        top = check_range(top, "--top", TOP)
+        top = check_range(top, "top", TOP)
     records = list(records)
     if records:  # an encoder's records, or a decoder's
         check_sort_column(column, decoder="first" in records[0])

@@ -693,7 +693,7 @@ def rollout_view(
     src.whole("rollout")
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer")
-    top = check_range(top, "--top", TOP)
+    top = check_range(top, "top", TOP)
     into = _units(src.pieces, units, exclude)
     if method == "flow":
         from attnviz.measures.flow import attention_flow
