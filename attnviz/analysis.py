@@ -18,7 +18,8 @@ import numpy as np
 
 from attnviz import limits
 from attnviz.errors import BadInput
-from attnviz.limits import check_choice, check_export
+from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, short
+from attnviz.limits import check_choice, check_export, resolve_heads
 from attnviz.measures.views import (
     AttentionView,
     HeadsView,
@@ -37,7 +38,6 @@ from attnviz.output import (
     atomic_write,
     check_output,
 )
-from attnviz.prepared import ModelInfo, Prepared, _Input, short
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,23 +47,25 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLinks
     from attnviz.measures.query import QueryRow
+    from attnviz.render.data import About
     from attnviz.text.tokenize import Pieces
 
 __all__ = ["VIEWS", "Analysis"]
 
 Exclude = str | Sequence[str] | None  # "special", "punct", both, or nothing
 VIEWS: tuple[str, ...] = ("show", "heads", "model")
+PAGE_VIEWS: tuple[str, ...] = ("show", "heads", "model", "matrix")  # where a page may open
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class Analysis(_Input):
+class Analysis(TokenizedInput):
     """The attention of one input, over the model's own pieces (special tokens included).
 
     `attentions[l, h, i, j]` is how much piece i attends to piece j in head h of layer l;
     each row sums to 1.
     """
 
-    prepared: Prepared
+    prepared: PreparedInput  # the input it was computed for (an attnviz.Prepared)
     attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
     dtype: str = "float32"  # what the encoder computed in
@@ -398,9 +400,12 @@ class Analysis(_Input):
         suffix = path.suffix.lower()
         check_export(suffix, self.attentions.size)
         if suffix in DATA_SUFFIXES:
-            from attnviz.files import write_data
+            from attnviz.render.data import write_data
 
-            write_data(self, path, measure)
+            extra = {}
+            if measure != "weight":  # "value-zeroing" is written as value_zeroing
+                extra[measure.replace("-", "_")] = self.measure(measure).astype(np.float32)
+            write_data(path, self.pieces, self.attentions, self._layer_numbers, self._about, extra)
             return path
         if measure != "weight" and suffix in HTML_SUFFIXES:
             raise BadInput("pages show the attention weights: drop --measure, or write an image")
@@ -423,9 +428,58 @@ class Analysis(_Input):
 
     def to_dict(self) -> dict[str, Any]:
         """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
-        from attnviz.files import data_record
+        from attnviz.render.data import data_record
 
-        return data_record(self)
+        return data_record(self.pieces, self.attentions, self._layer_numbers, self._about)
+
+    @property
+    def _layer_numbers(self) -> list[int]:
+        """The model's layer of each entry of `attentions`."""
+        kept = self.layers
+        return list(range(self.attentions.shape[0])) if kept is None else list(kept)
+
+    @property
+    def _about(self) -> About:
+        """What a data file says of the model and how the attention was computed."""
+        return {
+            "model": self.model.name,
+            "kind": self.model.kind,
+            "causal": self.causal or self.model.decoder,  # a decoder's own mask, or a what-if
+            "dtype": self.dtype,
+        }
+
+    def _page_options(
+        self,
+        view: str,
+        layer: int,
+        head: int | None,
+        heads: Sequence[int] | None,
+        units: str,
+        theme: str,
+    ) -> dict[str, Any]:
+        """Where the page opens, checked as the views check it."""
+        check_choice(view, PAGE_VIEWS, "view")
+        check_choice(theme, ("auto", "light", "dark"), "theme")
+        self.prepared.check(layer=layer, head=head, heads=heads)
+        chosen = self.view(layer, head, units)  # resolves layer, head and units once
+        words = self.words
+        sequence_ids = self.pieces.sequence_ids
+        word_start = next(
+            (w for w, word in enumerate(words) if sequence_ids[word.pieces[0]] == 1), None
+        )
+        return {
+            "words": [w.pieces for w in words],
+            "word_labels": [w.label for w in words],
+            "pair_start": self.pair_start,
+            "pair_word_start": word_start,
+            "title": self.title,
+            "view": {"show": "matrix", "heads": "heads", "model": "model"}.get(view, view),
+            "layer": chosen.layer,
+            "head": chosen.head,
+            "heads": resolve_heads(heads, self.model.heads),
+            "units": units,
+            "theme": theme,
+        }
 
     # ------------------------------------------------------------ interactive pages
 
@@ -446,7 +500,6 @@ class Analysis(_Input):
         under the pointer) or "model" (every layer and head); at `layer`, `head`, and
         with `heads` selected. `theme` is "auto" (the reader's setting), "light" or "dark".
         """
-        from attnviz.files import page_options
         from attnviz.render.html import page
 
         self._whole("an HTML page")
@@ -454,17 +507,16 @@ class Analysis(_Input):
         return page(
             self.attentions,
             self.labels,
-            **page_options(self, view, layer, head, heads, units, theme),
+            **self._page_options(view, layer, head, heads, units, theme),
         )
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in an analysis shows the interactive view."""
-        from attnviz.files import page_options
         from attnviz.render.html import fragment
 
         if self.layers is not None or self.attentions.size > limits.PAGE_WEIGHTS:
             return self.view(self._last)._repr_html_()  # one layer's matrix
-        options = page_options(self, "heads", -1, None, None, "words", "auto")
+        options = self._page_options("heads", -1, None, None, "words", "auto")
         return fragment(self.attentions, self.labels, **options)
 
     # ------------------------------------------------------------ display

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from attnviz import perf
 from attnviz.errors import BadInput
+from attnviz.inputs import DTYPES, MASKS
 from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
-from attnviz.prepared import DTYPES, MASKS, Prepared
+from attnviz.prepared import Prepared
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -48,9 +49,10 @@ def prepare(
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    return _prepare(
+    source, config, pieces = _prepare(
         text, model=model, pair=pair, truncate=truncate, use_cache=cache, max_tokens=max_tokens
     )
+    return Prepared(source, config, pieces, truncate, max_tokens)
 
 
 def analyse(
@@ -112,7 +114,7 @@ def from_cache(
     check_choice(dtype, DTYPES, "dtype")
     if not cache_enabled(not cache):
         return None
-    return cached(
+    hit = cached(
         text,
         model=model,
         pair=pair,
@@ -120,6 +122,14 @@ def from_cache(
         causal=causal,
         dtype=dtype,
         max_tokens=max_tokens,
+    )
+    if hit is None:
+        return None
+    from attnviz.analysis import Analysis
+
+    (source, config, pieces), attentions = hit
+    return Analysis(
+        Prepared(source, config, pieces, truncate, max_tokens), attentions, causal, dtype
     )
 
 

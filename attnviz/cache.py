@@ -34,15 +34,31 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
+from attnviz import version as release
 from attnviz.errors import PASS_THROUGH, AttnvizError
 from attnviz.output import atomic_write
 
-if TYPE_CHECKING:
-    from attnviz.text.tokenize import Pieces
+
+class PieceLists(Protocol):
+    """What an entry keeps of a tokenized input (`attnviz.text.tokenize.Pieces` has it)."""
+
+    @property
+    def tokens(self) -> list[str]: ...
+    @property
+    def type_ids(self) -> list[int]: ...
+    @property
+    def offsets(self) -> list[tuple[int, int]]: ...
+    @property
+    def word_ids(self) -> list[int | None]: ...
+    @property
+    def sequence_ids(self) -> list[int | None]: ...
+    @property
+    def dropped(self) -> int: ...
+
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
@@ -145,11 +161,10 @@ def cache_key(
     (symlinks followed, as in a Hub snapshot): name, resolved path, size and mtime in ns.
     Raises OSError only if `folder` cannot be listed.
     """
-    import attnviz  # read at call time, so a new version never serves old numbers
 
     material = {
         "format": FORMAT,
-        "version": attnviz.__version__,
+        "version": release.__version__,  # read at call time: a new version never serves old numbers
         "files": _model_files(folder),
         "text": text,
         "pair": pair,
@@ -190,9 +205,8 @@ def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Pa
     run reads it with the `tokenizers` library alone instead of importing transformers.
     Raises OSError only if `folder` cannot be listed.
     """
-    import attnviz
 
-    material = {"format": FORMAT, "version": attnviz.__version__, "files": _model_files(folder)}
+    material = {"format": FORMAT, "version": release.__version__, "files": _model_files(folder)}
     digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode("ascii")).hexdigest()
     return cache_dir(environ) / TOKENIZERS / f"{digest}.json"
 
@@ -343,7 +357,7 @@ PIECES: dict[str, tuple[tuple[int, ...] | None, str]] = {
 }  # fmt: skip
 
 
-def _piece_arrays(pieces: Pieces) -> dict[str, np.ndarray]:
+def _piece_arrays(pieces: PieceLists) -> dict[str, np.ndarray]:
     def none_as(values: Sequence[int | None]) -> np.ndarray:
         return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
@@ -359,10 +373,9 @@ def _piece_arrays(pieces: Pieces) -> dict[str, np.ndarray]:
 
 def _pieces_from(
     arrays: dict[str, np.ndarray], ids: np.ndarray, text: str, pair: str | None
-) -> Pieces:
-    """The `Pieces` an entry holds, every array checked first (an entry may be hostile)."""
-    from attnviz.text.tokenize import Pieces
-
+) -> dict[str, Any]:
+    """The tokenized input an entry holds, as the keyword arguments of `Pieces`, every array
+    checked first (an entry may be hostile)."""
     T = ids.shape[0]
     for name, (tail, kind) in PIECES.items():
         array = arrays[name]
@@ -380,7 +393,7 @@ def _pieces_from(
         raise ValueError("offsets outside the text")
     if not 0 <= int(arrays["dropped"]) <= 2**31 or (arrays["type_ids"] < 0).any():
         raise ValueError("bad token types or dropped count")
-    return Pieces(
+    return dict(
         text=text,
         pair=pair,
         tokens=[str(t) for t in arrays["tokens"]],
@@ -395,9 +408,10 @@ def _pieces_from(
 
 def load_analysed(
     key: str, *, text: str, pair: str | None, shape: tuple[int, int]
-) -> tuple[np.ndarray, Pieces] | None:
+) -> tuple[np.ndarray, dict[str, Any]] | None:
     """The attentions and the tokenized input of `text` (and `pair`) for `key`, or None.
 
+    The input comes as the keyword arguments of `Pieces`.
     For a lookup made before tokenizing: the entry brings its pieces, checked like the
     attentions (an entry that does not hold them, or holds ones that do not fit the
     text, is corrupt: removed with a warning, a miss). `shape` is (layers, heads).
@@ -477,7 +491,7 @@ def _unusable(folder: Path, reason: object) -> None:
 
 
 def store(
-    key: str, attentions: np.ndarray, ids: Sequence[int], pieces: Pieces | None = None
+    key: str, attentions: np.ndarray, ids: Sequence[int], pieces: PieceLists | None = None
 ) -> None:
     """Save `attentions` (L, H, T, T) for `key`, then evict the least recently used.
 

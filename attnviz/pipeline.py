@@ -12,22 +12,43 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.model.families import ModelShape, describe, read_config
 from attnviz.model.locate import ModelSource, locate
-from attnviz.prepared import Prepared
 from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from attnviz.analysis import Analysis
     from attnviz.model.decoder import Decoder
     from attnviz.model.encoder import Encoder
+
+
+class Tokenized(NamedTuple):
+    """A text tokenized for a model: where the model is, its config.json, the pieces."""
+
+    source: ModelSource
+    config: dict[str, Any]
+    pieces: Pieces
+
+
+class Request(Protocol):
+    """What `compute` runs: a tokenized input and how it was bounded (`Prepared` is one)."""
+
+    @property
+    def source(self) -> ModelSource: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def pieces(self) -> Pieces: ...
+    @property
+    def truncate(self) -> bool: ...
+    @property
+    def max_tokens(self) -> int | None: ...
 
 
 def prepare(
@@ -38,7 +59,7 @@ def prepare(
     truncate: bool = False,
     use_cache: bool = True,
     max_tokens: int | None = None,
-) -> Prepared:
+) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
     `use_cache` lets a tokenizer that transformers had to convert be kept in the cache.
@@ -57,7 +78,7 @@ def prepare(
     limit, why = shape.token_limit(max_tokens)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
     _check_vocabulary(pieces, shape, source)
-    return Prepared(source, config, pieces, truncate, max_tokens)
+    return Tokenized(source, config, pieces)
 
 
 def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
@@ -71,20 +92,22 @@ def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) ->
 
 
 def compute(
-    prepared: Prepared,
+    prepared: Request,
     *,
     causal: bool = False,
     use_cache: bool = False,
     dtype: str = "float32",
     layers: tuple[int, ...] | None = None,
-) -> Analysis:
-    """Run the prepared input through the from-scratch encoder (with a causal mask if asked).
+) -> np.ndarray:
+    """The attentions (L, H, T, T) of the prepared input, from the from-scratch encoder or
+    decoder (with a causal mask if asked).
 
     With `use_cache`, attentions computed before for the same model files, text,
     pair, mask and options come from the cache, and torch is never imported.
     `dtype` is what the encoder computes in ("float32", "float16", "bfloat16").
-    `layers` (sorted; None: all) are the only layers computed and kept; such a partial
-    result, for an input too long to keep whole, is not cached.
+    `layers` (sorted; None: all) are the only layers computed and kept (then the first
+    axis is len(layers)); such a partial result, for an input too long to keep whole, is
+    not cached.
     """
     if layers is not None:
         return _encode(prepared, causal, dtype, layers)
@@ -92,16 +115,16 @@ def compute(
     if key is not None:
         from attnviz import cache
 
-        shape = (prepared.num_layers, prepared.num_heads)
-        hit = cache.load(key, expect_ids=prepared.pieces.ids, expect_shape=shape)
+        shape = describe(prepared.config)
+        hit = cache.load(
+            key, expect_ids=prepared.pieces.ids, expect_shape=(shape.layers, shape.heads)
+        )
         if hit is not None:
-            from attnviz.analysis import Analysis
-
-            return Analysis(prepared, hit, causal, dtype)
-    analysis = _encode(prepared, causal, dtype)
+            return hit
+    attentions = _encode(prepared, causal, dtype)
     if key is not None:
-        cache.store(key, analysis.attentions, prepared.pieces.ids, prepared.pieces)
-    return analysis
+        cache.store(key, attentions, prepared.pieces.ids, prepared.pieces)
+    return attentions
 
 
 def cached(
@@ -113,8 +136,9 @@ def cached(
     causal: bool = False,
     dtype: str = "float32",
     max_tokens: int | None = None,
-) -> Analysis | None:
-    """The analysis of a text seen before, from the cache alone: no tokenizer, no torch.
+) -> tuple[Tokenized, np.ndarray] | None:
+    """The tokenized input and attentions of a text seen before, from the cache alone: no
+    tokenizer, no torch.
 
     The key is made from the text as given (as `compute` makes it from the text it
     tokenized, the same unless a huge text was cut), and the entry brings the pieces.
@@ -140,15 +164,13 @@ def cached(
     hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
     if hit is None:
         return None
-    from attnviz.analysis import Analysis
-
-    attentions, pieces = hit
+    attentions, fields = hit
+    pieces = Pieces(**fields)
     problem = _unfit(attentions, pieces, shape, max_tokens, truncate)
     if problem:
         cache.discard(key, f"they {problem} for {source.name}")
         return None
-    prepared = Prepared(source, config, pieces, truncate, max_tokens)
-    return Analysis(prepared, attentions, causal, dtype)
+    return Tokenized(source, config, pieces), attentions
 
 
 def _unfit(
@@ -173,7 +195,7 @@ def _unfit(
     return None
 
 
-def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
+def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
     from attnviz import cache
 
     try:
@@ -192,12 +214,11 @@ def _cache_key(prepared: Prepared, causal: bool, dtype: str) -> str | None:
 
 
 def _encode(
-    prepared: Prepared, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
-) -> Analysis:
+    prepared: Request, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
+) -> np.ndarray:
     perf.import_torch()
     import torch
 
-    from attnviz.analysis import Analysis
     from attnviz.model.weights import load_encoder
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
@@ -209,7 +230,7 @@ def _encode(
         del encoder  # its weights go before the attention is converted
     attentions = out.attentions[:, 0].float().numpy()  # (L or len(layers), H, T, T)
     check_finite(attentions, prepared.source)
-    return Analysis(prepared, attentions, causal, dtype, layers)
+    return attentions
 
 
 @dataclass(frozen=True)

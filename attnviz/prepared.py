@@ -1,7 +1,8 @@
 """A prepared input: the text tokenized for a model, no weights loaded, no torch imported.
 
 `attnviz.prepare` returns a `Prepared`; its `analyse()` runs the encoder (or reads the
-cache) and gives an `attnviz.Analysis`. `ModelInfo` says which model it is for.
+cache) and gives an `attnviz.Analysis`. `ModelInfo` (in `attnviz.inputs`) says which
+model it is for.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import isqrt
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
+from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
 from attnviz.limits import check_choice, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
@@ -21,109 +22,13 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
-    from attnviz.text.tokenize import Pieces, Word
-    from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
+    from attnviz.text.tokenize import Pieces
 
-__all__ = ["DTYPES", "MASKS", "ModelInfo", "Prepared"]
-
-MASKS: tuple[str, ...] = ("none", "causal")
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+__all__ = ["Prepared"]
 
 
 @dataclass(frozen=True)
-class ModelInfo:
-    """Which model computed the attention, and its shape."""
-
-    name: str  # what was asked for (a folder, a Hub id) or the embedded model's name
-    family: str  # "BERT", "RoBERTa", ...
-    layers: int
-    heads: int
-    folder: Path  # where its files are
-    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
-    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
-    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
-    decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
-    kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
-
-    @property
-    def kind(self) -> str:
-        """`encoder`, or `decoder, causal` for a model that only looks back."""
-        return "decoder, causal" if self.decoder else "encoder"
-
-    @property
-    def grouping(self) -> str | None:
-        """Grouped-query attention in words, or None when every query head has its own keys."""
-        if not self.kv_heads or self.kv_heads == self.heads:
-            return None
-        return (
-            f"{self.heads} query heads share {self.kv_heads} key/value heads "
-            f"({self.heads // self.kv_heads} each)"
-        )
-
-    @property
-    def description(self) -> str:
-        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
-        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
-        if self.decoder:
-            parts[0] += f" ({self.kind})"
-        if self.grouping:
-            parts.append(self.grouping)
-        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
-        if self.tokenizer is not None:
-            tok = self.tokenizer
-            size = f"{tok.size:,} " if tok.size else ""
-            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
-        return "; ".join(parts)
-
-
-class _Input:
-    """What a tokenized input offers, with or without its attention."""
-
-    pieces: Pieces
-
-    @property
-    def text(self) -> str:
-        return self.pieces.text
-
-    @property
-    def pair(self) -> str | None:
-        return self.pieces.pair
-
-    @property
-    def tokens(self) -> list[str]:
-        """The model's vocabulary pieces, special tokens included: `[CLS]`, `joao`, `##ou`."""
-        return list(self.pieces.tokens)
-
-    @property
-    def labels(self) -> list[str]:
-        """Each piece as the text spells it: `João`, `pens`, `##ou` (special tokens as named)."""
-        return list(self.pieces.labels)
-
-    @property
-    def words(self) -> list[Word]:
-        """The words of the text, each with the indices of its pieces; a special token is a word."""
-        return self.pieces.words()
-
-    @property
-    def pair_start(self) -> int | None:
-        """The piece where sentence B starts; None without a pair."""
-        return next((i for i, seq in enumerate(self.pieces.sequence_ids) if seq == 1), None)
-
-    @property
-    def dropped(self) -> int:
-        """Pieces cut off the end by truncation."""
-        return self.pieces.dropped
-
-    @property
-    def fit(self) -> VocabularyFit:
-        """How the text fits the model's vocabulary: pieces per word, unknown words."""
-        from attnviz.text.vocabulary import vocabulary_fit
-
-        return vocabulary_fit(self.pieces)
-
-
-@dataclass(frozen=True)
-class Prepared(_Input):
+class Prepared(TokenizedInput):
     """A tokenized input and the model it is for; no weights loaded, no torch imported."""
 
     source: ModelSource
@@ -280,15 +185,17 @@ class Prepared(_Input):
         the last): for long inputs, whose whole attention is refused past
         `attnviz.limits.attention_budget()` (512 MB, or ATTNVIZ_ATTENTION_MB).
         """
+        from attnviz.analysis import Analysis
         from attnviz.cache import cache_enabled
         from attnviz.pipeline import compute
 
         causal = self.what_if_mask(mask)
         check_choice(dtype, DTYPES, "dtype")
         kept = self.kept_layers(layers)
-        return compute(
+        attentions = compute(
             self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
         )
+        return Analysis(self, attentions, causal, dtype, kept)
 
     def explain(
         self,
@@ -312,8 +219,3 @@ class Prepared(_Input):
         self.check(layer=layer, head=head)
         explanation = explain(self, layer=layer, head=head, query=query.index, causal=causal)
         return dataclasses.replace(explanation, lang=lang)
-
-
-def short(text: str, limit: int = 40) -> str:
-    """`text` cut to `limit` characters for a repr."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import attnviz
+import attnviz.version
 from attnviz import cache
 
 KEY_ARGS: dict[str, Any] = dict(
@@ -111,7 +111,7 @@ def test_key_changes_with_everything_that_changes_the_numbers(
     keys["weights content"] = k()
     (model_folder / "vocab.txt").write_text("[PAD]\n")
     keys["new tokenizer file"] = k()
-    monkeypatch.setattr(attnviz, "__version__", "99.0")
+    monkeypatch.setattr(attnviz.version, "__version__", "99.0")
     keys["version"] = k()
     assert base not in keys.values()
     assert len(set(keys.values())) == len(keys), keys

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnviz.api import prepare
 from attnviz.cli import app
-from attnviz.pipeline import compute, prepare
+from attnviz.pipeline import compute
 from tests.conftest import TinyFactory
 
 runner = CliRunner()
@@ -39,15 +40,15 @@ def test_hit_and_miss_give_identical_arrays(cache_dir: Path) -> None:
     miss = compute(prepared, use_cache=True)
     assert len(_entries(cache_dir)) == 1
     hit = compute(prepared, use_cache=True)
-    assert np.array_equal(hit.attentions, miss.attentions)
-    assert hit.attentions.dtype == np.float32
-    assert np.array_equal(compute(prepared).attentions, miss.attentions)
+    assert np.array_equal(hit, miss)
+    assert hit.dtype == np.float32
+    assert np.array_equal(compute(prepared), miss)
 
 
 def test_pair_and_causal_mask_are_cached_apart(cache_dir: Path) -> None:
-    plain = compute(prepare(TEXT), use_cache=True).attentions
-    causal = compute(prepare(TEXT), causal=True, use_cache=True).attentions
-    paired = compute(prepare(TEXT, pair="Ele sentou."), use_cache=True).attentions
+    plain = compute(prepare(TEXT), use_cache=True)
+    causal = compute(prepare(TEXT), causal=True, use_cache=True)
+    paired = compute(prepare(TEXT, pair="Ele sentou."), use_cache=True)
     assert len(_entries(cache_dir)) == 3
     assert not np.allclose(plain, causal)
     assert paired.shape != plain.shape

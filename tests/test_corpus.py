@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnviz.api import prepare
 from attnviz.cli import app
 from attnviz.measures.rollout import rollout
 from attnviz.measures.stats import StatsAccumulator, token_kinds
-from attnviz.pipeline import compute, compute_batches, prepare, prepare_corpus
+from attnviz.pipeline import compute_batches, prepare_corpus
 from attnviz.text.samples import sample_sentences
 from tests.conftest import SENTENCES
 
@@ -32,7 +33,7 @@ def test_padded_batches_equal_one_sentence_at_a_time() -> None:
         assert batch.lengths == sorted(batch.lengths)  # shortest first, little padding
         for b, i in enumerate(batch.indices):
             T = batch.lengths[b]
-            alone = compute(prepare(SENTENCES[i])).attentions  # (L, H, T, T)
+            alone = prepare(SENTENCES[i]).analyse(cache=False).attentions  # (L, H, T, T)
             np.testing.assert_allclose(batch.attentions[:, b, :, :T, :T], alone, atol=1e-5)
             assert np.all(batch.attentions[:, b, :, :T, T:] == 0)  # padding keys weigh 0
             seen.add(i)
@@ -47,7 +48,7 @@ def test_stats_json_equals_an_unbatched_accumulation() -> None:
 
     reference = StatsAccumulator(6, 12)
     for text in SENTENCES:
-        analysis = compute(prepare(text))
+        analysis = prepare(text).analyse(cache=False)
         reference.add(analysis.attentions, token_kinds(analysis.pieces))
     for got, expected in zip(records, reference.result(), strict=True):
         assert got["label"] == expected["label"]
@@ -117,7 +118,7 @@ def test_rollout_json_in_tokens_is_the_rollout_of_the_models_attention() -> None
     result = run("rollout", text, "--json", "--units", "tokens", "--upto", "3")
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
-    analysis = compute(prepare(text))
+    analysis = prepare(text).analyse(cache=False)
     assert record["tokens"] == analysis.pieces.labels
     expected = rollout(analysis.attentions, 3)
     np.testing.assert_allclose(record["rollout"], expected, atol=1e-6)

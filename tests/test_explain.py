@@ -16,10 +16,10 @@ import pytest
 import torch
 from rich.cells import cell_len
 
+from attnviz.api import prepare
 from attnviz.errors import BadInput
 from attnviz.i18n import CATALOGUE, LANGS, default_lang, placeholders, text
 from attnviz.measures.explain import Explanation, explain, find_query
-from attnviz.pipeline import prepare
 from attnviz.prepared import Prepared
 from attnviz.render.explain import ExplanationView, bar, shown_rows
 from tests.conftest import PT_SENTENCE, TinyFactory
@@ -360,7 +360,7 @@ def test_explain_on_a_tiny_model(tiny_bert: TinyFactory) -> None:
     tiny = prepare(PT_SENTENCE, model=str(tiny_bert()))
     e = explain(tiny, layer=1, head=-1, query=5, causal=True)
     assert (e.hidden_size, e.num_heads, e.head_size, e.head) == (32, 4, 8, 3)
-    expected = compute(tiny, causal=True).attentions[1, 3, 5]  # (T,)
+    expected = compute(tiny, causal=True)[1, 3, 5]  # (T,)
     np.testing.assert_allclose(e.weights, expected, atol=1e-6)
     out = render(e, "pt")
     assert "d_k = d / h = 32 / 4 = 8" in out and "1/√8 = 0.3536" in out

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from attnviz import analyse
+from attnviz.api import prepare
 from attnviz.cli import app
-from attnviz.pipeline import prepare
 
 runner = CliRunner()
 A = "Vi João e Maria ontem."

@@ -32,7 +32,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "analysis": 5,
     "prepared": 5,
     "pipeline": 5,
-    "files": 5,
+    "inputs": 5,
     "cli": 6,
     "__main__": 7,
 }

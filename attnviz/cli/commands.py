@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.text import Text
@@ -75,7 +75,7 @@ def _prepare(inp: Input, cached: bool = False) -> tuple[Prepared, Analysis | Non
             hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=inp.mask,
                                  dtype=inp.dtype, max_tokens=inp.max_tokens)  # fmt: skip
         if hit is not None:
-            prepared = hit.prepared
+            prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
                                    cache=inp.cache, max_tokens=inp.max_tokens)  # fmt: skip

@@ -1,0 +1,162 @@
+"""What the face's objects share: the model's description, a tokenized input's words.
+
+`ModelInfo` says which model computed the attention; `TokenizedInput` is what `Prepared`
+and `Analysis` both offer about their text (tokens, labels, words, the pair); `PreparedInput`
+is what an `Analysis` needs of the `Prepared` input it came from, so that the analysis does
+not import the module that builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from attnviz.measures.explain import Explanation
+    from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.text.tokenize import Pieces, Word
+    from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
+
+__all__ = ["DTYPES", "MASKS", "ModelInfo", "PreparedInput", "TokenizedInput", "short"]
+
+MASKS: tuple[str, ...] = ("none", "causal")
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Which model computed the attention, and its shape."""
+
+    name: str  # what was asked for (a folder, a Hub id) or the embedded model's name
+    family: str  # "BERT", "RoBERTa", ...
+    layers: int
+    heads: int
+    folder: Path  # where its files are
+    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
+    languages: tuple[str, ...] | None = None  # from the model card; None: not stated
+    decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
+    kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
+
+    @property
+    def kind(self) -> str:
+        """`encoder`, or `decoder, causal` for a model that only looks back."""
+        return "decoder, causal" if self.decoder else "encoder"
+
+    @property
+    def grouping(self) -> str | None:
+        """Grouped-query attention in words, or None when every query head has its own keys."""
+        if not self.kv_heads or self.kv_heads == self.heads:
+            return None
+        return (
+            f"{self.heads} query heads share {self.kv_heads} key/value heads "
+            f"({self.heads // self.kv_heads} each)"
+        )
+
+    @property
+    def description(self) -> str:
+        """One line: `all-MiniLM-L6-v2: BERT, 6 layers × 12 heads; language en; ...`."""
+        parts = [f"{self.name}: {self.family}, {self.layers} layers × {self.heads} heads"]
+        if self.decoder:
+            parts[0] += f" ({self.kind})"
+        if self.grouping:
+            parts.append(self.grouping)
+        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
+        if self.tokenizer is not None:
+            tok = self.tokenizer
+            size = f"{tok.size:,} " if tok.size else ""
+            parts.append(f"{size}{tok.kind} pieces; {tok.normalisation}")
+        return "; ".join(parts)
+
+
+class TokenizedInput:
+    """What a tokenized input offers, with or without its attention: the base of `Prepared`
+    and `Analysis`."""
+
+    pieces: Pieces
+
+    @property
+    def text(self) -> str:
+        return self.pieces.text
+
+    @property
+    def pair(self) -> str | None:
+        return self.pieces.pair
+
+    @property
+    def tokens(self) -> list[str]:
+        """The model's vocabulary pieces, special tokens included: `[CLS]`, `joao`, `##ou`."""
+        return list(self.pieces.tokens)
+
+    @property
+    def labels(self) -> list[str]:
+        """Each piece as the text spells it: `João`, `pens`, `##ou` (special tokens as named)."""
+        return list(self.pieces.labels)
+
+    @property
+    def words(self) -> list[Word]:
+        """The words of the text, each with the indices of its pieces; a special token is a word."""
+        return self.pieces.words()
+
+    @property
+    def pair_start(self) -> int | None:
+        """The piece where sentence B starts; None without a pair."""
+        return next((i for i, seq in enumerate(self.pieces.sequence_ids) if seq == 1), None)
+
+    @property
+    def dropped(self) -> int:
+        """Pieces cut off the end by truncation."""
+        return self.pieces.dropped
+
+    @property
+    def fit(self) -> VocabularyFit:
+        """How the text fits the model's vocabulary: pieces per word, unknown words."""
+        from attnviz.text.vocabulary import vocabulary_fit
+
+        return vocabulary_fit(self.pieces)
+
+
+class PreparedInput(Protocol):
+    """What an `Analysis` reads of the input it was computed for (`Prepared` is one)."""
+
+    @property
+    def source(self) -> ModelSource: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def pieces(self) -> Pieces: ...
+    @property
+    def shape(self) -> ModelShape: ...
+    @property
+    def model(self) -> ModelInfo: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+
+    def check(
+        self,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+    ) -> None: ...
+
+    def explain(
+        self,
+        *,
+        token: str | None = None,
+        index: int | None = None,
+        layer: int = -1,
+        head: int = 0,
+        lang: str = "en",
+        mask: str = "none",
+    ) -> Explanation: ...
+
+
+def short(text: str, limit: int = 40) -> str:
+    """`text` cut to `limit` characters for a repr."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,104 @@
+"""Attention as data files: .npz (no pickle) and .json, over the model's own pieces.
+
+A file holds the attention with the text, its words and pieces, and what `about` says of
+the model (its name, its kind, whether a causal mask hid later keys, the dtype). Plain
+values in, a file out: `Analysis.save` and `Analysis.to_dict` gather the values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import numpy as np
+
+from attnviz.output import atomic_write
+
+if TYPE_CHECKING:
+    from attnviz.text.tokenize import Pieces
+
+__all__ = ["About", "data_record", "write_data"]
+
+
+class About(TypedDict):
+    """What a data file says of the model and of how the attention was computed."""
+
+    model: str  # its name
+    kind: str  # "encoder" or "decoder, causal"
+    causal: bool  # a causal mask hid later keys: a decoder's own, or an encoder's what-if
+    dtype: str  # what the model computed in
+
+
+def word_of_piece(pieces: Pieces) -> np.ndarray:
+    """(T,) int64: the index in `pieces.words()` of the word each piece belongs to."""
+    owner = np.zeros(len(pieces), dtype=np.int64)  # (T,)
+    for w, word in enumerate(pieces.words()):
+        owner[word.pieces] = w
+    return owner
+
+
+def data_record(
+    pieces: Pieces, attentions: np.ndarray, layers: list[int], about: About
+) -> dict[str, Any]:
+    """The record `.json` holds: every kept layer's attention (L, H, T, T) over the pieces.
+
+    `layers` is the model's layer of each entry of `attentions`. `kind` is "encoder" or
+    "decoder, causal"; `causal` is true when a causal mask hid the later keys, the
+    decoder's own or an encoder's what-if (`kind` tells which).
+    """
+    words = pieces.words()
+    return {
+        "model": about["model"],
+        "kind": about["kind"],
+        "text": pieces.text,
+        "pair": pieces.pair,
+        "causal": about["causal"],
+        "dtype": about["dtype"],
+        "words": [w.label for w in words],
+        "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
+        "word_of_piece": word_of_piece(pieces).tolist(),
+        "tokens": list(pieces.tokens),
+        "input_ids": list(pieces.ids),
+        "token_type_ids": list(pieces.type_ids),
+        "layers": layers,  # the model's layer of each entry of attentions
+        "attentions": attentions.astype(np.float32).tolist(),
+    }
+
+
+def write_data(
+    out: Path,
+    pieces: Pieces,
+    attentions: np.ndarray,
+    layers: list[int],
+    about: About,
+    extra: dict[str, np.ndarray] | None = None,
+) -> None:
+    """The attentions (L, H, T, T) over the model's own pieces, as .npz (no pickle) or
+    .json, all of the file or nothing; `extra` arrays (a measure) are written under their
+    names beside them."""
+    extra = extra or {}
+    if out.suffix.lower() != ".npz":
+        record = data_record(pieces, attentions, layers, about)
+        record.update({name: values.tolist() for name, values in extra.items()})
+        with atomic_write(out, "w") as handle:
+            json.dump(record, handle, ensure_ascii=False)
+        return
+    arrays: dict[str, Any] = dict(
+        attentions=attentions.astype(np.float32, copy=False),  # (L, H, T, T)
+        layers=np.array(layers, dtype=np.int64),  # (L,): the model's layer numbers
+        tokens=np.array(pieces.tokens, dtype=np.str_),
+        input_ids=np.array(pieces.ids, dtype=np.int64),
+        token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
+        kind=np.array(about["kind"], dtype=np.str_),
+        causal=np.array(about["causal"]),
+        dtype=np.array(about["dtype"], dtype=np.str_),
+        model=np.array(about["model"], dtype=np.str_),
+        text=np.array(pieces.text, dtype=np.str_),
+        pair=np.array(pieces.pair or "", dtype=np.str_),  # "" without a pair
+        words=np.array([w.label for w in pieces.words()], dtype=np.str_),
+        word_of_piece=word_of_piece(pieces),  # (T,) int64: each piece's word
+        **extra,  # a measure: (L, H, T, T) or (L, T, T)
+    )
+    with atomic_write(out, "wb") as handle:
+        np.savez(handle, **arrays)
