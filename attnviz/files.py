@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnviz.limits import check_choice
-from attnviz.measures.views import resolve_heads
+from attnviz.limits import check_choice, resolve_heads
 from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
