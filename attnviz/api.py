@@ -161,9 +161,10 @@ def head_stats(
     A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
     `next`, and leave out each sentence's first query, which sees only itself.
     """
-    from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records, token_kinds
+    from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.model.weights import load_encoder
     from attnviz.pipeline import compute_batches, corpus_chunks
+    from attnviz.text.tokenize import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise BadInput(

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import attnviz
 from attnviz.cli import app
-from attnviz.measures.views import merge_words
+from attnviz.measures.select import merge_words
 
 EN = "John thought: the train was full, but he found a free seat."
 PT = "Vi João e Maria ontem. Eles estavam juntos."

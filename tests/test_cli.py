@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from attnviz import analyse
 from attnviz.cli import app
-from attnviz.measures.views import merge_words, select
+from attnviz.measures.select import merge_words, select
 from tests.conftest import PT_SENTENCE, TinyFactory
 
 runner = CliRunner()

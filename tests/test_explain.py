@@ -195,7 +195,7 @@ def test_explain_rejects_out_of_range(prepared: Prepared, encoder: Any) -> None:
     for kwargs, what in (
         ({"layer": 6, "head": 0, "query": 0}, "layer 6"),
         ({"layer": 0, "head": -13, "query": 0}, "head -13"),
-        ({"layer": 0, "head": 0, "query": 28}, "--index 28"),
+        ({"layer": 0, "head": 0, "query": 28}, "^query 28"),  # the Python parameter
     ):
         with pytest.raises(BadInput, match=what):
             explain(prepared, encoder=encoder, **kwargs)
@@ -255,7 +255,7 @@ def test_find_query_by_index(prepared: Prepared) -> None:
     assert find_query(pieces, token=None, index=-1).index == T - 1
     assert find_query(pieces, token=None, index=-T).index == 0
     for bad in (T, -T - 1):
-        with pytest.raises(BadInput, match=f"--index {bad} is out of range.*{T} pieces"):
+        with pytest.raises(BadInput, match=f"^index {bad} is out of range.*{T} pieces"):
             find_query(pieces, token=None, index=bad)
 
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 import attnviz
 from attnviz.cli import app
 from attnviz.errors import BadInput
-from attnviz.measures.stats import token_kinds
 from attnviz.text.match import find_label, match_key
+from attnviz.text.tokenize import token_kinds
 from tests.conftest import PT_SENTENCE, TinyFactory
 
 EN = "John thought: the train was full, but he found a free seat."

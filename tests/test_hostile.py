@@ -170,7 +170,7 @@ def test_merge_words_matches_the_membership_product_and_is_linear() -> None:
 
     import numpy as np
 
-    from attnviz.measures.views import merge_words
+    from attnviz.measures.select import merge_words
 
     rng = np.random.default_rng(0)
     matrix = rng.random((2, 3, 9, 9)).astype(np.float32)  # (..., T, T)

@@ -408,7 +408,7 @@ def row_stochastic_with_groups(draw: st.DrawFn) -> tuple[np.ndarray, list[list[i
 def test_merging_words_keeps_rows_summing_to_one(
     case: tuple[np.ndarray, list[list[int]]],
 ) -> None:
-    from attnviz.measures.views import merge_words
+    from attnviz.measures.select import merge_words
 
     matrix, groups = case  # (..., T, T)
     merged = merge_words(matrix, groups)  # (..., W, W)

@@ -11,7 +11,7 @@ from rich.console import Console, RenderableType
 
 from attnviz.errors import BadInput
 from attnviz.measures.rollout import rollout, top_sources
-from attnviz.measures.views import merge_words
+from attnviz.measures.select import merge_words
 from attnviz.render.stats import SourcesTable
 
 # Two layers, one head, three tokens; rows are queries.

@@ -20,17 +20,15 @@ from attnviz.measures.stats import (
     STATISTICS,
     HeadRecord,
     StatsAccumulator,
-    TokenKinds,
     _sums_numpy,
     _sums_torch,
     label_for,
     sort_records,
-    token_kinds,
 )
 from attnviz.render.image import save_figure
 from attnviz.render.stats import StatsTable
 from attnviz.render.stats_image import stats_figure, stats_grids
-from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize
+from attnviz.text.tokenize import Pieces, TokenKinds, load_tokenizer, token_kinds, tokenize
 
 RECORD_KEYS = {"layer", "head", "entropy", "cls", "sep", "punct", "self", "prev", "next", "label"}
 

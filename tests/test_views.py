@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from attnviz.errors import BadInput
-from attnviz.measures.views import merge_words, resolve_index, select
+from attnviz.limits import resolve_index
+from attnviz.measures.select import merge_words, select
 
 
 def _random_attention(L: int = 3, H: int = 4, T: int = 6, seed: int = 0) -> np.ndarray:

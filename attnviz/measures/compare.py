@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnviz.measures.views import _Drawn
+from attnviz.measures.drawn import Drawn
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,7 +22,7 @@ __all__ = ["Comparison"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class Comparison(_Drawn):
+class Comparison(Drawn):
     """The query's row under each measure: `shares[m, j]` is key j's share by measure m."""
 
     title: str

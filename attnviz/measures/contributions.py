@@ -33,14 +33,24 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.limits import check_choice
 
 if TYPE_CHECKING:
     import torch
 
+    from attnviz.measures.inputs import ModelInput
     from attnviz.model.encoder import Encoder, EncoderLayer
-    from attnviz.prepared import Prepared
 
-__all__ = ["MEASURES", "PER_LAYER", "compute_measure", "describe_measure"]
+__all__ = [
+    "MEASURES",
+    "PER_LAYER",
+    "check_decoder_comparison",
+    "check_measure",
+    "check_model",
+    "compute_measure",
+    "describe_measure",
+    "per_layer_refusal",
+]
 
 # name -> (what the title says, whether it has a head axis)
 MEASURES: dict[str, tuple[str, bool]] = {
@@ -62,9 +72,7 @@ PER_LAYER = tuple(name for name, (_, per_head) in MEASURES.items() if not per_he
 
 def describe_measure(name: str) -> str:
     """The measure as a title names it; BadInput for a name attnviz does not compute."""
-    if name not in MEASURES:
-        raise BadInput(f"measure {name!r} is not one of {', '.join(MEASURES)}")
-    return MEASURES[name][0]
+    return MEASURES[check_choice(name, tuple(MEASURES), "measure")][0]
 
 
 def check_measure(
@@ -75,24 +83,32 @@ def check_measure(
     if name not in PER_LAYER:
         return
     if head is not None or heads is not None or view == "heads":
-        what = "--head does not apply" if head is not None else "it has no heads to show"
-        raise BadInput(
-            f"{name} is measured per layer, over all heads together, so {what}: "
-            "drop --head/--heads (show and model take it), or use --measure weight (or norm, "
-            "on an encoder)"
-        )
+        what = "{head} does not apply" if head is not None else "it has no heads to show"
+        raise per_layer_refusal(name, what)
 
 
-def check_model(prepared: Prepared, name: str) -> None:
+def per_layer_refusal(measure: str, what: str) -> BadInput:
+    """The error for a head (or heads) asked of the per-layer `measure`; `what` says why,
+    naming the parameter as `{head}` or `{heads}` where it does."""
+    return BadInput(
+        f"{measure} is measured per layer, over all heads together, so {what}: "
+        "drop {head}/{heads} (show and model take it), or use {measure} weight (or norm, "
+        "on an encoder)",
+        param=("head", "heads", "measure"),
+    )
+
+
+def check_model(prepared: ModelInput, name: str) -> None:
     """Refuse a measure other than the weight on a decoder (they follow encoder layers)."""
     if name != "weight" and prepared.shape.causal:
         raise BadInput(
-            f"--measure {name} is computed for encoders only; {prepared.source.name} is a "
-            f"decoder ({prepared.shape.family}): use --measure weight"
+            f"{{measure}} {name} is computed for encoders only; {prepared.source.name} is a "
+            f"decoder ({prepared.shape.family}): use {{measure}} weight",
+            param="measure",
         )
 
 
-def check_decoder_comparison(prepared: Prepared, measures: Sequence[str] | None = None) -> None:
+def check_decoder_comparison(prepared: ModelInput, measures: Sequence[str] | None = None) -> None:
     """Refuse to compare measures on a decoder: all but the weight are for encoders."""
     if prepared.shape.causal and (measures is None or any(m != "weight" for m in measures)):
         raise BadInput(
@@ -102,7 +118,7 @@ def check_decoder_comparison(prepared: Prepared, measures: Sequence[str] | None 
         )
 
 
-def compute_measure(prepared: Prepared, name: str, *, causal: bool = False) -> np.ndarray:
+def compute_measure(prepared: ModelInput, name: str, *, causal: bool = False) -> np.ndarray:
     """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer)."""
     describe_measure(name)
     if name == "weight":

@@ -30,16 +30,16 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
-from attnviz.measures.views import pair_marked, resolve_index
+from attnviz.limits import resolve_index
+from attnviz.measures.select import find_word, pair_marked
 from attnviz.perf import import_torch
-from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.measures.inputs import ModelInput
     from attnviz.model.decoder import Decoder
     from attnviz.model.encoder import Encoder, MultiHeadAttention
-    from attnviz.prepared import Prepared
     from attnviz.text.tokenize import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]
@@ -56,14 +56,18 @@ class QueryChoice:
     note: str | None = None  # set when the word has several pieces and the first is used
 
 
-def _piece_index(pieces: Pieces, index: int) -> int:
+def _piece_index(pieces: Pieces, index: int, param: str) -> int:
+    """`index` as a 0-based piece number (negative counts from the end); BadInput naming
+    the parameter `param` that gave it."""
     T = len(pieces)
+    name = "{" + param + "}"
     if isinstance(index, bool) or not isinstance(index, int | np.integer):
-        raise BadInput(f"--index must be a piece number, got {index!r}")
+        raise BadInput(f"{name} must be a piece number, got {index!r}", param=param)
     if not -T <= index < T:
         raise BadInput(
-            f"--index {index} is out of range: the text has {T} pieces, use 0..{T - 1} "
-            f"(or -{T}..-1 from the end); `attnviz tokens` lists them"
+            f"{name} {index} is out of range: the text has {T} pieces, use 0..{T - 1} "
+            f"(or -{T}..-1 from the end); `attnviz tokens` lists them",
+            param=param,
         )
     return index % T
 
@@ -79,14 +83,16 @@ def find_query(
     lists them; negative counts from the end.
     """
     if (token is None) == (index is None):
-        raise BadInput("name the query with exactly one of --token WORD or --index N")
+        raise BadInput(
+            "name the query with exactly one of {token} WORD or {index} N", param=("token", "index")
+        )
     words = pieces.words()
     if index is not None:
-        i = _piece_index(pieces, index)
+        i = _piece_index(pieces, index, "index")
         word = next(w for w in words if i in w.pieces)
         return QueryChoice(i, pieces.labels[i], word.label, tuple(word.pieces))
     assert token is not None
-    word = words[find_label([w.label for w in words], token, "--token")]
+    word = words[find_word([w.label for w in words], token, "token")]
     first = word.pieces[0]
     note = None
     if len(word.pieces) > 1:
@@ -203,7 +209,7 @@ class Explanation:
 
 
 def explain(
-    prepared: Prepared,
+    prepared: ModelInput,
     *,
     layer: int,
     head: int,
@@ -227,7 +233,7 @@ def explain(
     pieces = prepared.pieces
     b_start = next((i for i, seq in enumerate(pieces.sequence_ids) if seq == 1), None)
     T = len(pieces)
-    query = _piece_index(pieces, query)
+    query = _piece_index(pieces, query, "query")
     if encoder is None:
         encoder = cast("Encoder", load_encoder(prepared.source.folder, prepared.config))
     cfg = prepared.shape.decoder  # DecoderConfig, or None for an encoder

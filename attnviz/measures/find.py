@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.measures.views import Source, _Drawn, _units, exclusion_note
-from attnviz.text.match import find_label
+from attnviz.measures.drawn import Drawn
+from attnviz.measures.select import UnitMap, exclusion_note, find_word
+from attnviz.measures.views import Source
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,7 +56,7 @@ class HeadLink:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class HeadLinks(_Drawn):
+class HeadLinks(Drawn):
     """Every head's weight from `source` to `target`, and the heads ranked by it.
 
     `weights[l, h]` is that weight in layer l, head h; `links` holds every head,
@@ -119,7 +120,8 @@ def check_direction(labels: Sequence[str], q: int, k: int, causal: bool) -> None
         raise BadInput(
             f"{labels[k]!r} comes after {labels[q]!r}, and this model's tokens look only back "
             f"(a causal mask), so every head gives it 0: look for the link the other way, "
-            f"--from {labels[k]} --to {labels[q]}"
+            f"{{source}} {labels[k]} {{target}} {labels[q]}",
+            param=("source", "target"),
         )
 
 
@@ -138,13 +140,13 @@ def find_links(
     `causal`: the attention only looks back (a decoder), so a later target is refused.
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise BadInput(f"--top must be at least 1, got {top}")
-    into = _units(src.pieces, units, exclude)
-    labels = into.labels()
-    q = find_label(labels, source, "--from")
-    k = find_label(labels, target, "--to")
+        raise BadInput(f"{{top}} must be at least 1, got {top}", param="top")
+    unit_map = UnitMap.checked(src.pieces, units, exclude)
+    labels = unit_map.labels()
+    q = find_word(labels, source, "source")
+    k = find_word(labels, target, "target")
     check_direction(labels, q, k, causal)
-    matrices = into.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
+    matrices = unit_map.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
     rows = matrices[:, :, q, :]  # (L, H, N): the query's row in every head
     weights = rows[:, :, k]  # (L, H)
     H = weights.shape[1]
@@ -177,9 +179,9 @@ def find_links(
         weights=weights,
         links=links,
         title=f"{src.model} · {labels[q]} → {labels[k]} in every head"
-        + exclusion_note(into.exclude),
+        + exclusion_note(unit_map.exclude),
         model=src.model,
         units=units,
-        excluded=into.exclude,
+        excluded=unit_map.exclude,
         top=top,
     )

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.measures.views import resolve_index
+from attnviz.limits import resolve_index
 
 __all__ = ["CAPACITY_SCALE", "MAX_FLOW_TOKENS", "attention_flow", "residual_mixed"]
 

@@ -8,24 +8,46 @@ terminal (`render.bars`) and as a horizontal bar chart in an image. Numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.measures.views import _Drawn
+from attnviz.measures.drawn import Drawn
+from attnviz.measures.select import find_word
 from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from attnviz.measures.views import AttentionView
+__all__ = ["OneMatrix", "QueryRow", "query_row"]
 
-__all__ = ["QueryRow", "query_row"]
+
+class OneMatrix(Protocol):
+    """What a row is read from: one attention matrix and its labels (an `AttentionView`)."""
+
+    @property
+    def matrix(self) -> np.ndarray: ...  # (N, N) float
+    @property
+    def labels(self) -> list[str]: ...  # (N,) as drawn (sentence B's first marked `B:`)
+    @property
+    def tokens(self) -> list[str]: ...  # (N,) without the mark
+    @property
+    def title(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def layer(self) -> int: ...
+    @property
+    def head(self) -> int | None: ...
+    @property
+    def units(self) -> str: ...
+    @property
+    def excluded(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class QueryRow(_Drawn):
+class QueryRow(Drawn):
     """One query's weights over the keys of a view, largest first; they sum to 1.
 
     `keys[i]` (a label of the view) has weight `weights[i]` and is column
@@ -79,11 +101,11 @@ class QueryRow(_Drawn):
         )
 
 
-def query_row(view: AttentionView, query: str | int) -> QueryRow:
+def query_row(view: OneMatrix, query: str | int) -> QueryRow:
     """Row `query` of `view` (a word or a row index), its keys sorted by weight."""
     n = len(view.tokens)
     if isinstance(query, str):
-        i = find_label(view.tokens, query, "--query")
+        i = find_word(view.tokens, query, "query")
     elif isinstance(query, bool) or not isinstance(query, int | np.integer):
         raise BadInput(f"the query must be a word or a row number, got {query!r}")
     elif not -n <= query < n:

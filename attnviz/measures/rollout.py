@@ -11,7 +11,7 @@ identity:
 Rows of R are output positions, columns input tokens, and each row sums to 1.
 
 Word units: rollout is computed over the model's own pieces and merged into words
-afterwards with `attnviz.measures.views.merge_words` (sum over a word's input pieces, mean
+afterwards with `attnviz.measures.select.merge_words` (sum over a word's input pieces, mean
 over its output pieces). The chain has to run over pieces, because each layer mixes
 pieces, not words; merging after keeps rows summing to 1.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.errors import BadInput
-from attnviz.measures.views import resolve_index
+from attnviz.limits import resolve_index
 
 __all__ = ["rollout", "top_sources"]
 

@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.limits import TOP, check_range
-from attnviz.text.tokenize import Pieces, is_punctuation
+from attnviz.limits import TOP, check_range, resolve_index
+from attnviz.measures.drawn import save_image, write_figure
+from attnviz.output import ImageStyle
+from attnviz.text.tokenize import TokenKinds
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,13 +57,11 @@ __all__ = [
     "HeadRecord",
     "HeadStats",
     "StatsAccumulator",
-    "TokenKinds",
     "check_sort_column",
     "decoder_records",
     "label_for",
     "sort_records",
     "statistics_of",
-    "token_kinds",
 ]
 
 SHARES: tuple[str, ...] = ("cls", "sep", "punct", "self", "prev", "next")
@@ -94,8 +94,6 @@ LABEL_SHARES: dict[str, str] = {label: key for key, label in _PATTERNS}  # label
 # (an encoder's or a decoder's: records hold one set or the other).
 SORT_COLUMNS: tuple[str, ...] = ("layer", *STATISTICS, "first")
 
-_PIECE_MARKS = ("##", "Ġ", "▁")  # continuation / word-start marks of WordPiece, BPE, SentencePiece
-
 
 class _Record(TypedDict):
     layer: int
@@ -117,53 +115,6 @@ class HeadRecord(_Record, total=False):
     sep: float
     next: float
     first: float  # a decoder's: the weight on the first token (the attention sink)
-
-
-# ---------------------------------------------------------------- token kinds
-
-
-@dataclass(frozen=True)
-class TokenKinds:
-    """Which pieces of one sentence are [CLS], [SEP] or punctuation: bool arrays (T,)."""
-
-    cls: np.ndarray  # (T,) bool
-    sep: np.ndarray  # (T,) bool
-    punct: np.ndarray  # (T,) bool
-
-    def __len__(self) -> int:
-        return len(self.cls)
-
-
-def _strip_marks(text: str) -> str:
-    for mark in _PIECE_MARKS:
-        if text.startswith(mark):
-            return text[len(mark) :]
-    return text
-
-
-def token_kinds(pieces: Pieces, *, first: bool = False) -> TokenKinds:
-    """[CLS], [SEP] and punctuation pieces of one tokenized input.
-
-    [CLS] is a special token at position 0; [SEP] is every other special token (so
-    RoBERTa's <s> and </s> count too). With `first` (a decoder), `cls` marks the first
-    piece whatever it is: the BOS when the tokenizer adds one, else the first word. A
-    piece is punctuation when its original text (or, without one, its token), stripped
-    of a leading `##`, `Ġ` or `▁` and of spaces, is made only of Unicode punctuation;
-    special tokens never are.
-    """
-    special = np.array([seq is None for seq in pieces.sequence_ids], dtype=bool)  # (T,)
-    cls = np.zeros_like(special)
-    cls[0] = special[0] or first
-    sep = special & ~cls
-    punct = np.array(
-        [
-            not special[i]
-            and is_punctuation(_strip_marks(pieces.labels[i] or pieces.tokens[i]).strip())
-            for i in range(len(pieces))
-        ],
-        dtype=bool,
-    )  # (T,)
-    return TokenKinds(cls=cls, sep=sep, punct=punct)
 
 
 # ---------------------------------------------------------------- accumulator
@@ -500,8 +451,6 @@ class HeadStats:
 
     def record(self, layer: int, head: int) -> HeadRecord:
         """The statistics of one head (0-based; negative counts from the end)."""
-        from attnviz.measures.views import resolve_index
-
         layer = resolve_index(layer, self.layers, "layer")
         head = resolve_index(head, self.heads, "head")
         return self.records[layer * self.heads + head]
@@ -538,14 +487,12 @@ class HeadStats:
         shared_scale: bool = True,
     ) -> Path:
         """Write the figure as .png, .svg or .pdf, all or nothing."""
-        from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
-        from attnviz.render.image import save_figure
 
-        path = Path(path)
-        check_output(path, IMAGE_SUFFIXES, ImageStyle(dpi, cmap, theme, transparent))
-        figure = self.figure(cmap=cmap, theme=theme, shared_scale=shared_scale)
-        save_figure(figure, path, dpi=dpi, transparent=transparent)
-        return path
+        def write(path: Path, style: ImageStyle) -> None:
+            figure = self.figure(cmap=cmap, theme=theme, shared_scale=shared_scale)
+            write_figure(figure, path, style)
+
+        return save_image(path, ImageStyle(dpi, cmap, theme, transparent), write)
 
     def to_list(self) -> list[dict[str, Any]]:
         """The records as plain dicts, as `attnviz stats --json` prints them."""

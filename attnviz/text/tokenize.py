@@ -28,6 +28,7 @@ from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, s
 from attnviz.limits import max_text_chars
 
 if TYPE_CHECKING:
+    import numpy as np
     from tokenizers import Encoding, Tokenizer
 
 
@@ -120,6 +121,53 @@ class Pieces:
             return self.labels[first]
         text = _span(self.source(first), self.offsets[first][0], self.offsets[last][1])
         return text or self.labels[first]
+
+
+@dataclass(frozen=True)
+class TokenKinds:
+    """Which pieces of one input are [CLS], [SEP] or punctuation: bool arrays (T,)."""
+
+    cls: np.ndarray  # (T,) bool
+    sep: np.ndarray  # (T,) bool
+    punct: np.ndarray  # (T,) bool
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+
+def token_kinds(pieces: Pieces, *, first: bool = False) -> TokenKinds:
+    """[CLS], [SEP] and punctuation pieces of one tokenized input.
+
+    [CLS] is a special token at position 0; [SEP] is every other special token (so
+    RoBERTa's <s> and </s> count too). With `first` (a decoder), `cls` marks the first
+    piece whatever it is: the BOS when the tokenizer adds one, else the first word. A
+    piece is punctuation when its original text (or, without one, its token), stripped
+    of a leading `##`, `Ġ` or `▁` and of spaces, is made only of Unicode punctuation;
+    special tokens never are.
+    """
+    import numpy as np
+
+    special = np.array([seq is None for seq in pieces.sequence_ids], dtype=bool)  # (T,)
+    cls = np.zeros_like(special)
+    cls[0] = special[0] or first
+    sep = special & ~cls
+    punct = np.array(
+        [
+            not special[i]
+            and is_punctuation(_strip_marks(pieces.labels[i] or pieces.tokens[i]).strip())
+            for i in range(len(pieces))
+        ],
+        dtype=bool,
+    )  # (T,)
+    return TokenKinds(cls=cls, sep=sep, punct=punct)
+
+
+def _strip_marks(text: str) -> str:
+    """`text` without a leading `##`, `Ġ` or `▁` (WordPiece's, BPE's, SentencePiece's mark)."""
+    for mark in (CONTINUES, *_WORD_START_MARKS):
+        if text.startswith(mark):
+            return text[len(mark) :]
+    return text
 
 
 def _span(source: str, start: int, end: int) -> str:

@@ -1,0 +1,90 @@
+"""What a result that draws itself shares: a terminal, a notebook and an image file.
+
+`Drawn` is the base of the views, a query's row, a head ranking and a comparison;
+`save_image` is the one save path (the output checked, then the image written all or
+nothing), used by `Drawn.save` and `HeadStats.save`. The renderers are imported
+inside the methods, only when drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+__all__ = ["Drawn", "save_image", "write_figure"]
+
+
+def save_image(
+    path: str | Path, style: ImageStyle, write: Callable[[Path, ImageStyle], None]
+) -> Path:
+    """Write an image (.png, .svg or .pdf, by the suffix) to `path`, all or nothing.
+
+    The path and `style` are checked before any drawing; `write(path, style)` draws it
+    (`write_figure`, or a renderer that draws straight to pixels).
+    """
+    path = Path(path)
+    check_output(path, IMAGE_SUFFIXES, style)
+    write(path, style)
+    return path
+
+
+def write_figure(figure: Figure, path: Path, style: ImageStyle) -> None:
+    """Write a matplotlib figure to `path` atomically, at the style's dpi and transparency."""
+    from attnviz.render.image import save_figure
+
+    save_figure(figure, path, dpi=style.dpi, transparent=style.transparent)
+
+
+class Drawn:
+    """Drawing in a terminal (`rich.print`), a notebook (`_repr_png_`) and an image file."""
+
+    title: str
+
+    def _renderable(self) -> Any:
+        raise NotImplementedError
+
+    def figure(
+        self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
+    ) -> Figure:
+        """The result as a matplotlib Figure (not registered with pyplot)."""
+        raise NotImplementedError
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        dpi: int = 200,
+        cmap: str = "viridis",
+        theme: str = "light",
+        transparent: bool = False,
+        annotate: bool = False,
+    ) -> Path:
+        """Write the result as an image (.png, .svg or .pdf, by the suffix), all or nothing."""
+        return save_image(path, ImageStyle(dpi, cmap, theme, transparent, annotate), self._write)
+
+    def _write(self, path: Path, style: ImageStyle) -> None:
+        figure = self.figure(cmap=style.cmap, theme=style.theme, annotate=style.annotate)
+        write_figure(figure, path, style)
+
+    def __repr__(self) -> str:
+        values: Any = getattr(self, "matrix", getattr(self, "matrices", None))
+        shape = "" if values is None else ": " + "×".join(str(n) for n in np.shape(values))
+        return f"<{type(self).__name__} {self.title!r}{shape}>"
+
+    def _repr_png_(self) -> bytes:
+        """A notebook cell that ends in a result shows it as an image."""
+        from attnviz.render.image import figure_png
+
+        return figure_png(self.figure(), dpi=100)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self._renderable()

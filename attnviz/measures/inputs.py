@@ -1,0 +1,33 @@
+"""What a measure that runs the model reads of its input: a Protocol, so the measures
+need not know the face's `attnviz.Prepared` (which has these attributes and more)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.text.tokenize import Pieces
+
+__all__ = ["ModelInput"]
+
+
+class ModelInput(Protocol):
+    """A tokenized input and the model it is for (`attnviz.Prepared` is one)."""
+
+    @property
+    def source(self) -> ModelSource:
+        """Where the model's files are (its name, its folder)."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's config.json."""
+
+    @property
+    def pieces(self) -> Pieces:
+        """The tokenized input."""
+
+    @property
+    def shape(self) -> ModelShape:
+        """What the config says about the model (layers, heads, a decoder's config)."""
