@@ -27,7 +27,7 @@ from attnviz.measures.stats import (
     sort_records,
     token_kinds,
 )
-from attnviz.render.image import save_figure
+from attnviz.render.saving import save_figure
 from attnviz.render.stats import StatsTable
 from attnviz.render.stats_image import stats_figure, stats_grids
 from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize

@@ -263,7 +263,7 @@ class _Drawn:
         return path
 
     def _write(self, path: Path, style: ImageStyle) -> None:
-        from attnviz.render.image import save_figure
+        from attnviz.render.saving import save_figure
 
         figure = self.figure(cmap=style.cmap, theme=style.theme, annotate=style.annotate)
         save_figure(figure, path, dpi=style.dpi, transparent=style.transparent)
@@ -275,7 +275,7 @@ class _Drawn:
 
     def _repr_png_(self) -> bytes:
         """A notebook cell that ends in a view shows it as an image."""
-        from attnviz.render.image import figure_png
+        from attnviz.render.saving import figure_png
 
         return figure_png(self.figure(), dpi=100)
 
@@ -372,7 +372,7 @@ class AttentionView(_Drawn):
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
-        from attnviz.render.image import heatmap_figure
+        from attnviz.render.figures import heatmap_figure
 
         return heatmap_figure(
             self.matrix, self.labels, title=self.title, cmap=cmap, theme=theme, annotate=annotate
@@ -494,7 +494,7 @@ class HeadsView(_Drawn):
 
     def _write(self, path: Path, style: ImageStyle) -> None:
         """A PNG is drawn straight to pixels, without a Figure (attnviz.render.raster)."""
-        from attnviz.render.image import save_grid
+        from attnviz.render.saving import save_grid
 
         save_grid(
             self.matrices,
@@ -513,7 +513,7 @@ class HeadsView(_Drawn):
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
-        from attnviz.render.image import grid_figure
+        from attnviz.render.figures import grid_figure
 
         return grid_figure(
             self.matrices,
