@@ -326,7 +326,8 @@ def grid_figure(
     Each row of panels is one Axes holding one image: the panels' colours side by side
     with gaps between them, a frame and a title over each panel. Drawing a 72-panel
     model view this way takes a fraction of the time of 72 Axes with an image each.
-    A PNG of the same grid is drawn faster still, straight to pixels, by `save_grid`.
+    A PNG of the same grid is drawn faster still, straight to pixels, by
+    `attnviz.render.saving.save_grid`.
     """
     plan = plan_grid(
         matrices,

@@ -140,6 +140,8 @@ def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = 
     carry no creation date, so the same figure gives the same bytes. The figure
     is closed afterwards, also when writing fails.
     """
+    import matplotlib
+
     path = Path(path)
     fmt = _image_format(path)
     _check_dpi(dpi)
@@ -149,8 +151,6 @@ def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = 
         metadata = {"Date": None}
     elif fmt == "pdf":
         metadata = {"CreationDate": None}
-    import matplotlib
-
     # Text stays text in SVG; PDF embeds TrueType; SVG ids do not change between runs.
     rc_vector = matplotlib.rc_context(
         {"svg.fonttype": "none", "svg.hashsalt": "attnviz", "pdf.fonttype": 42}
