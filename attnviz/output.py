@@ -1,6 +1,6 @@
 """Where output goes: checked paths and image options, and atomic writes.
 
-`check_output` refuses a bad path or image option before any work is done.
+`check_output` refuses a bad path or image option (dpi, colormap) before any work is done.
 
 Writers get a file object for a temporary file in the destination folder; it is
 renamed over the destination only when the writer returns. A writer that raises
@@ -11,7 +11,7 @@ appending `.npz` and `savefig` from guessing the format from the name.)
 from __future__ import annotations
 
 import contextlib
-import numbers
+import difflib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.limits import DPI
+from attnviz.limits import DPI, check_range
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")  # drawn by matplotlib, format from the suffix
 DATA_SUFFIXES = (".npz", ".json")  # raw attention data
@@ -56,19 +56,29 @@ def check_output(out: Path, allowed: tuple[str, ...], style: ImageStyle | None =
         raise AttnvizError(f"cannot write {out}: it is a folder; give a file name inside it")
     if suffix in IMAGE_SUFFIXES:
         style = style or ImageStyle()
-        low, high = DPI_RANGE
-        dpi = style.dpi
-        if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not low <= dpi <= high:
-            raise BadInput(
-                f"--dpi {style.dpi} is out of range: use {low}..{high} (200 is the default, "
-                "300 suits print)"
-            )
-        from attnviz.perf import import_quietly
-
-        import_quietly("attnviz.render.image")  # matplotlib, like torch, slowed by the GC
-        from attnviz.render.image import check_colormap
-
+        check_range(style.dpi, "dpi", DPI_RANGE, " (200 is the default, 300 suits print)")
         check_colormap(style.cmap)
+
+
+def check_colormap(name: str) -> None:
+    """Raise BadInput unless `name` is a registered matplotlib colormap."""
+    from attnviz.perf import import_quietly
+
+    import_quietly("matplotlib")  # matplotlib, like torch, slowed by the GC
+    import matplotlib
+
+    known = list(matplotlib.colormaps)
+    if name in known:
+        return
+    by_lower: dict[str, str] = {}
+    for known_name in known:
+        by_lower.setdefault(known_name.lower(), known_name)
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(by_lower[c] for c in close)}?)" if close else ""
+    raise BadInput(
+        f"unknown colormap {name!r}{hint}: use a matplotlib colormap such as "
+        "viridis, magma, Blues, Greys"
+    )
 
 
 def _umask() -> int:

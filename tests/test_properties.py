@@ -288,7 +288,9 @@ def test_images_save_for_any_labels_and_titles(
 ) -> None:
     from PIL import Image
 
-    from attnviz.render.image import MAX_FIGURE_IN, grid_figure, heatmap_figure, save_figure
+    from attnviz.render.figures import grid_figure, heatmap_figure
+    from attnviz.render.layout import MAX_FIGURE_IN
+    from attnviz.render.saving import save_figure
 
     labels = data.draw(st.lists(label_strategy, min_size=n, max_size=n), "labels")
     title = data.draw(st.one_of(label_strategy, st.text(min_size=100, max_size=400)), "title")

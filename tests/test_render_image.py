@@ -1,4 +1,5 @@
-"""Tests for attnviz.render.image: figures that read well and files that open."""
+"""Tests for the images of attnviz.render (style, layout, figures, saving, raster, png):
+figures that read well and files that open."""
 
 from __future__ import annotations
 
@@ -20,16 +21,10 @@ from matplotlib.patches import Rectangle
 from PIL import Image
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.render.image import (
-    DEFAULT_CMAP,
-    IMAGE_SUFFIXES,
-    THEMES,
-    check_colormap,
-    grid_figure,
-    heatmap_figure,
-    save_figure,
-    save_grid,
-)
+from attnviz.output import IMAGE_SUFFIXES, check_colormap
+from attnviz.render.figures import grid_figure, heatmap_figure
+from attnviz.render.saving import save_figure, save_grid
+from attnviz.render.style import DEFAULT_CMAP, THEMES
 
 TOKENS = ["[CLS]", "the", "cat", "<s>", "R&D", "sat", "[SEP]"]
 
@@ -136,7 +131,8 @@ def test_rendering_touches_neither_pyplot_nor_torch(tmp_path: Path) -> None:
     script = (
         "import sys, numpy as np\n"
         "from pathlib import Path\n"
-        "from attnviz.render.image import heatmap_figure, save_figure\n"
+        "from attnviz.render.figures import heatmap_figure\n"
+        "from attnviz.render.saving import save_figure\n"
         "fig = heatmap_figure(np.eye(3), ['a', 'b', 'c'], title='t')\n"
         f"save_figure(fig, Path({str(tmp_path / 'x.png')!r}))\n"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'\n"
@@ -803,7 +799,7 @@ def test_grid_svg_keeps_text_as_text(tmp_path: Path) -> None:
 
 def test_grid_png_refuses_too_many_pixels_before_drawing(tmp_path: Path) -> None:
     n = len(TOKENS)
-    with pytest.raises(BadInput, match="--dpi"):
+    with pytest.raises(BadInput, match=r"at dpi 5000, .*: use dpi \d+ or less"):  # Python words
         save_grid(
             softmax_rows((2, n, n)),
             TOKENS,
@@ -820,7 +816,7 @@ def test_grid_png_needs_no_figure_api(tmp_path: Path) -> None:
     script = (
         "import sys, numpy as np, warnings\n"
         "from pathlib import Path\n"
-        "from attnviz.render.image import save_grid\n"
+        "from attnviz.render.saving import save_grid\n"
         "warnings.simplefilter('error')\n"
         "save_grid(np.full((2, 3, 3), 1 / 3), ['猫', '😀', 'c'], "
         f"Path({str(tmp_path / 'x.png')!r}), panel_titles=['頭 0', 'b'], title='😀 t')\n"
@@ -837,12 +833,12 @@ def test_grid_png_needs_no_figure_api(tmp_path: Path) -> None:
 def test_png_encoder_is_lossless(channels: int) -> None:
     import io
 
-    from attnviz.render.image import _encode_png
+    from attnviz.render.png import encode_png
 
     pixels = np.random.default_rng(0).integers(0, 256, (37, 53, channels), dtype=np.uint8)
     pixels[10:20] = pixels[10]  # repeated rows, as a heatmap's cells make
     buffer = io.BytesIO()
-    _encode_png(pixels, buffer, 150)
+    encode_png(pixels, buffer, 150)
     with Image.open(io.BytesIO(buffer.getvalue())) as image:
         assert image.mode == ("RGB" if channels == 3 else "RGBA")
         assert round(image.info["dpi"][0]) == 150

@@ -25,7 +25,7 @@ from attnviz.measures.stats import (
     label_for,
     sort_records,
 )
-from attnviz.render.image import save_figure
+from attnviz.render.saving import save_figure
 from attnviz.render.stats import StatsTable
 from attnviz.render.stats_image import stats_figure, stats_grids
 from attnviz.text.tokenize import Pieces, TokenKinds, load_tokenizer, token_kinds, tokenize

@@ -469,9 +469,7 @@ def stats(
     if as_json:
         _json(shown)
     else:
-        from attnviz.render.stats import StatsTable
-
-        console.print(StatsTable(shown, title=result.title, first_token=result.first_token))
+        console.print(result.table(shown))
     _wrote(out)
 
 

@@ -39,7 +39,7 @@ def save_image(
 
 def write_figure(figure: Figure, path: Path, style: ImageStyle) -> None:
     """Write a matplotlib figure to `path` atomically, at the style's dpi and transparency."""
-    from attnviz.render.image import save_figure
+    from attnviz.render.saving import save_figure
 
     save_figure(figure, path, dpi=style.dpi, transparent=style.transparent)
 
@@ -82,7 +82,7 @@ class Drawn:
 
     def _repr_png_(self) -> bytes:
         """A notebook cell that ends in a result shows it as an image."""
-        from attnviz.render.image import figure_png
+        from attnviz.render.saving import figure_png
 
         return figure_png(self.figure(), dpi=100)
 

@@ -99,7 +99,7 @@ class HeadLinks(Drawn):
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
         """A layers × heads heatmap of the weight from `source` to `target`."""
-        from attnviz.render.image import heatmap_figure
+        from attnviz.render.figures import heatmap_figure
 
         L, H = self.weights.shape
         return heatmap_figure(

@@ -94,7 +94,7 @@ class QueryRow(Drawn):
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
-        from attnviz.render.image import bars_figure
+        from attnviz.render.figures import bars_figure
 
         return bars_figure(
             self.keys, self.weights, title=self.title, cmap=cmap, theme=theme, annotate=annotate

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.render.stats import StatsTable
+
 __all__ = [
     "BROAD_FRACTION",
     "DECODER_SHARES",
@@ -471,6 +473,7 @@ class HeadStats:
             self.layers,
             self.heads,
             title=self.title,
+            statistics=statistics_of(self.records),
             cmap=cmap,
             theme=theme,
             shared_scale=shared_scale,
@@ -498,12 +501,24 @@ class HeadStats:
         """The records as plain dicts, as `attnviz stats --json` prints them."""
         return [dict(record) for record in self.records]
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+    def table(self, records: Sequence[HeadRecord] | None = None) -> StatsTable:
+        """`records` (default: all; e.g. `self.sorted("cls", 10)`) as a terminal table, the
+        share that named each head in bold."""
         from attnviz.render.stats import StatsTable
 
-        yield StatsTable(self.records, title=self.title, first_token=self.first_token)
+        shown = self.records if records is None else list(records)
+        return StatsTable(
+            shown,
+            title=self.title,
+            statistics=statistics_of(shown),
+            label_shares=LABEL_SHARES,
+            first_token=self.first_token,
+        )
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table()
 
     def _repr_png_(self) -> bytes:
-        from attnviz.render.image import figure_png
+        from attnviz.render.saving import figure_png
 
         return figure_png(self.figure(), dpi=100)

@@ -142,7 +142,7 @@ class AttentionView(Drawn):
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
-        from attnviz.render.image import heatmap_figure
+        from attnviz.render.figures import heatmap_figure
 
         return heatmap_figure(
             self.matrix, self.labels, title=self.title, cmap=cmap, theme=theme, annotate=annotate
@@ -264,7 +264,7 @@ class HeadsView(Drawn):
 
     def _write(self, path: Path, style: ImageStyle) -> None:
         """A PNG is drawn straight to pixels, without a Figure (attnviz.render.raster)."""
-        from attnviz.render.image import save_grid
+        from attnviz.render.saving import save_grid
 
         save_grid(
             self.matrices,
@@ -283,7 +283,7 @@ class HeadsView(Drawn):
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
-        from attnviz.render.image import grid_figure
+        from attnviz.render.figures import grid_figure
 
         return grid_figure(
             self.matrices,

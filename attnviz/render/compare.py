@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
@@ -11,15 +12,35 @@ from rich.text import Text
 from attnviz.render.cells import sanitize
 
 if TYPE_CHECKING:
+    import numpy as np
     from matplotlib.figure import Figure
 
-    from attnviz.measures.compare import Comparison
+__all__ = ["Compared", "ComparisonTable", "comparison_figure"]
+
+
+class Compared(Protocol):
+    """One query's row under several measures, as the table and the figure read it
+    (`attnviz.measures.compare.Comparison`)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def labels(self) -> Sequence[str]: ...  # (N,) the keys
+    @property
+    def measures(self) -> Sequence[str]: ...  # (M,) their names
+    @property
+    def top(self) -> int: ...  # how many ranks to show
+    @property
+    def shares(self) -> np.ndarray: ...  # (M, N) each measure's row divided by its sum
+
+    def ranking(self, measure: str) -> list[int]: ...  # keys from the largest, by `measure`
+    def disagreements(self) -> list[str]: ...  # sentences on where the measures differ
 
 
 class ComparisonTable:
     """Rank by rank, the key each measure puts there and its share of the row."""
 
-    def __init__(self, comparison: Comparison) -> None:
+    def __init__(self, comparison: Compared) -> None:
         self.c = comparison
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -40,15 +61,15 @@ class ComparisonTable:
         yield Group(table, Text("shares: each measure's row divided by its sum"), *notes)
 
 
-def comparison_figure(comparison: Comparison, *, theme: str = "light") -> Figure:
+def comparison_figure(comparison: Compared, *, theme: str = "light") -> Figure:
     """One horizontal bar chart per measure, the top keys largest first, on one share axis."""
     from matplotlib.figure import Figure
 
-    from attnviz.render.image import _THEME_COLOURS, _check_theme
+    from attnviz.render.style import THEME_COLOURS, check_theme
 
-    _check_theme(theme)
+    check_theme(theme)
     c = comparison
-    colours = _THEME_COLOURS[theme]
+    colours = THEME_COLOURS[theme]
     count = min(c.top, len(c.labels))
     figure = Figure(figsize=(2.6 * len(c.measures) + 0.6, 0.35 * count + 1.4))
     figure.set_facecolor(colours["face"])

@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attnviz.i18n import check_lang, quoted, text
-from attnviz.measures.explain import Explanation
 from attnviz.render.cells import MAX_LABEL_CELLS, sanitize, truncate
+from attnviz.render.explained import Explained
 
 __all__ = ["BAR_CELLS", "ExplanationView", "bar", "shown_rows"]
 
@@ -85,7 +85,7 @@ def _clean(label: str) -> str:
     return truncate(sanitize(label), MAX_LABEL_CELLS)
 
 
-def shown_rows(explanation: Explanation, limit: int) -> list[int]:
+def shown_rows(explanation: Explained, limit: int) -> list[int]:
     """Every key when there are at most `limit`; else the query and the keys with the
     largest weights and the largest contributions (half `limit` each), in text order."""
     T = explanation.num_pieces
@@ -104,7 +104,7 @@ class ExplanationView:
     most (largest weights and contributions) and say how many were left out.
     """
 
-    def __init__(self, explanation: Explanation, lang: str, *, max_rows: int = 32) -> None:
+    def __init__(self, explanation: Explained, lang: str, *, max_rows: int = 32) -> None:
         self.x = explanation
         self.lang = check_lang(lang)
         self.rows = shown_rows(explanation, max_rows)

@@ -9,7 +9,7 @@ No torch, no matplotlib.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -21,10 +21,7 @@ from rich.text import Text
 from attnviz.render.bars import bar
 from attnviz.render.cells import sanitize, truncate
 
-if TYPE_CHECKING:
-    from attnviz.measures.find import HeadLink
-
-__all__ = ["LinkTable"]
+__all__ = ["Link", "LinkTable"]
 
 _BAR_CELLS = 10
 _TOP_KEY_CELLS = 16
@@ -32,11 +29,31 @@ _BOLD = Style(bold=True)
 _DIM = Style(dim=True)
 
 
+class Link(Protocol):
+    """One head's link from the query word to the target word, as the table reads it
+    (`attnviz.measures.find.HeadLink`)."""
+
+    @property
+    def layer(self) -> int: ...
+    @property
+    def head(self) -> int: ...
+    @property
+    def weight(self) -> float: ...  # the query's weight on the target
+    @property
+    def rank(self) -> int: ...  # the target's place among the query's keys: 1 is its largest
+    @property
+    def top_key(self) -> str: ...  # the query's largest key
+    @property
+    def top_weight(self) -> float: ...  # its weight
+    @property
+    def others_above(self) -> int: ...  # other words weighing the target more
+
+
 class LinkTable:
     """The `links` given (already ranked) from `source` to `target`, as a table."""
 
     def __init__(
-        self, links: Sequence[HeadLink], source: str, target: str, title: str | None = None
+        self, links: Sequence[Link], source: str, target: str, title: str | None = None
     ) -> None:
         self.links = list(links)
         self.source, self.target = sanitize(source), sanitize(target)

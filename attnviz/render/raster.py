@@ -1,12 +1,13 @@
 """A grid of heatmaps drawn straight to pixels with numpy, for PNG files.
 
-A grid's geometry is fixed to the inch before anything is drawn (`image._plan_grid`), so a
-PNG needs no Figure: the panels are the colormap's colours repeated to their cells' pixels
-(the 7 × 7 matrix goes through the colormap, never a 2,000-pixel resampling of it), the
-frames, ticks and colour bar are filled rectangles, and the text is drawn by matplotlib's
-own FreeType fonts (with the same fallbacks) and blended in. Building the Figure instead
-imports matplotlib's Figure API (about as long as `import matplotlib` itself) and lays out
-hundreds of artists; that path remains for SVG and PDF, whose text stays text.
+A grid's geometry is fixed to the inch before anything is drawn
+(`attnviz.render.layout.plan_grid`), so a PNG needs no Figure: the panels are the
+colormap's colours repeated to their cells' pixels (the 7 × 7 matrix goes through the
+colormap, never a 2,000-pixel resampling of it), the frames, ticks and colour bar are
+filled rectangles, and the text is drawn by matplotlib's own FreeType fonts (with the
+same fallbacks) and blended in. Building the Figure instead imports matplotlib's Figure
+API (about as long as `import matplotlib` itself) and lays out hundreds of artists; that
+path remains for SVG and PDF, whose text stays text.
 
 The picture is the one `grid_figure` draws, to a pixel or so: same layout, fonts, colours.
 """
@@ -21,19 +22,15 @@ import matplotlib
 import numpy as np
 from matplotlib.colors import Normalize, to_rgb
 
-from attnviz.render.image import (
-    _GRID_TICK_PT,
-    _KEY_ROTATION,
-    _PAD_IN,
-    _THEME_COLOURS,
-    _axis_name,
-    _bar_ticks,
-    _contrast_text,
-    _font,
-    _font_family,
-    _ft_font,
-    _GridPlan,
-    _hinting,
+from attnviz.render.labels import axis_name
+from attnviz.render.layout import GRID_TICK_PT, KEY_ROTATION, PAD_IN, GridPlan, bar_ticks
+from attnviz.render.style import (
+    THEME_COLOURS,
+    contrast_text,
+    font_family,
+    font_properties,
+    ft_font,
+    hinting,
 )
 
 
@@ -122,11 +119,11 @@ class _Writer:
     def __init__(self, canvas: _Canvas) -> None:
         self.canvas = canvas
         self.antialiased = bool(matplotlib.rcParams["text.antialiased"])
-        self.flags = _hinting()
+        self.flags = hinting()
 
     @cache  # noqa: B019 (one writer per image)
     def _glyphs(self, text: str, size: float, family: tuple[str, ...], angle: float) -> _Glyphs:
-        ft = _ft_font(_font(size, list(family) or None), self.canvas.dpi)
+        ft = ft_font(font_properties(size, list(family) or None), self.canvas.dpi)
         ft.set_text(text, angle, flags=self.flags)
         ft.draw_glyphs_to_bitmap(antialiased=self.antialiased)
         alpha = np.asarray(ft.get_image(), dtype=np.float32) / 255
@@ -137,7 +134,7 @@ class _Writer:
     @cache  # noqa: B019
     def _box(self, text: str, size: float, family: tuple[str, ...]) -> tuple[float, float, float]:
         """Width, line height and descent in pixels, as matplotlib's Text lays out a line."""
-        ft = _ft_font(_font(size, list(family) or None), self.canvas.dpi)
+        ft = ft_font(font_properties(size, list(family) or None), self.canvas.dpi)
         ft.set_text("lp", 0.0, flags=self.flags)
         lp_h, lp_d = ft.get_width_height()[1] / 64, ft.get_descent() / 64
         ft.set_text(text, 0.0, flags=self.flags)
@@ -221,14 +218,14 @@ class _Writer:
             y -= d
 
 
-def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np.ndarray:
+def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.ndarray:
     """The grid of `plan` as (height, width, 3) RGB pixels, or RGBA when `transparent`."""
     rc = matplotlib.rcParams
-    theme = _THEME_COLOURS[plan.theme]
+    theme = THEME_COLOURS[plan.theme]
     canvas = _Canvas(plan.fig_w, plan.fig_h, dpi, theme["face"], transparent)
     fg, fg_bytes = theme["text"], canvas.ink(theme["text"])
     writer = _Writer(canvas)
-    family = tuple(_font_family())
+    family = tuple(font_family())
     values, g = plan.values, plan.g
     heads, n, _ = values.shape
     points = dpi / 72  # pixels in a point
@@ -283,7 +280,7 @@ def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np
                     shown[i],
                     left_in - tick_gap / dpi,
                     (canvas.height - y) / dpi,
-                    size=_GRID_TICK_PT,
+                    size=GRID_TICK_PT,
                     colour=fg,
                     family=family,
                     ha="right",
@@ -297,12 +294,12 @@ def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np
                     shown[i],
                     x / dpi,
                     bottom_in - tick_gap / dpi,
-                    size=_GRID_TICK_PT,
+                    size=GRID_TICK_PT,
                     colour=fg,
                     family=family,
                     ha="right",
                     va="top",
-                    rotation=_KEY_ROTATION,
+                    rotation=KEY_ROTATION,
                 )
         if plan.write_values:
             for (row, col), value in np.ndenumerate(values[head]):
@@ -313,7 +310,7 @@ def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np
                     (x0 + (col + 0.5) * cell_w) / dpi,
                     (canvas.height - r0 - (row + 0.5) * cell_h) / dpi,
                     size=6.0,
-                    colour=_contrast_text(colormap(norm(value))),
+                    colour=contrast_text(colormap(norm(value))),
                     family=family,
                     ha="center",
                     va="center",
@@ -322,11 +319,11 @@ def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np
     _colour_bar(canvas, writer, plan, colormap, fg)
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
-    key, query = _axis_name("key", g.step), _axis_name("query", g.step)
-    writer.text(key, middle_x, _PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
+    key, query = axis_name("key", g.step), axis_name("query", g.step)
+    writer.text(key, middle_x, PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
     writer.text(
         query,
-        _PAD_IN,
+        PAD_IN,
         g.bottom + grid_h / 2,
         size=10.0,
         colour=fg,
@@ -335,12 +332,12 @@ def grid_pixels(plan: _GridPlan, dpi: float, *, transparent: bool = False) -> np
         rotation=90,
         anchor=False,  # as a Figure's supylabel: the turned box is aligned
     )
-    writer.lines(g.title, plan.fig_w / 2, plan.fig_h - _PAD_IN, size=13.0, colour=fg, family=family)
+    writer.lines(g.title, plan.fig_w / 2, plan.fig_h - PAD_IN, size=13.0, colour=fg, family=family)
     return canvas.pixels
 
 
 def _colour_bar(
-    canvas: _Canvas, writer: _Writer, plan: _GridPlan, colormap: object, fg: str
+    canvas: _Canvas, writer: _Writer, plan: GridPlan, colormap: object, fg: str
 ) -> None:
     """The colour bar right of the grid: every level of the colormap from 0 (bottom) to the
     top of the scale, an outline, ticks and their labels on the right, and its name."""
@@ -365,8 +362,8 @@ def _colour_bar(
     canvas.band_x(x0, r0 - line_px / 2, r1 + line_px / 2, line_px, fg_bytes)
     canvas.band_x(x1, r0 - line_px / 2, r1 + line_px / 2, line_px, fg_bytes)
 
-    ticks, texts, offset = _bar_ticks(plan.top, height_in)
-    size = _font(rc["ytick.labelsize"]).get_size_in_points()
+    ticks, texts, offset = bar_ticks(plan.top, height_in)
+    size = font_properties(rc["ytick.labelsize"]).get_size_in_points()
     tick_len, tick_w = rc["ytick.major.size"] * points, rc["ytick.major.width"] * points
     label_x = left_in + width_in + (rc["ytick.major.size"] + rc["ytick.major.pad"]) / 72
     widest = 0.0
@@ -379,7 +376,7 @@ def _colour_bar(
         widest = max(widest, writer._box(text, size, ())[0] / dpi)
     if offset:
         writer.text(offset, left_in + width_in, bottom_in + height_in + 0.05, size=size, colour=fg)
-    name_size = _font(rc["axes.labelsize"]).get_size_in_points()
+    name_size = font_properties(rc["axes.labelsize"]).get_size_in_points()
     writer.text(
         "attention weight",
         label_x + widest + rc["axes.labelpad"] / 72,

@@ -7,11 +7,13 @@
 
 Labels are made safe for one-line layout and shortened the same way as the
 heatmaps in `attnviz.render.terminal`, by `attnviz.render.cells`. No torch, no matplotlib.
+A record is a plain mapping (`attnviz.HeadRecord`): layer, head, label and the statistics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich import box
 from rich.cells import cell_len
@@ -22,7 +24,6 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from attnviz.measures.stats import LABEL_SHARES, HeadRecord, statistics_of
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     clean_labels,
@@ -52,6 +53,7 @@ STATS_HEADERS: dict[str, str] = {
     "next": "next",
     "label": "label",
 }
+_NOT_SHARES = ("layer", "head", "label")  # the columns of STATS_HEADERS that are no statistic
 _COMPACT_HEADERS = {"layer": "L", "head": "H", "entropy": "ent"}
 # Below 64 columns: short labels, then shares without their leading zero (.95), then the
 # label and the share columns are dropped from the right, so no value is ever cut.
@@ -81,15 +83,13 @@ _ARROW = " ← "
 _MIN_ITEMS_W = 24  # narrower than this beside the label, sources go on the lines below
 
 
-def _share_key(record: HeadRecord) -> str | None:
-    """The share that named the head (bold in the table), if a share did."""
-    return LABEL_SHARES.get(record["label"])
-
-
 class StatsTable:
     """Head statistics as a table: one row per record, in the order given.
 
-    The share that named a head is bold. 73 columns wide; narrower terminals get the
+    `statistics`: the columns after layer and head, entropy first (default: those the
+    records hold, in the order of STATS_HEADERS). `label_shares` maps a label to the share
+    that names it (`attnviz.measures.stats.LABEL_SHARES`): that share is bold in the rows
+    with that label. 73 columns wide; narrower terminals get the
     short headers L, H, ent (64 columns), then short labels (`prev`) and shares without
     their leading zero (`.95`), then fewer columns (the caption names those left out):
     layer and head always show, and no value is cut.
@@ -97,14 +97,20 @@ class StatsTable:
 
     def __init__(
         self,
-        records: Sequence[HeadRecord],
+        records: Sequence[Mapping[str, Any]],
         title: str | None = None,
         *,
+        statistics: Sequence[str] | None = None,
+        label_shares: Mapping[str, str] | None = None,
         first_token: str | None = None,
     ) -> None:
         self.records = list(records)
         self.title = title
-        self.shares = statistics_of(self.records)[1:]  # an encoder's six, a decoder's four
+        if statistics is None:
+            held = self.records[0] if self.records else {}
+            statistics = [key for key in STATS_HEADERS if key in held and key not in _NOT_SHARES]
+        self.shares = tuple(statistics)[1:]  # an encoder's six, a decoder's four
+        self.label_shares = dict(label_shares or {})
         if "first" in self.shares:
             first = f" ({first_token}, which the tokenizer puts first)" if first_token else ""
             self.caption = _DECODER_CAPTION.format(first=first)
@@ -142,11 +148,11 @@ class StatsTable:
         if "label" not in dropped:
             table.add_column(headers["label"], no_wrap=True)
         for record in self.records:
-            named = _share_key(record)
+            named = self.label_shares.get(record["label"])
             cells: list[Text | str] = [str(record["layer"]), str(record["head"])]
             cells.append(f"{record['entropy']:.2f}")
             for key in shares:
-                value: float = record[key]  # type: ignore[literal-required]
+                value: float = record[key]
                 shown = f"{value:.2f}"
                 if short and shown.startswith("0."):
                     shown = shown[1:]

@@ -6,26 +6,25 @@ five (entropy, the first token, punctuation, itself, the previous token). By def
 the six share panels share one scale, 0 to the largest share of any panel, so a
 [SEP] maximum of 0.11 looks weak beside a previous-token 0.95; entropy (in nats, not
 a share) keeps its own. `shared_scale=False` gives each panel its own 0 .. maximum.
-Layer 0 is the top row, head 0 the left column. Built like
-`attnviz.render.image`: the Figure API without pyplot, colours from its themes, and
-saved with its `save_figure`. matplotlib is imported inside the function, so importing
-this module stays cheap.
+Layer 0 is the top row, head 0 the left column. Built like `attnviz.render.figures`:
+the Figure API without pyplot, colours from `attnviz.render.style`'s themes, and saved
+with `attnviz.render.saving.save_figure`. matplotlib is imported inside the function, so
+importing this module stays cheap. A record is a plain mapping (`attnviz.HeadRecord`):
+layer, head, label and the statistics.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from attnviz.measures.stats import HeadRecord, statistics_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["PANEL_TITLES", "stats_figure", "stats_grids"]
+__all__ = ["PANEL_TITLES", "held_statistics", "stats_figure", "stats_grids"]
 
 PANEL_TITLES: dict[str, str] = {
     "entropy": "entropy (nats)",
@@ -44,17 +43,27 @@ _MAX_PANEL_IN = 4.5
 _MAX_TICKS = 12  # beyond this, every k-th layer or head is numbered
 
 
-def stats_grids(records: Sequence[HeadRecord], layers: int, heads: int) -> np.ndarray:
-    """The records as arrays: float (S, layers, heads) in `statistics_of(records)` order
-    (STATISTICS for an encoder); NaN where none."""
-    statistics = statistics_of(records)
+def held_statistics(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The statistics the records hold, in the order of PANEL_TITLES (entropy first)."""
+    return tuple(name for name in PANEL_TITLES if records and name in records[0])
+
+
+def stats_grids(
+    records: Sequence[Mapping[str, Any]],
+    layers: int,
+    heads: int,
+    statistics: Sequence[str] | None = None,
+) -> np.ndarray:
+    """The records as arrays: float (S, layers, heads), one per statistic in `statistics`
+    (default: those the records hold, see `held_statistics`); NaN where none."""
+    statistics = held_statistics(records) if statistics is None else statistics
     grids = np.full((len(statistics), layers, heads), np.nan)  # (S, L, H)
     for record in records:
         layer, head = record["layer"], record["head"]
         if not (0 <= layer < layers and 0 <= head < heads):
             raise ValueError(f"record for layer {layer}, head {head} outside {layers}×{heads}")
         for s, name in enumerate(statistics):
-            grids[s, layer, head] = record[name]  # type: ignore[literal-required]
+            grids[s, layer, head] = record[name]
     return grids
 
 
@@ -64,47 +73,48 @@ def _ticks(count: int) -> list[int]:
 
 
 def stats_figure(
-    records: Sequence[HeadRecord],
+    records: Sequence[Mapping[str, Any]],
     layers: int,
     heads: int,
     *,
     title: str,
+    statistics: Sequence[str] | None = None,
     cmap: str = "viridis",
     theme: str = "light",
     shared_scale: bool = True,
 ) -> Figure:
-    """One layers × heads heatmap per statistic, the shares on one scale unless not
-    `shared_scale`."""
+    """One layers × heads heatmap per statistic in `statistics` (entropy first; default:
+    those the records hold), the shares on one scale unless not `shared_scale`."""
     import matplotlib
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
-    from attnviz.render.image import (
-        _THEME_COLOURS,
-        _check_theme,
-        _colour_max,
-        _font_family,
-        _quiet_fonts,
-        _style_axes,
-        check_colormap,
+    from attnviz.output import check_colormap
+    from attnviz.render.style import (
+        THEME_COLOURS,
+        check_theme,
+        colour_max,
+        font_family,
+        quiet_fonts,
+        style_axes,
     )
 
     check_colormap(cmap)
-    _check_theme(theme)
+    check_theme(theme)
     if layers < 1 or heads < 1:
         raise ValueError(f"need at least one layer and one head, got {layers}, {heads}")
-    grids = stats_grids(records, layers, heads)  # (S, L, H)
-    shares_max = _colour_max(grids[1:], None)  # grids[0] is entropy
-    colours = _THEME_COLOURS[theme]
+    statistics = held_statistics(records) if statistics is None else tuple(statistics)
+    grids = stats_grids(records, layers, heads, statistics)  # (S, L, H)
+    shares_max = colour_max(grids[1:], None)  # grids[0] is entropy
+    colours = THEME_COLOURS[theme]
     fg = colours["text"]
     panel_w = min(max(_CELL_IN * heads, _MIN_PANEL_IN), _MAX_PANEL_IN)
     panel_h = min(max(_CELL_IN * layers, _MIN_PANEL_IN), _MAX_PANEL_IN)
-    statistics = statistics_of(records)
     n_rows = math.ceil(len(statistics) / _PANEL_COLS)
     fig_w = _PANEL_COLS * (panel_w + 1.3) + 0.4
     fig_h = n_rows * (panel_h + 0.9) + 0.6
 
-    with _quiet_fonts():
+    with quiet_fonts():
         fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
         spec = fig.add_gridspec(n_rows, _PANEL_COLS)
         colormap = matplotlib.colormaps[cmap].with_extremes(bad=colours["face"])
@@ -114,7 +124,7 @@ def stats_figure(
             ax.set_facecolor(colours["face"])
             values = grids[s]  # (L, H)
             shared = shared_scale and name != "entropy"
-            norm = Normalize(vmin=0.0, vmax=shares_max if shared else _colour_max(values, None))
+            norm = Normalize(vmin=0.0, vmax=shares_max if shared else colour_max(values, None))
             image = ax.imshow(
                 values, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest"
             )
@@ -123,9 +133,9 @@ def stats_figure(
             ax.set_xlabel("head", color=fg)
             ax.set_ylabel("layer", color=fg)
             ax.set_title(PANEL_TITLES[name], color=fg, fontsize=10)
-            _style_axes(ax, fg)
+            style_axes(ax, fg)
             bar = fig.colorbar(image, ax=ax, pad=0.02, fraction=0.08)
             bar.ax.tick_params(colors=fg, which="both", labelsize=8)
             bar.outline.set_edgecolor(fg)
-        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=_font_family())
+        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=font_family())
     return fig
