@@ -40,8 +40,9 @@ class MultiHeadAttention(nn.Module):
     each key/value head serves `num_heads // num_kv_heads` query heads. `head_size`
     (default C // nh) and `scale` (default 1 / sqrt(hs)) are what a config may set.
 
-    The lesson is `forward`. Its two speed-ups for inference, marked as such, give the
-    same numbers: `_weights_in_place`, and the methods under "Fused Q/K/V".
+    The lesson is `forward`. Its speed-ups for inference, marked as such, give the same
+    numbers: without gradients the softmax works in place (in `weights_out` when given),
+    and the methods under "Fused Q/K/V" project q, k and v with one matmul.
     """
 
     def __init__(
@@ -110,15 +111,16 @@ class MultiHeadAttention(nn.Module):
             k = k.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
             v = v.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
 
-        q = q * self.scale  # the 1/sqrt(d_k) scale, on Tq·hs numbers, not Tq·Tk
-        fast = not torch.is_grad_enabled()  # in-place steps have no gradient
-        if fast:  # speed-up: the next three steps in one Tq·Tk array (see _weights_in_place)
-            weights = self._weights_in_place(q, k, mask, weights_out)
-        else:
-            scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk): q·k / sqrt(d_k)
-            if mask is not None:
-                scores = scores.masked_fill(mask, float("-inf"))  # (B, nh, Tq, Tk)
-            weights = torch.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
+        q = q * self.scale  # scale by 1/sqrt(d_k), on Tq·hs numbers rather than Tq·Tk scores
+        # Speed-up: with no gradient wanted, the scores are written into `weights_out` and the
+        # softmax overwrites them (one T·T array per layer, not three); the numbers are the same.
+        fast = not torch.is_grad_enabled()
+        if weights_out is not None and (not fast or weights_out.dtype != q.dtype):
+            weights_out = None
+        scores = torch.matmul(q, k.transpose(-2, -1), out=weights_out)  # (B, nh, Tq, Tk)
+        if mask is not None:
+            scores.masked_fill_(mask, -math.inf)  # (B, nh, Tq, Tk): a hidden key weighs 0
+        weights = torch.softmax(scores, dim=-1, out=scores if fast else None)  # rows sum to 1
         if mask is not None and bool(mask.all(dim=-1).any()):
             # A query that may see no key at all gets zeros, not NaN.
             weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
@@ -126,23 +128,6 @@ class MultiHeadAttention(nn.Module):
         heads = weights @ v  # (B, nh, Tq, hs): the weighted sum of the values
         joined = heads.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, nh·hs): heads side by side
         return self.out_proj(joined), weights  # (B, Tq, C), (B, nh, Tq, Tk)
-
-    @staticmethod
-    def _weights_in_place(
-        q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, out: torch.Tensor | None
-    ) -> torch.Tensor:
-        """scores, mask and softmax in one Tq·Tk array: `out` (B, nh, Tq, Tk) when given.
-
-        Without gradients the scores need not survive the softmax, so it overwrites them;
-        a long input then holds one T·T array per layer, not three.
-        """
-        if out is not None and out.dtype == q.dtype:
-            scores = torch.matmul(q, k.transpose(-2, -1), out=out)  # (B, nh, Tq, Tk)
-        else:
-            scores = q @ k.transpose(-2, -1)  # (B, nh, Tq, Tk)
-        if mask is not None:
-            scores.masked_fill_(mask, float("-inf"))
-        return torch.softmax(scores, dim=-1, out=scores)  # in place
 
     # -----------------------------------------------------------------------
     # Fused Q/K/V: not part of the lesson. After fuse_projections(), self-attention

@@ -2,7 +2,7 @@
 
 `describe_decoder` checks a decoder's config.json and returns its `DecoderConfig`:
 every size a whole number in range, every setting that changes attention either
-computed or refused in one line that names the key. `DECODER_FAMILIES` names each
+computed or refused in one line that names the key. `DECODER_LAYOUTS` names each
 family's state-dict layout.
 """
 

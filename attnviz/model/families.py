@@ -469,11 +469,6 @@ def _check_quirks(raw: dict[str, Any], family: Family, where: str) -> None:
         )
 
 
-def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
-    """The encoder's shape from a config.json (checked again by `describe`)."""
-    return encoder_config_for(describe(raw))
-
-
 def encoder_config_for(shape: ModelShape) -> EncoderConfig:
     """The encoder's shape from a described config.json."""
     return EncoderConfig(
