@@ -158,8 +158,8 @@ def test_rotary_grouped_attention_equals_torch_sdpa(groups: int) -> None:
     """The same q, k, v through our attention and torch's fused one (enable_gqa)."""
     import torch.nn.functional as F
 
+    from attnviz.model.attention import MultiHeadAttention, Rotary
     from attnviz.model.decoder import decoder_mask
-    from attnviz.model.encoder import MultiHeadAttention, Rotary
 
     torch.manual_seed(0)
     B, T, C, nh, hs = 2, 11, 48, 8, 16
@@ -183,7 +183,7 @@ def test_rotary_grouped_attention_equals_torch_sdpa(groups: int) -> None:
 
 
 def test_rotary_turns_pairs_so_scores_depend_on_distance_only() -> None:
-    from attnviz.model.encoder import Rotary
+    from attnviz.model.attention import Rotary
 
     hs = 8
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, hs, 2).float() / hs))

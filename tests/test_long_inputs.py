@@ -126,7 +126,7 @@ def test_a_decoder_reads_2048_pieces_unless_max_tokens_says_otherwise(
     assert len(attnviz.prepare(long, model=folder, truncate=True).pieces) == 2048
     assert len(attnviz.prepare(long, model=folder, max_tokens=4096).pieces) > 2048
     assert len(attnviz.prepare(long, model=folder, max_tokens=100, truncate=True).pieces) == 100
-    with pytest.raises(BadInput, match=r"--max-tokens 5000 is out of range.*at most 4,096"):
+    with pytest.raises(BadInput, match=r"max_tokens 5000 is out of range.*at most 4,096"):
         attnviz.prepare(long, model=folder, max_tokens=5000)
 
 
@@ -156,7 +156,7 @@ def test_max_tokens_past_what_one_layer_can_keep_is_refused_before_tokenizing(
     with pytest.raises(BadInput) as info:
         attnviz.prepare(huge, model=folder, max_tokens=200)
     message = str(info.value)
-    assert "\n" not in message and "use --max-tokens 100 or less" in message
+    assert "\n" not in message and "use max_tokens 100 or less" in message
     assert "ATTNVIZ_ATTENTION_MB" in message
     short = attnviz.prepare(TEXT, model=folder, max_tokens=100)
     assert short.shape.token_limit()[0] == 100  # the default follows the budget too

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.model.encoder import Embeddings, Encoder, EncoderConfig, MultiHeadAttention
+from attnviz.model.attention import MultiHeadAttention
+from attnviz.model.config import EncoderConfig
+from attnviz.model.encoder import Embeddings, Encoder
 
 B, T, C, NH = 2, 7, 24, 4
 

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from attnviz.errors import AttnvizError
-from attnviz.model.encoder import ACTIVATIONS
-from attnviz.model.families import ACTIVATION_NAMES, read_config
+from attnviz.model.config import ACTIVATION_NAMES
+from attnviz.model.families import read_config
+from attnviz.model.layers import ACTIVATIONS
 from attnviz.model.locate import EMBEDDED_NAME, locate
 from attnviz.model.weights import (
     convert_state_dict,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.measures.query import QueryRow
     from attnviz.measures.views import AttentionView
-    from attnviz.model.decoder_families import DecoderConfig
+    from attnviz.model.config import DecoderConfig
     from attnviz.model.families import ModelShape
     from attnviz.prepared import Prepared
 

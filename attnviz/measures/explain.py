@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from attnviz.measures.inputs import ModelInput
+    from attnviz.model.attention import MultiHeadAttention
     from attnviz.model.decoder import Decoder
-    from attnviz.model.encoder import Encoder, MultiHeadAttention
+    from attnviz.model.encoder import Encoder
     from attnviz.text.tokenize import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]
@@ -226,8 +227,9 @@ def explain(
     import_torch()
     import torch
 
+    from attnviz.model.attention import Rotary
     from attnviz.model.decoder import decoder_mask, rotary_frequencies
-    from attnviz.model.encoder import Rotary, hiding_mask
+    from attnviz.model.encoder import hiding_mask
     from attnviz.model.weights import load_encoder
 
     pieces = prepared.pieces

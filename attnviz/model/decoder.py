@@ -12,7 +12,7 @@ differ around that attention:
   gated SiLU feed-forward (SwiGLU). Mistral, and some Qwen2 layers, look back at most
   `sliding_window` tokens.
 
-Names as in attnviz.model.encoder: B batch, T tokens, C hidden size, nh query heads,
+Names as in attnviz.model.attention: B batch, T tokens, C hidden size, nh query heads,
 n_kv key/value heads, hs head size, L layers.
 """
 
@@ -22,10 +22,11 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from attnviz.model.decoder_families import DecoderConfig
-from attnviz.model.encoder import ACTIVATIONS, EncoderOutput, MultiHeadAttention, Rotary
+from attnviz.model.attention import MultiHeadAttention, Rotary
+from attnviz.model.config import DecoderConfig
+from attnviz.model.layers import ACTIVATIONS, EncoderOutput, run_layers
 
 
 def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
@@ -168,33 +169,26 @@ class Decoder(nn.Module):
         accepted for the encoder's signature: a decoder has no segments and is always causal.
         """
         cfg = self.config
-        keep = list(range(cfg.num_layers)) if layers is None else list(layers)
-        B, T = input_ids.shape
+        T = input_ids.shape[1]
         x = self.tokens(input_ids)  # (B, T, C)
         rotary = None
         if self.positions is not None:  # GPT-2: a learned vector per position
             x = x + self.positions(torch.arange(T, device=input_ids.device))[None]  # (B, T, C)
         else:  # Llama: positions enter as rotations of q and k in every layer
             rotary = Rotary(self._frequencies(), torch.arange(T, device=input_ids.device), x.dtype)
-        masks: dict[int | None, torch.Tensor] = {}
-        weights = x.new_empty(len(keep), B, cfg.num_heads, T, T)  # (len(keep), B, nh, T, T)
-        inputs = []
-        last = max(keep, default=-1)
-        for i, layer in enumerate(self.layers):
-            if i > last:
-                break
+        masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
+
+        def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
             window = cfg.window(i)
             if window not in masks:
                 masks[window] = decoder_mask(T, window, attention_mask, input_ids.device)
-            if keep_inputs:
-                inputs.append(x)
-            slot = keep.index(i) if i in keep else None
-            x, w = layer(x, masks[window], weights[slot] if slot is not None else None, rotary)
-            if slot is not None and w.data_ptr() != weights[slot].data_ptr():
-                weights[slot] = w  # a path that could not write in place (autograd)
-        if last == cfg.num_layers - 1:
-            x = self.final_norm(x)
-        return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)
+            return self.layers[i](x, masks[window], out, rotary)  # (B, T, C), (B, nh, T, T)
+
+        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs)
+        last = cfg.num_layers - 1 if layers is None else max(layers, default=-1)
+        if last == cfg.num_layers - 1:  # the whole stack ran: its final norm closes it
+            out = out._replace(hidden_states=self.final_norm(out.hidden_states))  # (B, T, C)
+        return out
 
     def _frequencies(self) -> torch.Tensor:
         if self.inv_freq is None or self.inv_freq.device.type == "meta":

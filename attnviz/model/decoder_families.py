@@ -2,61 +2,21 @@
 
 `describe_decoder` checks a decoder's config.json and returns its `DecoderConfig`:
 every size a whole number in range, every setting that changes attention either
-computed or refused in one line that names the key. `DECODER_FAMILIES` names each
+computed or refused in one line that names the key. `DECODER_LAYOUTS` names each
 family's state-dict layout.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from attnviz.errors import AttnvizError
+from attnviz.model.config import DecoderConfig, check_activation, shown, whole
 
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
 DECODER_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
 # Rotary scalings computed (rotary_frequencies in attnviz.model.decoder); others are refused.
 ROPE_TYPES = ("default", "linear", "llama3")
-
-
-@dataclass(frozen=True)
-class DecoderConfig:
-    """The shape of a decoder; `kind` is "gpt2" or "llama" (Llama, Mistral, Qwen2)."""
-
-    kind: str
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_size: int
-    intermediate_size: int
-    max_positions: int
-    norm_eps: float
-    hidden_act: str
-    qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
-    out_bias: bool = False
-    mlp_bias: bool = False
-    # Llama family: rotary frequencies, and per layer how far back a token may look.
-    rope_theta: float = 10000.0
-    rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none
-    sliding_windows: tuple[int | None, ...] = ()  # per layer; (): no window anywhere
-    # GPT-2: how its config scales the scores.
-    scale_attn_weights: bool = True
-    scale_by_inverse_layer: bool = False
-
-    def scale(self, layer: int) -> float:
-        """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1)."""
-        scale = 1 / math.sqrt(self.head_size) if self.scale_attn_weights else 1.0
-        return scale / (layer + 1) if self.scale_by_inverse_layer else scale
-
-    def window(self, layer: int) -> int | None:
-        return self.sliding_windows[layer] if self.sliding_windows else None
-
-    @property
-    def rope_type(self) -> str:
-        return str(dict(self.rope_scaling).get("rope_type", "default"))
 
 
 # Checkpoint names -> this project's, `{i}` a layer number. GPT-2's fused c_attn is split
@@ -102,15 +62,6 @@ def layout(model_type: str) -> str:
     return "gpt2" if model_type == "gpt2" else "llama"
 
 
-def _shown(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> DecoderConfig:
     """The decoder a config.json describes, checked before anything is allocated."""
     name = DECODER_NAMES[model_type]
@@ -119,9 +70,9 @@ def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> Decode
         value = raw.get(key, default)
         if value is None:
             value = default
-        if not _whole(value, low, _LIMITS[limit]):
+        if not whole(value, low, _LIMITS[limit]):
             raise AttnvizError(
-                f"{where} has {key}={_shown(value)}; expected a whole number from {low} to "
+                f"{where} has {key}={shown(value)}; expected a whole number from {low} to "
                 f"{_LIMITS[limit]}: the config is corrupt or not a {name}"
             )
         return int(value)
@@ -132,7 +83,7 @@ def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> Decode
             return default
         if not isinstance(value, bool):
             raise AttnvizError(
-                f"{where} has {key}={_shown(value)}; expected true or false: the config is corrupt"
+                f"{where} has {key}={shown(value)}; expected true or false: the config is corrupt"
             )
         return value
 
@@ -153,7 +104,7 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
             f"{where} has n_embd={hidden}, not divisible by n_head={heads}: the config is corrupt"
         )
     inner = size("n_inner", 4 * hidden, "intermediate")
-    act = _activation(raw, "activation_function", "gelu_new", where)
+    act = check_activation(raw.get("activation_function", "gelu_new"), "activation_function", where)
     eps = number("layer_norm_epsilon", 1e-5)
     if not eps < 1:
         raise AttnvizError(f"{where} has layer_norm_epsilon={eps}; expected a small number")
@@ -177,18 +128,6 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
     )
-
-
-def _activation(raw: dict[str, Any], key: str, default: str, where: str) -> str:
-    from attnviz.model.families import ACTIVATION_NAMES
-
-    act = raw.get(key, default)
-    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
-        raise AttnvizError(
-            f"{where} uses {key}={_shown(act)}, which attnviz does not compute; supported: "
-            f"{', '.join(ACTIVATION_NAMES)}"
-        )
-    return act
 
 
 def _llama(
@@ -216,13 +155,13 @@ def _llama(
         )
     if raw.get("pretraining_tp", 1) not in (1, None):
         raise AttnvizError(
-            f"{where} has pretraining_tp={_shown(raw.get('pretraining_tp'))}; attnviz computes "
+            f"{where} has pretraining_tp={shown(raw.get('pretraining_tp'))}; attnviz computes "
             "Llama with pretraining_tp 1 only (as transformers does by default): set it to 1"
         )
     partial = raw.get("partial_rotary_factor", 1.0)
     if partial not in (1, 1.0, None):
         raise AttnvizError(
-            f"{where} has partial_rotary_factor={_shown(partial)}; attnviz rotates whole heads "
+            f"{where} has partial_rotary_factor={shown(partial)}; attnviz rotates whole heads "
             "only (1.0)"
         )
     theta, scaling = _rope(raw, where, number)
@@ -239,7 +178,7 @@ def _llama(
         intermediate_size=size("intermediate_size", 11008, "intermediate"),
         max_positions=size("max_position_embeddings", 2048, "positions"),
         norm_eps=number("rms_norm_eps", 1e-6),
-        hidden_act=_activation(raw, "hidden_act", "silu", where),
+        hidden_act=check_activation(raw.get("hidden_act", "silu"), "hidden_act", where),
         qkv_bias=bias,
         out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
         mlp_bias=flag("mlp_bias", False),
@@ -255,7 +194,7 @@ def _rope(
     """rope_theta and the scaling, from `rope_parameters` (transformers 5) or the older keys."""
     params = raw.get("rope_parameters")
     if params is not None and not isinstance(params, dict):
-        raise AttnvizError(f"{where} has rope_parameters={_shown(params)}; expected an object")
+        raise AttnvizError(f"{where} has rope_parameters={shown(params)}; expected an object")
     if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
         raise AttnvizError(
             f"{where} has rotary parameters per layer type; attnviz computes one rotary setting "
@@ -265,7 +204,7 @@ def _rope(
     old = raw.get("rope_scaling")
     if old is not None:
         if not isinstance(old, dict):
-            raise AttnvizError(f"{where} has rope_scaling={_shown(old)}; expected an object")
+            raise AttnvizError(f"{where} has rope_scaling={shown(old)}; expected an object")
         params = {**old, **params}
     theta_source = params if "rope_theta" in params else raw
     theta = (
@@ -276,7 +215,7 @@ def _rope(
     kind = params.get("rope_type", params.get("type", "default"))
     if kind not in ROPE_TYPES:
         raise AttnvizError(
-            f"{where} uses rope_type={_shown(kind)}; attnviz computes rotary embeddings "
+            f"{where} uses rope_type={shown(kind)}; attnviz computes rotary embeddings "
             f"{', '.join(ROPE_TYPES)}: use a model with one of these"
         )
     scaling: dict[str, Any] = {}
@@ -288,9 +227,9 @@ def _rope(
             for key in ("factor", "low_freq_factor", "high_freq_factor")
         }
         original = params.get("original_max_position_embeddings")
-        if not _whole(original, 1, _LIMITS["positions"]):
+        if not whole(original, 1, _LIMITS["positions"]):
             raise AttnvizError(
-                f"{where} has original_max_position_embeddings={_shown(original)} in its llama3 "
+                f"{where} has original_max_position_embeddings={shown(original)} in its llama3 "
                 "rope scaling; expected a whole number: the config is corrupt"
             )
         if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
@@ -314,7 +253,7 @@ def _positive(value: object, key: str, where: str, within: str = "") -> float:
         or not (0 < value < float("inf"))
     ):
         raise AttnvizError(
-            f"{where} has {key}={_shown(value)}{within}; expected a positive number: the config "
+            f"{where} has {key}={shown(value)}{within}; expected a positive number: the config "
             "is corrupt"
         )
     return float(value)
@@ -337,7 +276,7 @@ def _windows(
         )
     ):
         raise AttnvizError(
-            f"{where} has layer_types={_shown(types)}; expected one of full_attention or "
+            f"{where} has layer_types={shown(types)}; expected one of full_attention or "
             f"sliding_attention for each of its {layers} layers: the config is corrupt"
         )
     if raw.get("sliding_window") is None:
@@ -346,7 +285,7 @@ def _windows(
     if model_type == "mistral":
         if types is not None and types != ["sliding_attention"] * layers:
             raise AttnvizError(
-                f"{where} has layer_types={_shown(types)}: a Mistral whose layers alternate "
+                f"{where} has layer_types={shown(types)}: a Mistral whose layers alternate "
                 "between a window and full attention (as Ministral's do), which attnviz does not "
                 "compute; it computes Mistral with one window in every layer"
             )

@@ -12,32 +12,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attnviz.errors import AttnvizError, BadInput, short_reason
 from attnviz.limits import DECODER_TOKENS
-from attnviz.model.decoder_families import (
-    DECODER_NAMES,
-    DECODER_TYPES,
+from attnviz.model.config import (
     DecoderConfig,
-    describe_decoder,
+    EncoderConfig,
+    check_activation,
+    shown,
+    whole,
 )
+from attnviz.model.decoder_families import DECODER_NAMES, DECODER_TYPES, describe_decoder
 
-if TYPE_CHECKING:
-    from attnviz.model.encoder import EncoderConfig
-
-# The activations `attnviz.model.encoder.ACTIVATIONS` computes (named here so checking a
-# config needs no torch; a test keeps the two in step).
-ACTIVATION_NAMES = (
-    "gelu",
-    "gelu_new",
-    "gelu_pytorch_tanh",
-    "gelu_fast",
-    "quick_gelu",
-    "relu",
-    "silu",
-    "swish",
-)
 # Sizes past these are not an encoder this tool can show; refuse before allocating.
 # Keyed by `ModelShape` field; messages name each family's own config key.
 LIMITS = {
@@ -53,7 +40,6 @@ LIMITS = {
 # A config.json larger than this is not a config (real ones are a few kilobytes; a long
 # id2label map makes them some hundreds): refused by its size before it is parsed.
 MAX_CONFIG_BYTES = 8 * 2**20
-# The dtypes `load_encoder` computes in; None means float32.
 
 # ---------------------------------------------------------------------------------------------
 # Families: where each keeps its sizes in config.json and its weights in the state dict.
@@ -267,15 +253,16 @@ class ModelShape:
         own, fits = self.own_max_tokens, longest_input(self.heads)
         if max_tokens is not None:
             limit = check_range(
-                max_tokens, "--max-tokens", (1, own), f" (this model takes at most {own:,})"
+                max_tokens, "max_tokens", (1, own), f" (this model takes at most {own:,})"
             )
             if limit > fits:
                 size = self.heads * limit * limit * 4
                 raise BadInput(
-                    f"--max-tokens {limit}: one layer's attention at {limit:,} pieces is "
+                    f"{{max_tokens}} {limit}: one layer's attention at {limit:,} pieces is "
                     f"{amount(size)} ({self.heads} heads), more than attnviz keeps for one input "
                     f"({amount(self.heads * fits * fits * 4)} fits {fits:,} pieces; "
-                    f"{ATTENTION_ENV} raises the budget): use --max-tokens {fits} or less"
+                    f"{ATTENTION_ENV} raises the budget): use {{max_tokens}} {fits} or less",
+                    param="max_tokens",
                 )
             return limit, "" if limit == own else " (--max-tokens)"
         limit = min(self.max_tokens, own)
@@ -344,21 +331,11 @@ def _model_type(raw: dict[str, Any], where: str) -> str:
     elif isinstance(model_type, str) and model_type in SUPPORTED_TYPES:
         return model_type
     else:
-        what = f"{_shown(model_type)} model"
+        what = f"{shown(model_type)} model"
     raise AttnvizError(
         f"{where} describes a {what}; attnviz computes {SUPPORTED_FAMILIES} "
         f"(model types: {', '.join(SUPPORTED_TYPES)}): pass a checkpoint of one of these"
     )
-
-
-def _shown(value: object, limit: int = 60) -> str:
-    """`repr(value)` cut to `limit` characters: a config's values are echoed, not dumped."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
@@ -380,7 +357,7 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     position_type = raw.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise AttnvizError(
-            f"{where} uses position_embedding_type={_shown(position_type)}; attnviz computes "
+            f"{where} uses position_embedding_type={shown(position_type)}; attnviz computes "
             "only absolute position embeddings"
         )
 
@@ -394,23 +371,18 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         if key is None:
             continue
         sizes[name] = raw.get(key, family.defaults[name])
-        if not _whole(sizes[name], 1, limit):
+        if not whole(sizes[name], 1, limit):
             raise AttnvizError(
-                f"{where} has {key}={_shown(sizes[name])}; expected a whole number from 1 to "
+                f"{where} has {key}={shown(sizes[name])}; expected a whole number from 1 to "
                 f"{limit}: the config is corrupt or not a {family.name}"
             )
     sizes.setdefault("type_vocab_size", 0)  # DistilBERT has no token types
     sizes.setdefault("embedding_size", sizes["hidden"])  # unfactorised embeddings
-    act = value("activation")
-    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
-        raise AttnvizError(
-            f"{where} uses {family.keys['activation']}={_shown(act)}, which attnviz does not "
-            f"compute; supported: {', '.join(ACTIVATION_NAMES)}"
-        )
+    act = check_activation(value("activation"), family.keys["activation"], where)
     eps = value("layer_norm_eps")  # DistilBERT fixes 1e-12 in its code
     if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps < 1:
         raise AttnvizError(
-            f"{where} has layer_norm_eps={_shown(eps)}; expected a small positive number such as "
+            f"{where} has layer_norm_eps={shown(eps)}; expected a small positive number such as "
             "1e-12: the config is corrupt"
         )
     hidden, heads = sizes["hidden"], sizes["heads"]
@@ -424,9 +396,9 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     max_tokens = positions
     if family.pad_positions:
         pad = raw.get("pad_token_id", family.defaults["pad_token_id"])
-        if not _whole(pad, 0, positions - 2):
+        if not whole(pad, 0, positions - 2):
             raise AttnvizError(
-                f"{where} has pad_token_id={_shown(pad)} with "
+                f"{where} has pad_token_id={shown(pad)} with "
                 f"max_position_embeddings={positions}; "
                 f"{family.name} numbers positions after the padding index, so it must be a whole "
                 f"number below {positions - 1}: the config is corrupt"
@@ -484,27 +456,21 @@ def _check_quirks(raw: dict[str, Any], family: Family, where: str) -> None:
         groups, inner = raw.get("num_hidden_groups", 1), raw.get("inner_group_num", 1)
         if groups != 1 or inner != 1 or isinstance(groups, bool) or isinstance(inner, bool):
             raise AttnvizError(
-                f"{where} has num_hidden_groups={_shown(groups)} and "
-                f"inner_group_num={_shown(inner)}; "
+                f"{where} has num_hidden_groups={shown(groups)} and "
+                f"inner_group_num={shown(inner)}; "
                 "attnviz computes ALBERT with one shared layer only (both 1, as every released "
                 "ALBERT has)"
             )
     sinusoidal = raw.get("sinusoidal_pos_embds", False)
     if not isinstance(sinusoidal, bool):
         raise AttnvizError(
-            f"{where} has sinusoidal_pos_embds={_shown(sinusoidal)}; expected true or false: "
+            f"{where} has sinusoidal_pos_embds={shown(sinusoidal)}; expected true or false: "
             "the config is corrupt"
         )
 
 
-def encoder_config(raw: dict[str, Any]) -> EncoderConfig:
-    """The encoder's shape from a config.json (checked again by `describe`)."""
-    return encoder_config_for(describe(raw))
-
-
 def encoder_config_for(shape: ModelShape) -> EncoderConfig:
-    from attnviz.model.encoder import EncoderConfig
-
+    """The encoder's shape from a described config.json."""
     return EncoderConfig(
         vocab_size=shape.vocab,
         hidden_size=shape.hidden,

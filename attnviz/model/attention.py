@@ -1,0 +1,220 @@
+"""Multi-head attention written from scratch, as the lessons teach it: every model runs this one.
+
+The steps, each a visible line of `MultiHeadAttention.forward`: project the queries, keys
+and values; split them into heads; score every query against every key with a dot
+product; divide by sqrt(d_k); hide masked keys; softmax; take the weighted sum of the
+values; join the heads; apply the output projection.
+
+Two steps the decoders add are options of the same attention: `Rotary` turns q and k by
+their positions' angles (RoPE), and fewer key/value heads than query heads is grouped-query
+attention.
+
+Names used throughout: B batch, T tokens (Tq queries, Tk keys), C embedding width,
+nh query heads, n_kv key/value heads, hs head size (C // nh).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+; nothing here is imported at run time
+    from typing_extensions import Self
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention run by `num_heads` heads in parallel.
+
+    `forward(queries, keys, values, mask)` returns the outputs (B, T, C) and the
+    attention weights of every head (B, nh, Tq, Tk). `mask` is a bool tensor
+    broadcastable to (B, nh, Tq, Tk) where True hides a key from a query.
+
+    Two steps of the decoders (attnviz.model.decoder) are options here, so that every model
+    runs this one attention: `rotary` turns q and k by their positions' angles after the
+    split into heads, and `num_kv_heads` < `num_heads` is grouped-query attention, where
+    each key/value head serves `num_heads // num_kv_heads` query heads. `head_size`
+    (default C // nh) and `scale` (default 1 / sqrt(hs)) are what a config may set.
+
+    The lesson is `forward`. Its speed-ups for inference, marked as such, give the same
+    numbers: without gradients the softmax works in place (in `weights_out` when given),
+    and the methods under "Fused Q/K/V" project q, k and v with one matmul.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        bias: bool = True,
+        *,
+        num_kv_heads: int | None = None,
+        head_size: int | None = None,
+        out_bias: bool | None = None,
+        scale: float | None = None,
+    ) -> None:
+        super().__init__()
+        if head_size is None and embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        num_kv_heads = num_kv_heads or num_heads
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(f"num_heads {num_heads} is not a multiple of n_kv {num_kv_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.groups = num_heads // num_kv_heads  # query heads that read one key/value head
+        self.head_size = head_size or embed_dim // num_heads
+        self.scale = scale if scale is not None else 1 / math.sqrt(self.head_size)
+        q_width, kv_width = num_heads * self.head_size, num_kv_heads * self.head_size
+        self.q_proj = nn.Linear(embed_dim, q_width, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, kv_width, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, kv_width, bias=bias)
+        self.out_proj = nn.Linear(q_width, embed_dim, bias=bias if out_bias is None else out_bias)
+        self.widths = (q_width, kv_width, kv_width)  # rows of W_Q, W_K, W_V
+        # Set by fuse_projections(); buffers, so that .to(device) moves them too.
+        self.fused_weight: torch.Tensor | None
+        self.fused_bias: torch.Tensor | None
+        self.register_buffer("fused_weight", None, persistent=False)
+        self.register_buffer("fused_bias", None, persistent=False)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, n·hs) -> (B, n, T, hs): n is nh for queries, n_kv for keys and values."""
+        B, T, _ = x.shape
+        return x.view(B, T, -1, self.head_size).transpose(1, 2)  # (B, n, T, hs)
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        weights_out: torch.Tensor | None = None,
+        rotary: Rotary | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy).
+
+        `rotary` holds the angles of the positions (queries and keys are the same tokens).
+        """
+        B, Tq, _ = queries.shape
+        if self._can_fuse(queries, keys, values):  # speed-up: the same q, k, v in one matmul
+            q, k, v = self._project_fused(queries)
+        else:  # project, and split into heads of hs
+            q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
+            k = self.split_heads(self.k_proj(keys))  # (B, n_kv, Tk, hs)
+            v = self.split_heads(self.v_proj(values))  # (B, n_kv, Tk, hs)
+        if rotary is not None:
+            q, k = rotary.rotate(q), rotary.rotate(k)  # each pair of features turned by its angle
+        if self.groups > 1:  # grouped-query attention: query head h reads key/value head h // g
+            k = k.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
+            v = v.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
+
+        q = q * self.scale  # scale by 1/sqrt(d_k), on Tq·hs numbers rather than Tq·Tk scores
+        # Speed-up: with no gradient wanted, the scores are written into `weights_out` and the
+        # softmax overwrites them (one T·T array per layer, not three); the numbers are the same.
+        fast = not torch.is_grad_enabled()
+        if weights_out is not None and (not fast or weights_out.dtype != q.dtype):
+            weights_out = None
+        scores = torch.matmul(q, k.transpose(-2, -1), out=weights_out)  # (B, nh, Tq, Tk)
+        if mask is not None:
+            scores.masked_fill_(mask, -math.inf)  # (B, nh, Tq, Tk): a hidden key weighs 0
+        weights = torch.softmax(scores, dim=-1, out=scores if fast else None)  # rows sum to 1
+        if mask is not None and bool(mask.all(dim=-1).any()):
+            # A query that may see no key at all gets zeros, not NaN.
+            weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
+
+        heads = weights @ v  # (B, nh, Tq, hs): the weighted sum of the values
+        joined = heads.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, nh·hs): heads side by side
+        return self.out_proj(joined), weights  # (B, Tq, C), (B, nh, Tq, Tk)
+
+    # -----------------------------------------------------------------------
+    # Fused Q/K/V: not part of the lesson. After fuse_projections(), self-attention
+    # without gradients computes q, k and v with one matmul instead of three.
+
+    def fuse_projections(self) -> None:
+        """Keep W_Q, W_K, W_V (and biases) in one tensor; q_proj etc. become views of it.
+
+        Self-attention then projects with one matmul instead of three, which runs
+        faster on a CPU; the numbers are the same, and `q_proj`, `k_proj`, `v_proj`
+        still hold (views of) the model's weights for anyone who reads them. The fused
+        path is taken only while those views are intact and no gradient is wanted;
+        otherwise the three projections run as before.
+        """
+        if self._fused_in_sync():
+            return  # ALBERT's shared layer sits in every slot: fuse once
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight.detach() for p in projections])  # (q + 2·kv, C)
+        self.fused_weight = weight
+        for p, part in zip(projections, weight.split(self.widths), strict=True):
+            p.weight = nn.Parameter(part)
+        self.fused_bias = None
+        if self.q_proj.bias is not None:
+            bias = torch.cat([p.bias.detach() for p in projections])  # (q + 2·kv,)
+            self.fused_bias = bias
+            for p, part in zip(projections, bias.split(self.widths), strict=True):
+                p.bias = nn.Parameter(part)
+
+    def _can_fuse(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> bool:
+        """Self-attention, no gradient wanted, and the fused tensors still the weights."""
+        return not torch.is_grad_enabled() and queries is keys is values and self._fused_in_sync()
+
+    def _project_fused(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The projections of `forward` split into heads, with one matmul: q (B, nh, T, hs), k
+        and v (B, n_kv, T, hs)."""
+        assert self.fused_weight is not None
+        B, T, _ = x.shape
+        qkv = F.linear(x, self.fused_weight, self.fused_bias)  # (B, T, q + 2·kv)
+        if self.groups == 1:
+            qkv = qkv.view(B, T, 3, self.num_heads, self.head_size)  # (B, T, 3, nh, hs)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, nh, T, hs)
+            return q, k, v
+        q, k, v = qkv.split(self.widths, dim=-1)  # (B, T, q), (B, T, kv), (B, T, kv)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def _fused_in_sync(self) -> bool:
+        """Whether q_proj, k_proj and v_proj are still views of the fused tensors."""
+        weight, bias = self.fused_weight, self.fused_bias
+        if weight is None:
+            return False
+        start = 0
+        for p, width in zip((self.q_proj, self.k_proj, self.v_proj), self.widths, strict=True):
+            if p.weight.data_ptr() != weight[start].data_ptr() or p.weight.dtype != weight.dtype:
+                return False
+            if p.bias is not None and (bias is None or p.bias.data_ptr() != bias[start].data_ptr()):
+                return False
+            start += width
+        return True
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
+        """After .to(), .half() and the like, fuse again: the views would point at old memory."""
+        fused = self.fused_weight is not None
+        super()._apply(fn, recurse)
+        if fused:
+            self.fused_weight = None
+            self.fuse_projections()
+        return self
+
+
+class Rotary:
+    """Rotary position embedding (RoPE): the angles of T positions, applied to q and k.
+
+    Feature i of a head is paired with feature i + hs/2; position p turns each pair by
+    p · inv_freq[i]. A dot product of a turned q and a turned k then depends on how far
+    apart the two positions are, not on where they sit.
+    """
+
+    def __init__(self, inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> None:
+        angles = positions.float()[:, None] * inv_freq.float()[None, :]  # (T, hs/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (T, hs): each pair shares its angle
+        self.angles = angles
+        self.cos = angles.cos().to(dtype)  # (T, hs)
+        self.sin = angles.sin().to(dtype)  # (T, hs)
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, n, T, hs) turned: (x1, x2) -> (x1·cos - x2·sin, x2·cos + x1·sin)."""
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]  # (B, n, T, hs/2) each
+        turned = torch.cat([-x2, x1], dim=-1)  # (B, n, T, hs): x rotated a quarter turn
+        return x * self.cos + turned * self.sin  # (B, n, T, hs)

@@ -1,0 +1,125 @@
+"""The shapes of the models attnviz computes, as torch-free dataclasses.
+
+`EncoderConfig` is a BERT-family encoder, `DecoderConfig` a GPT-2 or Llama-family
+decoder: everything the modules of `attnviz.model.encoder` and `attnviz.model.decoder`
+need to build one. The readers of config.json (`attnviz.model.families`,
+`attnviz.model.decoder_families`) fill them in and share the checks below. This module
+never imports torch: a shape is known, and refused, before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from attnviz.errors import AttnvizError
+
+# The feed-forward activations the layers compute (`attnviz.model.layers.ACTIVATIONS`),
+# by their names in config.json; named here so that checking a config needs no torch (a
+# test keeps the two in step).
+ACTIVATION_NAMES = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "quick_gelu",
+    "relu",
+    "silu",
+    "swish",
+)
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The shape of a BERT-family encoder; everything its modules need.
+
+    The defaults are BERT's; each later field is one way a family departs from it.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_positions: int  # rows of the position table
+    type_vocab_size: int = 2  # 0: no token type table (DistilBERT)
+    layer_norm_eps: float = 1e-12
+    hidden_act: str = "gelu"
+    embedding_size: int | None = None  # E when the tables are narrower than C (ELECTRA, ALBERT)
+    project_embeddings: bool = False  # a Linear E -> C after the embedding LayerNorm
+    pad_position: int | None = None  # RoBERTa: real tokens sit at pad + 1, pad + 2, ...
+    shared_layers: bool = False  # ALBERT: one layer's weights in every one of the L slots
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """E, the width of the embedding tables (C unless the family factorises them)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The shape of a decoder; `kind` is "gpt2" or "llama" (Llama, Mistral, Qwen2)."""
+
+    kind: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    intermediate_size: int
+    max_positions: int
+    norm_eps: float
+    hidden_act: str
+    qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
+    out_bias: bool = False
+    mlp_bias: bool = False
+    # Llama family: rotary frequencies, and per layer how far back a token may look.
+    rope_theta: float = 10000.0
+    rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none
+    sliding_windows: tuple[int | None, ...] = ()  # per layer; (): no window anywhere
+    # GPT-2: how its config scales the scores.
+    scale_attn_weights: bool = True
+    scale_by_inverse_layer: bool = False
+
+    def scale(self, layer: int) -> float:
+        """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1)."""
+        scale = 1 / math.sqrt(self.head_size) if self.scale_attn_weights else 1.0
+        return scale / (layer + 1) if self.scale_by_inverse_layer else scale
+
+    def window(self, layer: int) -> int | None:
+        return self.sliding_windows[layer] if self.sliding_windows else None
+
+    @property
+    def rope_type(self) -> str:
+        return str(dict(self.rope_scaling).get("rope_type", "default"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks on config.json values that both readers make.
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters: a config's values are echoed, not dumped."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def whole(value: object, low: int, high: int) -> bool:
+    """Whether `value` is a whole number (not a bool) from `low` to `high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def check_activation(act: object, key: str, where: str) -> str:
+    """`act`, the value of config key `key` in `where`, when the layers compute it."""
+    if not isinstance(act, str) or act not in ACTIVATION_NAMES:
+        raise AttnvizError(
+            f"{where} uses {key}={shown(act)}, which attnviz does not compute; supported: "
+            f"{', '.join(ACTIVATION_NAMES)}"
+        )
+    return act
