@@ -142,6 +142,26 @@ def test_every_shared_option_reaches_the_request(
     assert seen[0] == Request("A sentence.", **expected)
 
 
+IMAGE_ARGS = ["--dpi", "300", "--cmap", "magma", "--theme", "dark", "--transparent"]
+
+
+@pytest.mark.parametrize("name", sorted({*REQUIRED, "stats"} - {"explain", "tokens"}))
+def test_every_image_option_reaches_the_style(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnviz.cli.commands as commands
+    from attnviz.output import ImageStyle
+
+    extra, function = REQUIRED.get(name, ([], "stats"))
+    extra = [arg.replace(".npz", ".png") for arg in extra]  # export: an image
+    out = [] if "--out" in extra else ["--out", "x.png"]
+    annotate = [] if name == "stats" else ["--annotate"]  # the statistics figure refuses it
+    seen: list[Any] = []
+    monkeypatch.setattr(commands, function, lambda *args, **kwargs: seen.append(kwargs["style"]))
+    argv = [name, "A sentence.", *extra, *out, *IMAGE_ARGS, *annotate]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert seen == [ImageStyle(300, "magma", "dark", True, bool(annotate))]
+
+
 def test_flags_name_real_options() -> None:
     """Each flag FLAGS maps a parameter to is an option (or argument) of some command."""
     every = set().union(*(_options(name) for name in COMMANDS), {"TEXT", "TEXTS"})
