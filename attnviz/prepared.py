@@ -298,7 +298,7 @@ class Prepared(_Input):
         if words:
             self.check_words(words, units=units, causal=self.shape.causal or mask == "causal")
         if out is not None:
-            self.check_file(Path(out), measure=measure)
+            self.check_file(out, measure=measure)
 
     def analyse(
         self,
@@ -358,7 +358,8 @@ class Prepared(_Input):
         from attnviz.measures.find import check_direction
         from attnviz.text.match import find_label
 
-        labels = [w.label for w in self.words] if units == "words" else self.labels
+        by_word = check_choice(units, ("words", "tokens"), "units") == "words"
+        labels = [w.label for w in self.words] if by_word else self.labels
         found = {}
         for param, word in words.items():
             try:
@@ -369,12 +370,13 @@ class Prepared(_Input):
             check_direction(labels, found["source"], found["target"], causal)
         return found
 
-    def check_file(self, out: Path, *, measure: str = "weight") -> None:
+    def check_file(self, out: str | Path, *, measure: str = "weight") -> None:
         """Refuse `out` when what it would hold is refused: a page (.html) of a measure other
         than the weight, or a .json or .html file of more weights than attnviz writes."""
         from attnviz.limits import check_export
         from attnviz.output import HTML_SUFFIXES
 
+        out = Path(out)
         if measure != "weight" and out.suffix.lower() in HTML_SUFFIXES:
             raise BadInput(
                 f"{out.suffix} pages show the attention weights: drop {{measure}}, or write an "
