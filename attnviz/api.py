@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attnviz import perf
@@ -22,6 +23,8 @@ from attnviz.prepared import Prepared
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.measures.stats import HeadStats
+    from attnviz.model.families import ModelShape
+    from attnviz.prepared import ModelInfo
 
 __all__ = ["analyse", "head_stats", "prepare"]
 
@@ -253,3 +256,69 @@ def _model(model: object) -> str | None:
         f"model must be a folder or a Hugging Face Hub id (a str or a path), got "
         f"{type(model).__name__}"
     )
+
+
+@dataclass(frozen=True)
+class ModelDetails:
+    """A model as `attnviz info` describes it, read from its files without loading weights."""
+
+    model: ModelInfo  # name, family, layers, heads, folder, origin, tokenizer, languages
+    shape: ModelShape  # every size its config gives, a decoder's positions and window
+    parameters: int  # the encoder's (a decoder's LM head not counted)
+    weights: tuple[str, ...]  # the weight files' names, shards in order; () when there are none
+
+
+def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
+    """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,
+    parameter count and weight files; no weights loaded, no torch imported."""
+    from attnviz.errors import AttnvizError
+    from attnviz.model.families import describe, read_config
+    from attnviz.model.locate import locate
+    from attnviz.model.weights import count_parameters, weight_files
+    from attnviz.prepared import ModelInfo
+    from attnviz.text.vocabulary import describe_tokenizer, model_languages
+
+    source = locate(_model(model))
+    shape = describe(read_config(source.folder))
+    try:
+        weights = tuple(path.name for path in weight_files(source.folder))
+    except AttnvizError:
+        weights = ()
+    info = ModelInfo(
+        source.name,
+        shape.family,
+        shape.layers,
+        shape.heads,
+        source.folder,
+        source.origin,
+        describe_tokenizer(source.folder),
+        model_languages(source.folder),
+        decoder=shape.causal,
+        kv_heads=shape.kv_heads,
+    )
+    return ModelDetails(info, shape, count_parameters(source.folder), weights)
+
+
+def check_head_stats(
+    *, by: str = "layer", top: int | None = None, model: str | os.PathLike[str] | None = None
+) -> None:
+    """Refuse, before any work, the `by` and `top` that `head_stats(...).sorted` would refuse
+    for `model`: an unknown column, an encoder's column (cls, sep, next) for a decoder, or a
+    decoder's (first) for an encoder. Reads the model's config.json only."""
+    from attnviz.measures.stats import check_sort_column, sort_records
+
+    sort_records([], by, top)
+    if by in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
+        from attnviz.model.families import describe, read_config
+        from attnviz.model.locate import locate
+
+        decoder = describe(read_config(locate(_model(model)).folder)).causal
+        check_sort_column(by, decoder=decoder)
+
+
+def sample_sentences() -> list[str]:
+    """The sample sentences attnviz ships, English first; the command line reads the first
+    when it is given no text."""
+    from attnviz.text.samples import sample_sentences as samples
+
+    return samples()

@@ -7,10 +7,11 @@ model it is for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import isqrt
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
@@ -161,13 +162,49 @@ class Prepared(TokenizedInput):
         layer: int | None = None,
         head: int | None = None,
         heads: Sequence[int] | None = None,
+        measure: str = "weight",
+        view: str = "show",
+        words: Mapping[str, str] | None = None,
+        units: str = "words",
+        mask: str = "none",
+        out: str | Path | None = None,
+        compared: bool = False,
     ) -> None:
-        """Refuse a layer, head or list of heads this model does not have, before computing."""
+        """Refuse, before any attention is computed (no weights, no torch), what the call these
+        arguments are for would refuse. The command line's one pre-check; from Python:
+        `attnviz.prepare(text).check(layer=9)`.
+
+        - `layer`, `head`, `heads`: one this model does not have.
+        - `measure` (see `Analysis.measure`): a per-layer measure asked for one head, a list
+          of `heads` or the heads `view` ("show", "heads", "model"); any but the weight on a
+          decoder. `compared`: the measures `Analysis.compare` sets side by side, which
+          need an encoder.
+        - `words`: each argument's name and the word it names, e.g. `{"source": "he",
+          "target": "John"}` (`Analysis.find`) or `{"query": "he"}`, looked up among the
+          words (or pieces, `units="tokens"`); `source` after `target` under a causal
+          attention (a decoder, or `mask="causal"`).
+        - `out`, the file to write: a page (.html) of a measure other than the weight; a
+          .json or .html file of more weights than attnviz writes.
+        """
+        from attnviz.measures.contributions import (
+            check_decoder_comparison,
+            check_measure,
+            check_model,
+        )
+
+        check_measure(measure, head=head, heads=heads, view=view)
         if layer is not None:
             resolve_index(layer, self.num_layers, "layer")
         if head is not None:
             resolve_index(head, self.num_heads, "head")
         resolve_heads(heads, self.num_heads)
+        check_model(self, measure)
+        if compared:
+            check_decoder_comparison(self)
+        if words:
+            self.check_words(words, units=units, causal=self.shape.causal or mask == "causal")
+        if out is not None:
+            self.check_file(out, measure=measure)
 
     def analyse(
         self,
@@ -219,3 +256,39 @@ class Prepared(TokenizedInput):
         self.check(layer=layer, head=head)
         explanation = explain(self, layer=layer, head=head, query=query.index, causal=causal)
         return dataclasses.replace(explanation, lang=lang)
+
+    def check_words(
+        self, words: Mapping[str, str], *, units: str = "words", causal: bool = False
+    ) -> dict[str, int]:
+        """Where each word of `words` (an argument's name -> the word it names) is, in `units`;
+        refused when the text lacks it, or when `source` comes before `target` and the
+        attention looks only back (`causal`)."""
+        from attnviz.measures.find import check_direction
+        from attnviz.text.match import find_label
+
+        by_word = check_choice(units, ("words", "tokens"), "units") == "words"
+        labels = [w.label for w in self.words] if by_word else self.labels
+        found = {}
+        for param, word in words.items():
+            try:
+                found[param] = find_label(labels, word, "{" + param + "}")
+            except BadInput as exc:  # named by its argument: `source`, or --from on the CLI
+                raise BadInput(exc.template, param=(*exc.params, param)) from None
+        if "source" in found and "target" in found:
+            check_direction(labels, found["source"], found["target"], causal)
+        return found
+
+    def check_file(self, out: str | Path, *, measure: str = "weight") -> None:
+        """Refuse `out` when what it would hold is refused: a page (.html) of a measure other
+        than the weight, or a .json or .html file of more weights than attnviz writes."""
+        from attnviz.limits import check_export
+        from attnviz.output import HTML_SUFFIXES
+
+        out = Path(out)
+        if measure != "weight" and out.suffix.lower() in HTML_SUFFIXES:
+            raise BadInput(
+                f"{out.suffix} pages show the attention weights: drop {{measure}}, or write an "
+                "image",
+                param="measure",
+            )
+        check_export(out.suffix, self.attention_bytes() // 4)

@@ -2,7 +2,8 @@
 
 `app` declares the commands and their options, `options` the options they share,
 `input` reads and checks what the user typed, `errors` turns failures into one line
-and an exit code, and `commands` calls the API and prints.
+and an exit code, and `commands` calls the API and prints; `lazy` and `help` keep the
+start-up light.
 """
 
 from attnviz.perf import paused_gc

@@ -2,19 +2,22 @@
 
 Only typer and the standard library are imported at start-up, so `attnviz --help`
 is instant; each command imports what it needs when it runs. Each command reads
-its input (`input`), turns its options into plain values and calls the function of
-the same name in `commands`, which calls the public API and prints. The shared
-options live in `options`; failures become one line and an exit code in `errors`.
+its request (`input.read_request`, every option passed by name, never by reflection),
+turns its other options into plain values and calls the function of the same name in
+`commands`, which calls the public API and prints. The shared options live in
+`options`; failures become one line and an exit code in `errors`; `help` keeps
+`--help` light.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
-import importlib
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +29,7 @@ from attnviz.cli.errors import (
     replace_unencodable,
     silence_stdout,
 )
+from attnviz.cli.help import import_rich_help
 from attnviz.cli.input import (
     check_image_options,
     console_width,
@@ -33,9 +37,7 @@ from attnviz.cli.input import (
     exclude_list,
     given_on_command_line,
     head_list,
-    read_text,
-    stdin_is_data,
-    utf8,
+    read_request,
 )
 from attnviz.cli.lazy import lazy_group
 from attnviz.cli.options import (
@@ -80,7 +82,6 @@ from attnviz.perf import import_quietly
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnviz.cli.commands import Input
     from attnviz.output import ImageStyle
 
 
@@ -127,40 +128,17 @@ def _commands() -> types.ModuleType:
     return sys.modules["attnviz.cli.commands"]
 
 
+@contextlib.contextmanager
+def _running(debug: bool) -> Iterator[types.ModuleType]:
+    """A command's body: `commands` to call, its failures one line on stderr (`errors`)."""
+    with failures(debug):
+        yield _commands()
+
+
 def _console() -> Console:
     from rich.console import Console
 
     return Console(highlight=False, width=console_width())
-
-
-def _input(given: dict[str, Any]) -> Input:
-    """What to analyse, from a command's parameters (its `locals()`).
-
-    Every command that reads a text declares the same options under the same names
-    (`text`, `model`, `truncate`, `max_tokens`, and those of `pair`, `mask`, `no_cache`,
-    `dtype`, `quiet`, `measure` it takes); one it does not take has its default.
-    """
-    from attnviz.cli.commands import Input
-
-    text, pair = given.get("text"), given.get("pair")
-    if pair is not None:
-        if not pair.strip():
-            raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
-        pair = utf8(pair, "--pair")
-    from_stdin = text is None and stdin_is_data()
-    return Input(
-        read_text(text),
-        given.get("model"),
-        given.get("truncate", False),
-        pair,
-        given.get("mask", Mask.none).value,
-        not given.get("no_cache", False),
-        given.get("dtype", Dtype.float32).value,
-        given.get("quiet", False),
-        from_stdin,
-        given.get("measure", Measure.weight).value,
-        given.get("max_tokens"),
-    )
 
 
 def _images(
@@ -226,12 +204,13 @@ def show(
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
+                               measure=measure)  # fmt: skip
         commands.show(
             _console(),
-            _input(locals()),
+            request,
             layer=layer,
             head=head,
             units=units.value,
@@ -272,12 +251,13 @@ def heads(
 
     [bold]Example:[/bold] attnviz heads --layer 3
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
+                               measure=measure)  # fmt: skip
         commands.heads(
             _console(),
-            _input(locals()),
+            request,
             layer=layer,
             units=units.value,
             out=out,
@@ -315,12 +295,13 @@ def model_view(
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
+                               measure=measure)  # fmt: skip
         commands.model_view(
             _console(),
-            _input(locals()),
+            request,
             units=units.value,
             out=out,
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
@@ -377,8 +358,7 @@ def explain(
     [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
-    with failures(debug):
-        commands = _commands()
+    with _running(debug) as commands:
         from attnviz.i18n import default_lang
 
         if (token is None) == (index is None):
@@ -386,9 +366,11 @@ def explain(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask)  # fmt: skip
         commands.explain(
             _console(),
-            _input(locals()),
+            request,
             token=token,
             index=index,
             layer=layer,
@@ -449,12 +431,13 @@ def rollout(
 
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
+                               measure=measure)  # fmt: skip
         commands.rollout(
             _console(),
-            _input(locals()),
+            request,
             upto=upto,
             units=units.value,
             top=top,
@@ -519,12 +502,13 @@ def find(
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
+                               dtype=dtype)  # fmt: skip
         commands.find(
             _console(),
-            _input(locals()),
+            request,
             source=source,
             target=target,
             top=top,
@@ -575,14 +559,15 @@ def compare_measures(
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
         if not query.strip():
             raise BadInput("say which query to compare: pass --query WORD")
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
+                               dtype=dtype)  # fmt: skip
         commands.compare_measures(
             _console(),
-            _input(locals()),
+            request,
             query=query,
             layer=layer,
             top=top,
@@ -685,9 +670,7 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
         if annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
         commands.stats(
@@ -721,10 +704,10 @@ def tokens(
 
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
-    with failures(debug):
-        commands = _commands()
-
-        commands.tokens(_console(), _input(locals()))
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens)  # fmt: skip
+        commands.tokens(_console(), request)
 
 
 @catalogue.command()
@@ -733,9 +716,7 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
         commands.info(_console(), model)
 
 
@@ -782,11 +763,12 @@ def export(
 
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
+                               measure=measure)  # fmt: skip
         commands.export(
-            _input(locals()),
+            request,
             out=out,
             view=view.value,
             layer=layer,
@@ -812,9 +794,7 @@ def cache_info(debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz cache info
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
         commands.cache_info(_console())
 
 
@@ -824,56 +804,8 @@ def cache_clear(debug: DebugOpt = False) -> None:
 
     [bold]Example:[/bold] attnviz cache clear
     """
-    with failures(debug):
-        commands = _commands()
-
+    with _running(debug) as commands:
         commands.cache_clear(_console())
-
-
-def _stand_in(module: str, name: str) -> type:
-    """A class that stands for `module.name` and imports `module` only when it is used."""
-
-    def real() -> Any:
-        return getattr(importlib.import_module(module), name)
-
-    class Deferred(type):
-        def __getattr__(cls, attr: str) -> Any:
-            return getattr(real(), attr)
-
-        def __instancecheck__(cls, obj: Any) -> bool:
-            return isinstance(obj, real())
-
-    class StandIn(metaclass=Deferred):
-        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-            return real()(*args, **kwargs)
-
-    return StandIn
-
-
-def _import_rich_help() -> None:
-    """Import typer's rich help formatter without rich.markdown and rich.traceback.
-
-    typer.rich_utils imports both at the top, and with them markdown-it, pygments and
-    attrs: about half of `attnviz --help`. attnviz's help is rich markup, never Markdown
-    (`rich_markup_mode="rich"`), and tracebacks are typer's pretty exceptions, which are
-    off; so while rich_utils is imported, those two names are stand-ins that import the
-    real module if they are ever used. sys.modules is left as it was.
-    """
-    if "typer.rich_utils" in sys.modules:
-        return
-    placeholders = {}
-    for module, name in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
-        if module not in sys.modules:
-            placeholder = types.ModuleType(module)
-            setattr(placeholder, name, _stand_in(module, name))
-            placeholders[module] = placeholder
-    sys.modules.update(placeholders)
-    try:
-        importlib.import_module("typer.rich_utils")
-    finally:
-        for module, placeholder in placeholders.items():
-            if sys.modules.get(module) is placeholder:
-                del sys.modules[module]
 
 
 def main() -> None:
@@ -887,7 +819,7 @@ def main() -> None:
         # The help is printed and the process ends: the cyclic collector would only walk
         # the objects of typer's and rich's imports, finding nothing to free.
         gc.disable()
-        _import_rich_help()
+        import_rich_help()
     try:
         app()
     except BrokenPipeError:

@@ -21,37 +21,17 @@ from rich.text import Text
 
 from attnviz import api
 from attnviz.cli.errors import defer_note
+from attnviz.cli.input import Request
 from attnviz.errors import BadInput
-from attnviz.limits import attention_budget, check_export
+from attnviz.limits import attention_budget
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.measures.query import QueryRow
-    from attnviz.measures.views import AttentionView
-    from attnviz.model.config import DecoderConfig
-    from attnviz.model.families import ModelShape
     from attnviz.prepared import Prepared
 
 
 PAGES = IMAGE_SUFFIXES + HTML_SUFFIXES  # what --out writes on show, heads and model
-
-
-@dataclass(frozen=True)
-class Input:
-    """What to analyse: the text (and its pair), the model, truncation, mask, cache, dtype."""
-
-    text: str
-    model: str | None = None
-    truncate: bool = False
-    pair: str | None = None
-    mask: str = "none"  # "causal": a what-if mask
-    cache: bool = True  # read and write the attention cache
-    dtype: str = "float32"  # what the encoder computes in
-    quiet: bool = False  # no notes on stderr
-    from_stdin: bool = False  # the text was read from standard input
-    measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
-    max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
 
 
 @dataclass(frozen=True)
@@ -64,45 +44,45 @@ class BatchOptions:
     dtype: str = "float32"
 
 
-def _prepare(inp: Input, cached: bool = False) -> tuple[Prepared, Analysis | None]:
+def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis | None]:
     """Tokenize for the model, or with `cached` first look for an analysis of the text in
     the cache (whose entry brings the pieces: no tokenizer then); notes on stderr (never
     stdout, so JSON stays clean)."""
-    text, pair, model, truncate = inp.text, inp.pair, inp.model, inp.truncate
+    text, pair, model, truncate = request.text, request.pair, request.model, request.truncate
     try:
         hit = None
-        if cached and inp.cache:
-            hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=inp.mask,
-                                 dtype=inp.dtype, max_tokens=inp.max_tokens)  # fmt: skip
+        if cached and request.cache:
+            hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=request.mask,
+                                 dtype=request.dtype, max_tokens=request.max_tokens)  # fmt: skip
         if hit is not None:
             prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
-                                   cache=inp.cache, max_tokens=inp.max_tokens)  # fmt: skip
+                                   cache=request.cache, max_tokens=request.max_tokens)  # fmt: skip
     except BadInput as exc:
-        if inp.from_stdin and str(exc).startswith("the text "):
+        if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
                 f"{exc} (the text was read from standard input; to pass it as an argument "
                 "instead, quote it: attnviz COMMAND \"TEXT\"; in a 'while read' loop add "
                 "</dev/null so the command does not read the loop's input)"
             ) from None
         raise
-    if (prepared.dropped or prepared.pieces.cut) and not inp.quiet:
+    if (prepared.dropped or prepared.pieces.cut) and not request.quiet:
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
-        limit, why = prepared.shape.token_limit(inp.max_tokens)
+        limit, why = prepared.shape.token_limit(request.max_tokens)
         kept = f"; {limit} are read{why}" if why else f" (the model takes {limit})"
         print(
             f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}",
             file=sys.stderr,
         )
-    note = None if inp.quiet else prepared.fit_note()
+    note = None if request.quiet else prepared.fit_note()
     if note:
         defer_note(note)
     return prepared, hit
 
 
 def _analyse(
-    inp: Input,
+    request: Request,
     out: Path | None,
     style: ImageStyle,
     *,
@@ -116,40 +96,17 @@ def _analyse(
     one_layer: bool = False,
     compared: bool = False,
 ) -> Analysis:
-    """Check the output, the layer and head and the `words` named by options (cheaply,
-    before torch), and that the model computes the measures asked for (`compared`: all of
-    them), then compute. `one_layer`: the command shows `layer` only, so a long input
-    whose whole attention is too large keeps just that layer."""
-    from attnviz.measures.contributions import check_measure
-
-    check_measure(inp.measure, head=head, heads=heads, view=view)
-    if inp.measure != "weight" and out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        raise BadInput(
-            f"{out.suffix} pages show the attention weights: drop --measure, or write an image"
-        )
+    """Check the output, then (`Prepared.check`: cheaply, before torch) the layer and head,
+    the measure, the `words` named by options (an argument's name -> its word) and what
+    `out` would hold (`compared`: every measure is asked for), then compute. `one_layer`:
+    the command shows `layer` only, so a long input whose whole attention is too large
+    keeps just that layer."""
     if out is not None:
         check_output(out, allowed, style)
-    prepared, hit = _prepare(inp, cached=True)  # a text seen before: no tokenizer either
-    prepared.check(layer=layer, head=head, heads=heads)
-    from attnviz.measures.contributions import check_model
-
-    check_model(prepared, inp.measure)  # before the attention is computed
-    if compared:
-        from attnviz.measures.contributions import check_decoder_comparison
-
-        check_decoder_comparison(prepared)
-    if words:
-        from attnviz.text.match import find_label
-
-        labels = [w.label for w in prepared.words] if units == "words" else prepared.labels
-        found = {option: find_label(labels, word, option) for option, word in words.items()}
-        if "--from" in found and "--to" in found:
-            from attnviz.measures.find import check_direction
-
-            causal = prepared.shape.causal or inp.mask == "causal"
-            check_direction(labels, found["--from"], found["--to"], causal)
-    if out is not None:
-        check_export(out.suffix, prepared.attention_bytes() // 4)  # before the work
+    prepared, hit = _prepare(request, cached=True)  # a text seen before: no tokenizer either
+    prepared.check(layer=layer, head=head, heads=heads, measure=request.measure, view=view,
+                   words=words, units=units, mask=request.mask, out=out,
+                   compared=compared)  # fmt: skip
     if hit is not None:
         return hit
     # A long input whose whole attention is too large: keep only the layer this view shows.
@@ -163,15 +120,11 @@ def _analyse(
             )
         layers = [-1 if layer is None else layer]
         note = prepared.memory_note(layers)
-        if note and not inp.quiet:
+        if note and not request.quiet:
             print(f"note: {note}", file=sys.stderr)
-    return prepared.analyse(mask=inp.mask, dtype=inp.dtype, cache=inp.cache, layers=layers)
-
-
-def _max_tokens(shape: ModelShape) -> str:
-    """The longest input read, and the model's own limit when attnviz's bound is lower."""
-    limit, why = shape.token_limit()
-    return f"{limit:,}{why}"
+    return prepared.analyse(
+        mask=request.mask, dtype=request.dtype, cache=request.cache, layers=layers
+    )
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -183,14 +136,14 @@ def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> 
 
 
 def _save(
-    analysis: Analysis, out: Path, view: str, style: ImageStyle, inp: Input, **where: Any
+    analysis: Analysis, out: Path, view: str, style: ImageStyle, request: Request, **where: Any
 ) -> None:
     """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
     or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
         analysis.save(out, view, **where, theme=style.theme)
     else:
-        analysis.save(out, view, **where, measure=inp.measure, **asdict(style))
+        analysis.save(out, view, **where, measure=request.measure, **asdict(style))
 
 
 def _show_result(console: Console, result: Any, as_json: bool, out: Path | None) -> None:
@@ -215,7 +168,7 @@ def _json(record: Any) -> None:
 
 def show(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     layer: int,
     head: int | None,
@@ -227,11 +180,11 @@ def show(
     exclude: Sequence[str] | None = None,
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted."""
-    words = {"--query": query} if query is not None else {}
+    words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
     _page_shows_every_token(out, exclude)
     analysis = _analyse(
-        inp,
+        request,
         out,
         style,
         allowed=allowed,
@@ -241,8 +194,8 @@ def show(
         units=units,
         one_layer=True,
     )
-    view = analysis.view(layer, head, units, exclude=exclude, measure=inp.measure)
-    shown: AttentionView | QueryRow = view if query is None else view.row(query)
+    view = analysis.view(layer, head, units, exclude=exclude, measure=request.measure)
+    shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
         analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme)
     elif out is not None:
@@ -252,7 +205,7 @@ def show(
 
 def heads(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     layer: int,
     units: str,
@@ -264,16 +217,16 @@ def heads(
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
     _page_shows_every_token(out, exclude)
     analysis = _analyse(
-        inp, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
+        request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
-    view = analysis.heads(layer, subset, units, exclude=exclude, measure=inp.measure)
+    view = analysis.heads(layer, subset, units, exclude=exclude, measure=request.measure)
     if out is not None:
         _save(
             analysis,
             out,
             "heads",
             style,
-            inp,
+            request,
             layer=layer,
             heads=subset,
             units=units,
@@ -285,7 +238,7 @@ def heads(
 
 def model_view(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     units: str,
     out: Path | None,
@@ -295,17 +248,17 @@ def model_view(
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     _page_shows_every_token(out, exclude)
-    analysis = _analyse(inp, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units, exclude=exclude, measure=inp.measure)
+    analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
+    view = analysis.model_view(subset, units, exclude=exclude, measure=request.measure)
     if out is not None:
-        _save(analysis, out, "model", style, inp, heads=subset, units=units, exclude=exclude)
+        _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
     _wrote(out)
 
 
 def explain(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     token: str | None,
     index: int | None,
@@ -317,15 +270,15 @@ def explain(
     from attnviz.i18n import check_lang
 
     lang = check_lang(lang)
-    explanation = _prepare(inp)[0].explain(
-        token=token, index=index, layer=layer, head=head, lang=lang, mask=inp.mask
+    explanation = _prepare(request)[0].explain(
+        token=token, index=index, layer=layer, head=head, lang=lang, mask=request.mask
     )
     console.print(explanation)
 
 
 def rollout(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     upto: int,
     units: str,
@@ -337,16 +290,16 @@ def rollout(
     method: str = "rollout",
 ) -> None:
     """Attention rollout (or flow) through layer `upto`: what each token draws from each input."""
-    if method == "flow" and inp.measure != "weight":
+    if method == "flow" and request.measure != "weight":
         raise BadInput("--method flow runs on the attention weights: drop --measure")
-    analysis = _analyse(inp, out, style, layer=upto)
+    analysis = _analyse(request, out, style, layer=upto)
     with _progress(len(analysis.pieces) ** 2, "maximum flows") as advance:
         view = analysis.rollout(
             upto,
             units,
             top,
             exclude=exclude,
-            measure=inp.measure,
+            measure=request.measure,
             method=method,
             progress=advance if method == "flow" else None,
         )
@@ -357,7 +310,7 @@ def rollout(
 
 def compare_measures(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     query: str,
     layer: int,
@@ -369,7 +322,7 @@ def compare_measures(
 ) -> None:
     """Every measure's ranking of one query's keys, side by side."""
     analysis = _analyse(
-        inp, out, style, layer=layer, words={"--query": query}, units=units, compared=True
+        request, out, style, layer=layer, words={"query": query}, units=units, compared=True
     )
     comparison = analysis.compare(query, layer, units=units, top=top)
     if out is not None:
@@ -379,7 +332,7 @@ def compare_measures(
 
 def find(
     console: Console,
-    inp: Input,
+    request: Request,
     *,
     source: str,
     target: str,
@@ -391,8 +344,8 @@ def find(
     exclude: Sequence[str] | None = None,
 ) -> None:
     """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
-    words = {"--from": source, "--to": target}
-    analysis = _analyse(inp, out, style, words=words, units=units)
+    words = {"source": source, "target": target}
+    analysis = _analyse(request, out, style, words=words, units=units)
     links = analysis.find(source, target, units=units, exclude=exclude, top=top)
     if out is not None:
         links.save(out, **asdict(style))
@@ -400,7 +353,7 @@ def find(
 
 
 def export(
-    inp: Input,
+    request: Request,
     *,
     out: Path,
     view: str,
@@ -411,8 +364,8 @@ def export(
 ) -> None:
     """Write an image of a view, or the raw attention data (.npz / .json)."""
     allowed = PAGES + DATA_SUFFIXES
-    analysis = _analyse(inp, out, style, allowed=allowed, layer=layer, head=head)
-    _save(analysis, out, view, style, inp, layer=layer, head=head, units=units)
+    analysis = _analyse(request, out, style, allowed=allowed, layer=layer, head=head)
+    _save(analysis, out, view, style, request, layer=layer, head=head, units=units)
     _wrote(out)
 
 
@@ -433,12 +386,9 @@ def stats(
     max_tokens: int | None = None,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
-    from attnviz.measures.stats import check_sort_column, sort_records
     from attnviz.perf import reuse_freed_memory
 
-    sort_records([], sort, top)  # reject a bad --sort or --top before any work
-    if sort in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
-        check_sort_column(sort, decoder=_is_decoder(model))
+    api.check_head_stats(by=sort, top=top, model=model)  # a bad --sort or --top: before any work
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
@@ -473,14 +423,6 @@ def stats(
     _wrote(out)
 
 
-def _is_decoder(model: str | None) -> bool:
-    """Whether `model` is a decoder, from its config.json alone (no weights, no torch)."""
-    from attnviz.model.families import describe, read_config
-    from attnviz.model.locate import locate
-
-    return describe(read_config(locate(model).folder)).causal
-
-
 @contextlib.contextmanager
 def _progress(total: int | None, what: str = "sentences") -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr when it is a terminal; `advance(n)` counts n more `what`.
@@ -507,7 +449,7 @@ def _progress(total: int | None, what: str = "sentences") -> Iterator[Callable[[
         yield advance
 
 
-def tokens(console: Console, inp: Input) -> None:
+def tokens(console: Console, request: Request) -> None:
     """The pieces of the text: index, piece, its text, id, word, span (no weights loaded).
 
     `piece` is the vocabulary's entry (`##ou`, or byte-level BPE's `Ġc` and `JoÃ£o`, whose
@@ -516,7 +458,7 @@ def tokens(console: Console, inp: Input) -> None:
     """
     from rich.table import Table
 
-    pieces = _prepare(inp)[0].pieces
+    pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
     table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
@@ -542,24 +484,14 @@ def info(console: Console, model: str | None) -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
 
-    from attnviz.errors import AttnvizError
-    from attnviz.model.families import describe, read_config
-    from attnviz.model.locate import locate
-    from attnviz.model.weights import count_parameters, weight_files
-    from attnviz.text.vocabulary import describe_tokenizer, model_languages
-
-    source = locate(model)
-    shape = describe(read_config(source.folder))
-    try:
-        files = weight_files(source.folder)
-        weights = files[0].name if len(files) == 1 else f"{len(files)} shards ({files[0].name}, …)"
-    except AttnvizError:
-        weights = "none"
-    tokenizer = describe_tokenizer(source.folder)
-    languages = model_languages(source.folder)
+    details = api.model_info(model)
+    about, shape = details.model, details.shape
+    tokenizer, languages = about.tokenizer, about.languages
+    assert tokenizer is not None  # model_info always reads it
+    limit, why = shape.token_limit()
     counted = "decoder, LM head not counted" if shape.causal else "encoder"
     rows: list[tuple[str, Any]] = [
-        ("model", source.name),
+        ("model", about.name),
         ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
         ("text", tokenizer.normalisation),
         ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
@@ -571,15 +503,15 @@ def info(console: Console, model: str | None) -> None:
         ("head size", shape.head_size),
         ("feed-forward size", shape.intermediate),
         ("vocabulary", shape.vocab),
-        ("max tokens", _max_tokens(shape)),
+        ("max tokens", f"{limit:,}{why}"),
         ("activation", shape.activation),
-        ("parameters", f"{count_parameters(source.folder):,} ({counted})"),
-        ("weights", weights),
-        ("loaded from", source.origin),
+        ("parameters", f"{details.parameters:,} ({counted})"),
+        ("weights", _weights(details.weights)),
+        ("loaded from", about.origin),
     ]
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
-        rows[at:at] = _decoder_rows(shape.decoder)
+        rows[at:at] = _decoder_rows(details)
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -592,7 +524,13 @@ def info(console: Console, model: str | None) -> None:
     console.print(table)
     # The folder on a line of its own, never broken inside a name: the terminal wraps it,
     # and a copy of it pastes whole.
-    console.print(Text.assemble(("folder", "bold"), f"  {source.folder}"), soft_wrap=True)
+    console.print(Text.assemble(("folder", "bold"), f"  {about.folder}"), soft_wrap=True)
+
+
+def _weights(files: tuple[str, ...]) -> str:
+    if not files:
+        return "none"
+    return files[0] if len(files) == 1 else f"{len(files)} shards ({files[0]}, …)"
 
 
 def _kind(causal: bool) -> str:
@@ -601,8 +539,10 @@ def _kind(causal: bool) -> str:
     return "encoder: each token sees every token"
 
 
-def _decoder_rows(cfg: DecoderConfig) -> list[tuple[str, str]]:
+def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
     """What `info` adds for a decoder: key/value heads, positions, window, scale."""
+    cfg = details.shape.decoder
+    assert cfg is not None
     rows = []
     if cfg.num_kv_heads < cfg.num_heads:
         share = cfg.num_heads // cfg.num_kv_heads

@@ -19,18 +19,20 @@ from typer.core import TyperGroup
 from attnviz.errors import AttnvizError, BadInput
 
 # A parameter of the public API -> the flag the command line spells it as, where the two
-# differ by more than `--` and dashes (`max_tokens` is `--max-tokens`).
+# differ by more than `--` and dashes (`max_tokens` is `--max-tokens`); tests/test_cli_options
+# checks that every API parameter is spelled as a flag some command has.
 FLAGS = {
-    "source": "--from",
+    "source": "--from",  # Analysis.find
     "target": "--to",
     "subset": "--heads",
-    "upto": "--layer",
+    "upto": "--layer",  # rollout's --upto is a layer, and its errors say so
     "cache": "--no-cache",
     "as_json": "--json",
-    "batch_size": "--batch-size",
-    "index": "--index",
-    "path": "--out",
+    "path": "--out",  # Analysis.save, HeadStats.save
     "text": "TEXT",
+    "texts": "TEXTS",  # head_stats
+    "by": "--sort",  # HeadStats.sorted
+    "shared_scale": "--own-scales",  # HeadStats.save
 }
 
 

@@ -1,4 +1,5 @@
-"""What the user typed, read and checked before any work: text, stdin, corpora, head lists."""
+"""What the user typed, read and checked before any work: the request (text, stdin, pair and
+how to read them), corpora, head lists, image options."""
 
 from __future__ import annotations
 
@@ -8,13 +9,68 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import typer
 
+from attnviz.cli.options import Dtype, Mask, Measure
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a command analyses and how: the text (and its pair), the model, truncation, mask,
+    cache, dtype and measure, as `attnviz.prepare` and `Prepared.analyse` take them."""
+
+    text: str
+    model: str | None = None
+    truncate: bool = False
+    pair: str | None = None
+    mask: str = "none"  # "causal": a what-if mask
+    cache: bool = True  # read and write the attention cache
+    dtype: str = "float32"  # what the encoder computes in
+    quiet: bool = False  # no notes on stderr
+    from_stdin: bool = False  # the text was read from standard input
+    measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
+    max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
+
+
+def read_request(
+    text: str | None,
+    *,
+    model: str | None,
+    pair: str | None,
+    truncate: bool,
+    quiet: bool,
+    max_tokens: int | None,
+    mask: Mask = Mask.none,
+    no_cache: bool = False,
+    dtype: Dtype = Dtype.float32,
+    measure: Measure = Measure.weight,
+) -> Request:
+    """A command's `Request` from its options, each passed by name (see `read_text`); the
+    last four have their defaults on a command that does not take them."""
+    if pair is not None:
+        if not pair.strip():
+            raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
+        pair = utf8(pair, "--pair")
+    from_stdin = text is None and stdin_is_data()
+    return Request(
+        read_text(text),
+        model=model,
+        truncate=truncate,
+        pair=pair,
+        mask=mask.value,
+        cache=not no_cache,
+        dtype=dtype.value,
+        quiet=quiet,
+        from_stdin=from_stdin,
+        measure=measure.value,
+        max_tokens=max_tokens,
+    )
 
 
 def read_text(text: str | None) -> str:
@@ -28,9 +84,9 @@ def read_text(text: str | None) -> str:
         if not data.strip():
             raise BadInput("standard input is empty: pipe in some text, or pass it as an argument")
         return utf8(data.strip(), "standard input")
-    from attnviz.text.samples import default_sentence
+    from attnviz.api import sample_sentences
 
-    return default_sentence()
+    return sample_sentences()[0]
 
 
 def _stdin_text() -> str:
@@ -173,7 +229,7 @@ def corpus(texts: list[str] | None, file: Path | None) -> Iterable[str]:
     if not texts:
         if stdin_is_data():
             return lines(Path("-"))
-        from attnviz.text.samples import sample_sentences
+        from attnviz.api import sample_sentences
 
         return sample_sentences()
     return sentences
