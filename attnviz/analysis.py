@@ -19,7 +19,7 @@ import numpy as np
 from attnviz import limits
 from attnviz.errors import BadInput
 from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, short
-from attnviz.limits import check_choice, check_export, resolve_heads
+from attnviz.limits import TOP, check_choice, check_export, check_range, resolve_heads
 from attnviz.measures.views import (
     AttentionView,
     HeadsView,
@@ -37,6 +37,7 @@ from attnviz.output import (
     ImageStyle,
     atomic_write,
     check_output,
+    check_page_measure,
 )
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class Analysis(TokenizedInput):
         note = describe_measure(measure)
         if measure == "weight":
             return self._source
-        self._whole(f"--measure {measure}")
+        self._whole(f"measure {measure!r}")
         values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
         per_layer = measure in PER_LAYER
         return Source(
@@ -297,7 +298,7 @@ class Analysis(TokenizedInput):
             check_choice(name, tuple(MEASURES), "measure")
         check_decoder_comparison(self.prepared, chosen)
         views = [self.view(layer, None, units, measure=m) for m in chosen]
-        q = find_label(views[0].tokens, query, "--query")
+        q = find_label(views[0].tokens, query, "query")
         from attnviz.measures.compare import Comparison
 
         return Comparison(
@@ -307,7 +308,7 @@ class Analysis(TokenizedInput):
             layer=views[0].layer,
             measures=chosen,
             values=np.stack([v.matrix[q] for v in views]),  # (M, N)
-            top=_top(top),
+            top=check_range(top, "top", TOP),
         )
 
     def explain(
@@ -407,8 +408,7 @@ class Analysis(TokenizedInput):
                 extra[measure.replace("-", "_")] = self.measure(measure).astype(np.float32)
             write_data(path, self.pieces, self.attentions, self._layer_numbers, self._about, extra)
             return path
-        if measure != "weight" and suffix in HTML_SUFFIXES:
-            raise BadInput("pages show the attention weights: drop --measure, or write an image")
+        check_page_measure(path, measure)
         if suffix in HTML_SUFFIXES:
             page = self.html(
                 view, layer=layer, head=head, heads=heads, units=units, theme=theme or "auto"
@@ -532,12 +532,6 @@ class Analysis(TokenizedInput):
     def _last(self) -> int:
         """The last layer this analysis holds."""
         return -1 if self.layers is None else self.layers[-1]
-
-
-def _top(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise BadInput(f"top must be a whole number of at least 1, got {value!r}")
-    return int(value)
 
 
 def _path(path: object) -> Path:

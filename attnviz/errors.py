@@ -13,6 +13,10 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # What a failing call into a foreign library must let through: the user's interrupt, the
 # interpreter's own exits, and running out of memory (reported as such). Anything else it
@@ -22,27 +26,25 @@ from collections.abc import Callable, Iterator
 PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)
 
 
+# How Python callers read an argument whose name alone would not say what to pass.
+KEYWORDS = {"truncate": "truncate=True"}
+
+
 class AttnvizError(Exception):
-    """A failure while running (model not found, corrupt weights, unwritable path)."""
-
-    exit_code = 1
-
-
-class BadInput(AttnvizError):
-    """A bad argument: a value out of range, empty text, an unknown extension.
+    """A failure while running (model not found, corrupt weights, unwritable path).
 
     The message names an argument in the caller's words: `{top}` in the message stands for
     the parameter `top` listed in `param`; `str(exc)` spells it as Python does (`top must be
     at least 1`), and the command line as its flag (`--top must be at least 1`, through
-    `spelled`). An argument not listed in `param` is written out as is.
+    `spelled`). Text not listed in `param` is left as it is, braces included.
     """
 
-    exit_code = 2
+    exit_code = 1
 
     def __init__(self, message: str, *, param: str | tuple[str, ...] | None = None) -> None:
         self.template = message
         self.params: tuple[str, ...] = (param,) if isinstance(param, str) else tuple(param or ())
-        super().__init__(self.spelled(lambda name: name))
+        super().__init__(self.spelled(lambda name: KEYWORDS.get(name, name)))
 
     @property
     def param(self) -> str | None:
@@ -56,9 +58,15 @@ class BadInput(AttnvizError):
             text = text.replace("{" + name + "}", spell(name))
         return text
 
-    def prefixed(self, prefix: str) -> BadInput:
+    def prefixed(self, prefix: str) -> Self:
         """The same error, its message after `prefix` (which names no argument)."""
-        return BadInput(prefix + self.template, param=self.params)
+        return type(self)(prefix + self.template, param=self.params)
+
+
+class BadInput(AttnvizError):
+    """A bad argument: a value out of range, empty text, an unknown extension."""
+
+    exit_code = 2
 
 
 def short_reason(exc: BaseException, limit: int = 160) -> str:

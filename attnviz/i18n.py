@@ -541,7 +541,9 @@ def default_lang(environ: Mapping[str, str] | None = None) -> str:
 def check_lang(lang: str) -> str:
     """`lang` if the explanation exists in it, else BadInput naming the choices."""
     if lang not in CATALOGUE:
-        raise BadInput(f"--lang {lang!r} is not available: use one of {', '.join(LANGS)}")
+        raise BadInput(
+            f"{{lang}} {lang!r} is not available: use one of {', '.join(LANGS)}", param="lang"
+        )
     return lang
 
 

@@ -60,6 +60,15 @@ def check_output(out: Path, allowed: tuple[str, ...], style: ImageStyle | None =
         check_colormap(style.cmap)
 
 
+def check_page_measure(out: Path, measure: str) -> None:
+    """Refuse a page (.html) of a measure other than the weights: pages show the weights."""
+    if measure != "weight" and out.suffix.lower() in HTML_SUFFIXES:
+        raise BadInput(
+            f"{out.suffix} pages show the attention weights: drop {{measure}}, or write an image",
+            param="measure",
+        )
+
+
 def check_colormap(name: str) -> None:
     """Raise BadInput unless `name` is a registered matplotlib colormap."""
     from attnviz.perf import import_quietly

@@ -71,8 +71,9 @@ def prepare(
     shape = describe(config)
     if pair is not None and shape.causal:
         raise BadInput(
-            f"--pair is for encoders: {source.name} is a decoder ({shape.family}), which reads "
-            "one running text; put both sentences in the text instead"
+            f"{{pair}} is for encoders: {source.name} is a decoder ({shape.family}), which "
+            "reads one running text; put both sentences in the text instead",
+            param="pair",
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     limit, why = shape.token_limit(max_tokens)
@@ -299,10 +300,7 @@ def corpus_chunks(
                 _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
-                where = f"sentence {number} ({quoted!r}): "
-                if isinstance(exc, BadInput):
-                    raise exc.prefixed(where) from None
-                raise type(exc)(f"{where}{exc}") from None
+                raise exc.prefixed(f"sentence {number} ({quoted!r}): ") from None
         if pieces or number == 0:
             yield Corpus(source, config, pieces)
         if len(pieces) < chunk:
@@ -321,7 +319,8 @@ def _check_attention_size(T: int, shape: ModelShape) -> None:
         raise BadInput(
             f"it is {T:,} pieces, and its attention over all {shape.layers} layers is "
             f"{amount(size)}, more than attnviz holds at once ({amount(ATTENTION_BYTES)}): pass "
-            f"--max-tokens {longest} --truncate to read the first {longest:,} pieces"
+            f"{{max_tokens}} {longest} {{truncate}} to read the first {longest:,} pieces",
+            param=("max_tokens", "truncate"),
         )
 
 
@@ -332,7 +331,9 @@ def pick_device(device: str, *, batched: bool) -> str:
     if device == "auto":
         return "cuda" if batched and torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise AttnvizError("--device cuda: no CUDA device is available here; use --device cpu")
+        raise AttnvizError(
+            "{device} cuda: no CUDA device is available here; use {device} cpu", param="device"
+        )
     return device
 
 
@@ -398,7 +399,8 @@ def check_finite(attentions: Any, model: ModelSource) -> None:
     raise AttnvizError(
         f"the attention of {model.name} is not finite (NaN or infinity) from layer {first} on: "
         "its weights hold NaN or infinite values, or overflow in this dtype; use a sound "
-        "checkpoint, or --dtype float32"
+        "checkpoint, or {dtype} float32",
+        param="dtype",
     )
 
 

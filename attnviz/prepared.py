@@ -138,8 +138,9 @@ class Prepared(TokenizedInput):
         causal = check_choice(mask, MASKS, "mask") == "causal"
         if causal and self.shape.causal:
             raise BadInput(
-                f"--mask causal changes nothing on {self.source.name}: it is a decoder, and its "
-                "own mask is already causal; leave --mask out"
+                f"{{mask}} causal changes nothing on {self.source.name}: it is a decoder, and its "
+                "own mask is already causal; leave {mask} out",
+                param="mask",
             )
         return causal
 
@@ -270,10 +271,7 @@ class Prepared(TokenizedInput):
         labels = [w.label for w in self.words] if by_word else self.labels
         found = {}
         for param, word in words.items():
-            try:
-                found[param] = find_label(labels, word, "{" + param + "}")
-            except BadInput as exc:  # named by its argument: `source`, or --from on the CLI
-                raise BadInput(exc.template, param=(*exc.params, param)) from None
+            found[param] = find_label(labels, word, param)  # `source` (--from) if not found
         if "source" in found and "target" in found:
             check_direction(labels, found["source"], found["target"], causal)
         return found
@@ -282,13 +280,8 @@ class Prepared(TokenizedInput):
         """Refuse `out` when what it would hold is refused: a page (.html) of a measure other
         than the weight, or a .json or .html file of more weights than attnviz writes."""
         from attnviz.limits import check_export
-        from attnviz.output import HTML_SUFFIXES
+        from attnviz.output import check_page_measure
 
         out = Path(out)
-        if measure != "weight" and out.suffix.lower() in HTML_SUFFIXES:
-            raise BadInput(
-                f"{out.suffix} pages show the attention weights: drop {{measure}}, or write an "
-                "image",
-                param="measure",
-            )
+        check_page_measure(out, measure)
         check_export(out.suffix, self.attention_bytes() // 4)

@@ -50,7 +50,7 @@ def test_words_match_ignoring_case_and_accents() -> None:
     assert find_label(labels, "joao") == 1
     assert find_label(labels, "JOAO") == 1
     assert find_label(labels, "ele#2") == 4
-    with pytest.raises(BadInput, match=r"'pensou' once; use --token pensou \(or pensou#1\)"):
+    with pytest.raises(BadInput, match=r"'pensou' once; use token pensou \(or pensou#1\)"):
         find_label(labels, "pensou#2")
     with pytest.raises(BadInput, match=r"2 times; use ele#1\.\.ele#2"):
         find_label(labels, "ele#3")

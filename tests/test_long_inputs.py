@@ -120,7 +120,7 @@ def test_a_decoder_reads_2048_pieces_unless_max_tokens_says_otherwise(
     long = " ".join(["the train was full"] * 200)  # 2,600 pieces with this tokenizer
     with pytest.raises(BadInput) as info:
         attnviz.prepare(long, model=folder)
-    assert "at most 2048 (attnviz's bound for a decoder; --max-tokens raises it up to the " in str(
+    assert "at most 2048 (attnviz's bound for a decoder; max_tokens raises it up to the " in str(
         info.value
     )
     assert len(attnviz.prepare(long, model=folder, truncate=True).pieces) == 2048

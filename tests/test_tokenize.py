@@ -62,7 +62,7 @@ def test_never_pads_and_ignores_the_tokenizers_own_128_limit(tokenizer) -> None:
 def test_too_long_text_names_the_limit_and_truncate_drops_the_rest(tokenizer) -> None:
     text = "train " * 600
     with pytest.raises(
-        BadInput, match="602 pieces long but the model takes at most 512.*--truncate"
+        BadInput, match="602 pieces long but the model takes at most 512.*truncate=True"
     ):
         tokenize(tokenizer, text, max_positions=512)
     cut = tokenize(tokenizer, text, max_positions=512, truncate=True)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
-from attnviz.cli.errors import defer_note
+from attnviz.cli.errors import defer_note, in_flags
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
 from attnviz.limits import attention_budget
@@ -62,15 +62,16 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
     except BadInput as exc:
         if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
-                f"{exc} (the text was read from standard input; to pass it as an argument "
-                "instead, quote it: attnviz COMMAND \"TEXT\"; in a 'while read' loop add "
-                "</dev/null so the command does not read the loop's input)"
+                exc.template + " (the text was read from standard input; to pass it as an "
+                "argument instead, quote it: attnviz COMMAND \"TEXT\"; in a 'while read' loop "
+                "add </dev/null so the command does not read the loop's input)",
+                param=exc.params,
             ) from None
         raise
     if (prepared.dropped or prepared.pieces.cut) and not request.quiet:
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         limit, why = prepared.shape.token_limit(request.max_tokens)
-        kept = f"; {limit} are read{why}" if why else f" (the model takes {limit})"
+        kept = f"; {limit} are read{in_flags(why)}" if why else f" (the model takes {limit})"
         print(
             f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}",
             file=sys.stderr,
@@ -489,6 +490,7 @@ def info(console: Console, model: str | None) -> None:
     tokenizer, languages = about.tokenizer, about.languages
     assert tokenizer is not None  # model_info always reads it
     limit, why = shape.token_limit()
+    why = in_flags(why)
     counted = "decoder, LM head not counted" if shape.causal else "encoder"
     rows: list[tuple[str, Any]] = [
         ("model", about.name),

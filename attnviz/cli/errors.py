@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.errors import AttnvizError
 
 # A parameter of the public API -> the flag the command line spells it as, where the two
 # differ by more than `--` and dashes (`max_tokens` is `--max-tokens`); tests/test_cli_options
@@ -41,9 +41,17 @@ def flag(param: str) -> str:
     return FLAGS.get(param, "--" + param.replace("_", "-"))
 
 
+def in_flags(text: str) -> str:
+    """A library text that names arguments as `{max_tokens}` (see AttnvizError), with each
+    spelled as its flag."""
+    import re
+
+    return re.sub(r"\{([a-z_]+)\}", lambda m: flag(m[1]), text)
+
+
 def message(exc: AttnvizError) -> str:
     """The error's line in the command line's words: its arguments named by their flags."""
-    return exc.spelled(flag) if isinstance(exc, BadInput) else str(exc)
+    return exc.spelled(flag)
 
 
 debug_all = {"on": False}  # set by the global --debug

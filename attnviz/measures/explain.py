@@ -31,8 +31,9 @@ import numpy as np
 from attnviz.errors import BadInput
 from attnviz.i18n import quoted, text
 from attnviz.limits import resolve_index
-from attnviz.measures.select import find_word, pair_marked
+from attnviz.measures.select import pair_marked
 from attnviz.perf import import_torch
+from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -93,7 +94,7 @@ def find_query(
         word = next(w for w in words if i in w.pieces)
         return QueryChoice(i, pieces.labels[i], word.label, tuple(word.pieces))
     assert token is not None
-    word = words[find_word([w.label for w in words], token, "token")]
+    word = words[find_label([w.label for w in words], token, "token")]
     first = word.pieces[0]
     note = None
     if len(word.pieces) > 1:

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.limits import TOP, check_range
 from attnviz.measures.drawn import Drawn
-from attnviz.measures.select import UnitMap, exclusion_note, find_word
+from attnviz.measures.select import UnitMap, exclusion_note
 from attnviz.measures.views import Source
+from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -139,12 +141,11 @@ def find_links(
 
     `causal`: the attention only looks back (a decoder), so a later target is refused.
     """
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise BadInput(f"{{top}} must be at least 1, got {top}", param="top")
+    top = check_range(top, "top", TOP)
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     labels = unit_map.labels()
-    q = find_word(labels, source, "source")
-    k = find_word(labels, target, "target")
+    q = find_label(labels, source, "source")
+    k = find_label(labels, target, "target")
     check_direction(labels, q, k, causal)
     matrices = unit_map.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
     rows = matrices[:, :, q, :]  # (L, H, N): the query's row in every head

@@ -14,7 +14,6 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.measures.drawn import Drawn
-from attnviz.measures.select import find_word
 from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
     """Row `query` of `view` (a word or a row index), its keys sorted by weight."""
     n = len(view.tokens)
     if isinstance(query, str):
-        i = find_word(view.tokens, query, "query")
+        i = find_label(view.tokens, query, "query")
     elif isinstance(query, bool) or not isinstance(query, int | np.integer):
         raise BadInput(f"the query must be a word or a row number, got {query!r}")
     elif not -n <= query < n:

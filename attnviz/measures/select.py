@@ -27,7 +27,6 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.limits import check_choice, resolve_index
-from attnviz.text.match import find_label
 from attnviz.text.tokenize import Pieces, token_kinds
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "check_units",
     "excluded_pieces",
     "exclusion_note",
-    "find_word",
     "merge_words",
     "pair_marked",
     "renormalise",
@@ -152,15 +150,6 @@ def pair_marked(labels: Sequence[str], start: int | None) -> list[str]:
     if start is not None:
         marked[start] = PAIR_MARK + marked[start]
     return marked
-
-
-def find_word(labels: Sequence[str], name: str, param: str) -> int:
-    """The position in `labels` of the word `name` names (`ele`, `ele#2`: see
-    `attnviz.text.match.find_label`); BadInput naming the parameter `param` that gave it."""
-    try:
-        return find_label(labels, name, "{" + param + "}")
-    except BadInput as exc:
-        raise BadInput(exc.template, param=param) from None
 
 
 # ---------------------------------------------------------------- units

@@ -264,7 +264,7 @@ class ModelShape:
                     f"{ATTENTION_ENV} raises the budget): use {{max_tokens}} {fits} or less",
                     param="max_tokens",
                 )
-            return limit, "" if limit == own else " (--max-tokens)"
+            return limit, "" if limit == own else " ({max_tokens})"
         limit = min(self.max_tokens, own)
         if limit > fits:
             return fits, (
@@ -273,7 +273,7 @@ class ModelShape:
             )
         if limit < own:
             return limit, (
-                f" (attnviz's bound for a decoder; --max-tokens raises it up to the model's "
+                f" (attnviz's bound for a decoder; {{max_tokens}} raises it up to the model's "
                 f"{own:,})"
             )
         return own, ""

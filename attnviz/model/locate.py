@@ -43,7 +43,7 @@ class ModelSource:
 
 def locate(spec: str | None = None) -> ModelSource:
     """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder."""
-    given = "--model"
+    given = "{model}"  # the argument (--model on the command line)
     if spec is None and os.environ.get(MODEL_ENV, "").strip():
         spec, given = os.environ[MODEL_ENV], MODEL_ENV
     if spec is None:
@@ -61,13 +61,15 @@ def locate(spec: str | None = None) -> ModelSource:
         if not path.is_dir():
             raise AttnvizError(
                 f"model {spec} ({given}) is a file, not a folder: pass the folder that holds "
-                "config.json"
+                "config.json",
+                param="model",
             )
         return ModelSource(spec, path, "local folder")
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise AttnvizError(
             f"model folder {spec} ({given}) does not exist: pass a folder with config.json and "
-            "model.safetensors, or a Hugging Face Hub id such as bert-base-uncased"
+            "model.safetensors, or a Hugging Face Hub id such as bert-base-uncased",
+            param="model",
         )
     return ModelSource(spec, _fetch_from_hub(spec, given), "Hugging Face Hub")
 
@@ -92,12 +94,14 @@ def _fetch_from_hub(repo_id: str, given: str) -> Path:
             raise AttnvizError(
                 f"model {repo_id} ({given}) is not a local folder and not in the Hugging Face "
                 "cache, and HF_HUB_OFFLINE is set: pass a local folder, or unset HF_HUB_OFFLINE "
-                "to download it once"
+                "to download it once",
+                param="model",
             ) from exc
         reason = short_reason(exc)
         raise AttnvizError(
             f"model {repo_id} ({given}) is not a local folder and could not be fetched from the "
             f"Hugging Face Hub ({reason}): check the name and the network, or pass a local "
-            "folder; HF_HUB_OFFLINE=1 uses only the cache"
+            "folder; HF_HUB_OFFLINE=1 uses only the cache",
+            param="model",
         ) from exc
     return folder

@@ -27,33 +27,39 @@ def match_key(word: str) -> str:
     return unicodedata.normalize("NFC", bare).casefold()
 
 
-def find_label(labels: Sequence[str], name: str, option: str = "--token") -> int:
-    """The position in `labels` of the word `name` names (`ele`, `ele#2`), for `option`'s errors.
+def find_label(labels: Sequence[str], name: str, param: str = "token") -> int:
+    """The position in `labels` of the word `name` names (`ele`, `ele#2`); BadInput naming
+    the argument `param` that gave it (`query`; `--query` on the command line).
 
     A name that is itself a label (`C#`) wins over reading `#N` as an occurrence.
     """
+    option = "{" + param + "}"
     keys = [match_key(label) for label in labels]
     typed, wanted, occurrence = name.strip(), match_key(name), 1
     match = _OCCURRENCE.match(typed)
     if match and wanted not in keys:
         typed, wanted, occurrence = match["word"], match_key(match["word"]), int(match["n"])
     if not wanted:
-        raise BadInput(f"{option} is empty: pass a word of the text, e.g. {option} ele")
+        raise BadInput(
+            f"{option} is empty: pass a word of the text, e.g. {option} ele", param=param
+        )
     found = [i for i, key in enumerate(keys) if key == wanted]
     if not found:
-        raise BadInput(unknown_word(name, list(labels), option))
+        raise BadInput(unknown_word(name, list(labels), option), param=param)
     if not 1 <= occurrence <= len(found):
         if len(found) == 1:
             fix = f"use {option} {typed} (or {typed}#1)"
         else:
             fix = f"use {typed}#1..{typed}#{len(found)}"
         times = "once" if len(found) == 1 else f"{len(found)} times"
-        raise BadInput(f"{option} {name}: the text has {typed!r} {times}; {fix}")
+        raise BadInput(f"{option} {name}: the text has {typed!r} {times}; {fix}", param=param)
     return found[occurrence - 1]
 
 
-def unknown_word(name: str, labels: list[str], option: str = "--token") -> str:
-    """The message for a word the text does not have: the words there are, and a close one."""
+def unknown_word(name: str, labels: list[str], option: str = "{token}") -> str:
+    """The message for a word the text does not have: the words there are, and a close one.
+
+    `option` names the argument (a `{param}` placeholder of `BadInput`)."""
     candidates = list(dict.fromkeys(labels))  # distinct, in text order
     folded = {match_key(c): c for c in reversed(candidates)}  # first spelling wins
     close = [folded[k] for k in difflib.get_close_matches(match_key(name), list(folded), n=1)]

@@ -283,8 +283,9 @@ def tokenize(
         if not truncate:
             raise BadInput(
                 f"the text is {len(encoding)} pieces long but the model takes at most "
-                f"{max_positions}{why}: shorten it or pass --truncate to keep the first "
-                f"{max_positions}"
+                f"{max_positions}{why}: shorten it or pass {{truncate}} to keep the first "
+                f"{max_positions}",
+                param=("truncate", "max_tokens"),  # `why` may name max_tokens
             )
         tokenizer.enable_truncation(max_positions)
         try:
@@ -309,10 +310,11 @@ def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) ->
     if size <= limit:
         return text, 0
     if not truncate or pair is not None or len(pair or "") >= limit:
-        fix = "shorten it" + (" or pass --truncate to keep its start" if pair is None else "")
+        fix = "shorten it" + (" or pass {truncate} to keep its start" if pair is None else "")
         raise BadInput(
             f"the text is {size:,} characters long, more than a model of {max_positions} "
-            f"positions can take (attnviz reads at most {limit:,}): {fix}"
+            f"positions can take (attnviz reads at most {limit:,}): {fix}",
+            param="truncate",
         )
     space = text.rfind(" ", limit // 2, limit + 1)
     kept = text[: space if space > 0 else limit]
