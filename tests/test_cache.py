@@ -316,10 +316,11 @@ def test_no_cache_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cache_dir_precedence(tmp_path: Path) -> None:
-    home = Path.home()
-    assert cache.cache_dir({}) == home / ".cache" / "attnviz"
+    home = tmp_path / "home"
+    assert cache.cache_dir({"HOME": str(home)}) == home / ".cache" / "attnviz"
     assert cache.cache_dir({"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/attnviz")
-    assert cache.cache_dir({"XDG_CACHE_HOME": "relative"}) == home / ".cache" / "attnviz"
+    relative = {"HOME": str(home), "XDG_CACHE_HOME": "relative"}
+    assert cache.cache_dir(relative) == home / ".cache" / "attnviz"
     both = {"XDG_CACHE_HOME": "/xdg", "ATTNVIZ_CACHE_DIR": str(tmp_path / "mine")}
     assert cache.cache_dir(both) == tmp_path / "mine"
 
