@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
     from attnviz.prepared import ModelInfo, Prepared
-    from attnviz.text.tokenize import Word
+    from attnviz.text.pieces import Word
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -50,7 +50,7 @@ _EXPORTS = {
     "QueryRow": "attnviz.measures.query",
     "HeadStats": "attnviz.measures.stats",
     "HeadRecord": "attnviz.measures.stats",
-    "Word": "attnviz.text.tokenize",
+    "Word": "attnviz.text.pieces",
     "AttnvizError": "attnviz.errors",
     "BadInput": "attnviz.errors",
 }

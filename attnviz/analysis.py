@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from attnviz.measures.find import HeadLinks
     from attnviz.measures.query import QueryRow
     from attnviz.render.data import About
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = ["VIEWS", "Analysis"]
 

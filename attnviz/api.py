@@ -167,7 +167,7 @@ def head_stats(
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.model.weights import load_encoder
     from attnviz.pipeline import compute_batches, corpus_chunks
-    from attnviz.text.tokenize import token_kinds
+    from attnviz.text.pieces import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise BadInput(

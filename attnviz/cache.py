@@ -44,7 +44,7 @@ from attnviz.output import atomic_write
 
 
 class PieceLists(Protocol):
-    """What an entry keeps of a tokenized input (`attnviz.text.tokenize.Pieces` has it)."""
+    """What an entry keeps of a tokenized input (`attnviz.text.pieces.Pieces` has it)."""
 
     @property
     def tokens(self) -> list[str]: ...

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
-    from attnviz.text.tokenize import Pieces, Word
+    from attnviz.text.pieces import Pieces, Word
     from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
 
 __all__ = ["DTYPES", "MASKS", "ModelInfo", "PreparedInput", "TokenizedInput", "short"]

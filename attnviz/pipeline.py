@@ -18,7 +18,8 @@ from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.model.families import ModelShape, describe, read_config
 from attnviz.model.locate import ModelSource, locate
-from attnviz.text.tokenize import Pieces, load_tokenizer, tokenize
+from attnviz.text.pieces import Pieces
+from attnviz.text.tokenize import load_tokenizer, tokenize
 
 if TYPE_CHECKING:
     import numpy as np

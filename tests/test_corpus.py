@@ -15,8 +15,8 @@ from attnviz.cli import app
 from attnviz.measures.rollout import rollout
 from attnviz.measures.stats import StatsAccumulator
 from attnviz.pipeline import compute_batches, prepare_corpus
+from attnviz.text.pieces import token_kinds
 from attnviz.text.samples import sample_sentences
-from attnviz.text.tokenize import token_kinds
 from tests.conftest import SENTENCES
 
 runner = CliRunner()

@@ -13,7 +13,7 @@ import attnviz
 from attnviz.cli import app
 from attnviz.errors import BadInput
 from attnviz.text.match import find_label, match_key
-from attnviz.text.tokenize import token_kinds
+from attnviz.text.pieces import token_kinds
 from tests.conftest import PT_SENTENCE, TinyFactory
 
 EN = "John thought: the train was full, but he found a free seat."

@@ -28,7 +28,8 @@ from attnviz.measures.stats import (
 from attnviz.render.saving import save_figure
 from attnviz.render.stats import StatsTable
 from attnviz.render.stats_image import stats_figure, stats_grids
-from attnviz.text.tokenize import Pieces, TokenKinds, load_tokenizer, token_kinds, tokenize
+from attnviz.text.pieces import Pieces, TokenKinds, token_kinds
+from attnviz.text.tokenize import load_tokenizer, tokenize
 
 RECORD_KEYS = {"layer", "head", "entropy", "cls", "sep", "punct", "self", "prev", "next", "label"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from attnviz import analyse, head_stats
 from attnviz.errors import BadInput
-from attnviz.text.tokenize import is_punctuation
+from attnviz.text.pieces import is_punctuation
 from tests.conftest import TinyFactory
 
 SENTENCES = ["The cat sat on the mat.", "A dog ate the bone, and then it slept.", "It rained."]

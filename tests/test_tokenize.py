@@ -99,7 +99,7 @@ MARKS = ("Ġ", "▁")
 
 
 def _pieces(tokens: list[str], spans: list[tuple[int, int]], words: list[int | None], text: str):
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
     return Pieces(
         text=text,

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from attnviz.model.attention import MultiHeadAttention
     from attnviz.model.decoder import Decoder
     from attnviz.model.encoder import Encoder
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = ["Explanation", "QueryChoice", "explain", "find_query"]
 

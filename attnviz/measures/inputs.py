@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = ["ModelInput"]
 

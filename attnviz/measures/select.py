@@ -27,7 +27,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.limits import check_choice, resolve_index
-from attnviz.text.tokenize import Pieces, token_kinds
+from attnviz.text.pieces import Pieces, token_kinds
 
 __all__ = [
     "EXCLUDABLE",

@@ -39,7 +39,7 @@ from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import TOP, check_range, resolve_index
 from attnviz.measures.drawn import save_image, write_figure
 from attnviz.output import ImageStyle
-from attnviz.text.tokenize import TokenKinds
+from attnviz.text.pieces import TokenKinds
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

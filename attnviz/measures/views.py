@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from attnviz.measures.query import QueryRow
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = [
     "AttentionView",

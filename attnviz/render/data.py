@@ -16,7 +16,7 @@ import numpy as np
 from attnviz.output import atomic_write
 
 if TYPE_CHECKING:
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = ["About", "data_record", "write_data"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from attnviz.text.tokenize import Pieces
+    from attnviz.text.pieces import Pieces
 
 __all__ = [
     "OTHER_MODELS",
@@ -220,7 +220,7 @@ class VocabularyFit:
 
 def vocabulary_fit(pieces: Pieces) -> VocabularyFit:
     """Pieces per word and unknown words of one tokenized input."""
-    from attnviz.text.tokenize import is_punctuation
+    from attnviz.text.pieces import is_punctuation
 
     words = counted = 0
     unknown: list[str] = []
