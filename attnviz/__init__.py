@@ -9,6 +9,7 @@
     >>> a.find("ele", "João").best(3)           # the heads that link two words
     >>> a.row("ele", layer=3, head=7)           # one query's keys, largest first
     >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
+    >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.
@@ -23,14 +24,15 @@ from attnviz.version import __version__
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.api import analyse, head_stats, prepare
+    from attnviz.api import ModelDetails, analyse, head_stats, model_info, prepare, sample_sentences
     from attnviz.errors import AttnvizError, BadInput
+    from attnviz.inputs import ModelInfo
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.query import QueryRow
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
-    from attnviz.prepared import ModelInfo, Prepared
+    from attnviz.prepared import Prepared
     from attnviz.text.pieces import Word
 
 # Public name -> the module that defines it.
@@ -40,7 +42,10 @@ _EXPORTS = {
     "head_stats": "attnviz.api",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
-    "ModelInfo": "attnviz.prepared",
+    "ModelInfo": "attnviz.inputs",
+    "ModelDetails": "attnviz.api",
+    "model_info": "attnviz.api",
+    "sample_sentences": "attnviz.api",
     "AttentionView": "attnviz.measures.views",
     "HeadsView": "attnviz.measures.views",
     "RolloutView": "attnviz.measures.views",
@@ -66,6 +71,7 @@ __all__ = [
     "HeadRecord",
     "HeadStats",
     "HeadsView",
+    "ModelDetails",
     "ModelInfo",
     "Prepared",
     "QueryRow",
@@ -74,7 +80,9 @@ __all__ = [
     "__version__",
     "analyse",
     "head_stats",
+    "model_info",
     "prepare",
+    "sample_sentences",
 ]
 
 

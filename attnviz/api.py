@@ -22,11 +22,11 @@ from attnviz.prepared import Prepared
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.inputs import ModelInfo
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
-    from attnviz.prepared import ModelInfo
 
-__all__ = ["analyse", "head_stats", "prepare"]
+__all__ = ["ModelDetails", "analyse", "head_stats", "model_info", "prepare", "sample_sentences"]
 
 
 def prepare(
@@ -272,11 +272,10 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
     """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,
     parameter count and weight files; no weights loaded, no torch imported."""
     from attnviz.errors import AttnvizError
+    from attnviz.inputs import ModelInfo
     from attnviz.model.families import describe, read_config
     from attnviz.model.locate import locate
     from attnviz.model.weights import count_parameters, weight_files
-    from attnviz.prepared import ModelInfo
-    from attnviz.text.vocabulary import describe_tokenizer, model_languages
 
     source = locate(_model(model))
     shape = describe(read_config(source.folder))
@@ -284,18 +283,7 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
         weights = tuple(path.name for path in weight_files(source.folder))
     except AttnvizError:
         weights = ()
-    info = ModelInfo(
-        source.name,
-        shape.family,
-        shape.layers,
-        shape.heads,
-        source.folder,
-        source.origin,
-        describe_tokenizer(source.folder),
-        model_languages(source.folder),
-        decoder=shape.causal,
-        kv_heads=shape.kv_heads,
-    )
+    info = ModelInfo.read(source, shape)
     return ModelDetails(info, shape, count_parameters(source.folder), weights)
 
 

@@ -41,6 +41,24 @@ class ModelInfo:
     decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
     kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
 
+    @classmethod
+    def read(cls, source: ModelSource, shape: ModelShape) -> ModelInfo:
+        """The model in `source` of `shape`, with what its tokenizer and model card say."""
+        from attnviz.text.vocabulary import describe_tokenizer, model_languages
+
+        return cls(
+            source.name,
+            shape.family,
+            shape.layers,
+            shape.heads,
+            source.folder,
+            source.origin,
+            describe_tokenizer(source.folder),
+            model_languages(source.folder),
+            decoder=shape.causal,
+            kv_heads=shape.kv_heads,
+        )
+
     @property
     def kind(self) -> str:
         """`encoder`, or `decoder, causal` for a model that only looks back."""

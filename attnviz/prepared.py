@@ -60,21 +60,7 @@ class Prepared(TokenizedInput):
     @cached_property
     def model(self) -> ModelInfo:
         """The model: name, family, shape, and what its tokenizer and model card say."""
-        from attnviz.text.vocabulary import describe_tokenizer, model_languages
-
-        shape, source = self.shape, self.source
-        return ModelInfo(
-            source.name,
-            shape.family,
-            shape.layers,
-            shape.heads,
-            source.folder,
-            source.origin,
-            describe_tokenizer(source.folder),
-            model_languages(source.folder),
-            decoder=shape.causal,
-            kv_heads=shape.kv_heads,
-        )
+        return ModelInfo.read(self.source, self.shape)
 
     def attention_bytes(self, layers: int | None = None) -> int:
         """The float32 attention of `layers` layers (default: all) of this input, in bytes."""
