@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from attnviz.measures.model_input import ModelInput
 
 if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
@@ -137,17 +139,11 @@ class TokenizedInput:
         return vocabulary_fit(self.pieces)
 
 
-class PreparedInput(Protocol):
-    """What an `Analysis` reads of the input it was computed for (`Prepared` is one)."""
+class PreparedInput(ModelInput, Protocol):
+    """What an `Analysis` reads of the input it was computed for (`Prepared` is one): what a
+    measure reads (`source`, `config`, `pieces`, `shape`), and the model's description, its
+    size, the checks and the explanation."""
 
-    @property
-    def source(self) -> ModelSource: ...
-    @property
-    def config(self) -> dict[str, Any]: ...
-    @property
-    def pieces(self) -> Pieces: ...
-    @property
-    def shape(self) -> ModelShape: ...
     @property
     def model(self) -> ModelInfo: ...
     @property

@@ -38,7 +38,7 @@ from attnviz.limits import check_choice
 if TYPE_CHECKING:
     import torch
 
-    from attnviz.measures.inputs import ModelInput
+    from attnviz.measures.model_input import ModelInput
     from attnviz.model.encoder import Encoder, EncoderLayer
 
 __all__ = [

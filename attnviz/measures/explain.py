@@ -38,7 +38,7 @@ from attnviz.text.match import find_label
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
-    from attnviz.measures.inputs import ModelInput
+    from attnviz.measures.model_input import ModelInput
     from attnviz.model.attention import MultiHeadAttention
     from attnviz.model.decoder import Decoder
     from attnviz.model.encoder import Encoder
