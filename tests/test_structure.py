@@ -150,3 +150,24 @@ def test_lower_floors_do_not_import_the_face_or_the_command_line(folder: str) ->
         if module.startswith(f"attnviz.{folder}"):
             up = [t for t in targets if floor(t) >= FLOORS["api"]]
             assert up == [], f"{module} imports {up}"
+
+
+def test_the_readme_draws_every_module_on_its_floor() -> None:
+    """README's "How it works" names every module, under the folder (floor) that holds it."""
+    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How it works", 1)[1].split("\n## ", 1)[0]
+    tree = section.split("attnviz/\n", 1)[1].split("```", 1)[0]
+    floors: dict[str, str] = {}  # folder -> its lines in the drawing
+    current = ""
+    for line in tree.splitlines():
+        head = line.strip().split(" ", 1)[0]
+        if line.startswith("  ") and not line.startswith("   ") and head.endswith("/"):
+            current = head.rstrip("/")
+        elif line.startswith("  ") and not line.startswith("   "):
+            current = ""
+        floors[current] = floors.get(current, "") + line + "\n"
+    for path in sorted(ROOT.rglob("*.py")):
+        folder = path.parent.name if path.parent != ROOT else ""
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        assert path.name in floors.get(folder, ""), f"README's drawing lacks {folder}/{path.name}"
