@@ -18,6 +18,7 @@ from attnviz.limits import CONFIG_BYTES, DECODER_TOKENS, read_json
 from attnviz.model.config import (
     DecoderConfig,
     EncoderConfig,
+    agreed,
     check_activation,
     shown,
     whole,
@@ -128,6 +129,9 @@ class Family:
     pad_positions: bool = False  # RoBERTa: positions count from pad_token_id + 1
     projection: str = "never"  # "never", "if narrower" (ELECTRA), "always" (ALBERT)
     shared_layers: bool = False  # ALBERT
+    # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
+    # takes hidden_size for dim. Two that disagree are refused, naming both.
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 FAMILIES: dict[str, Family] = {
@@ -160,6 +164,11 @@ FAMILIES: dict[str, Family] = {
             "activation": "activation",
         },
         defaults={**_BERT_DEFAULTS, "layers": 6, "type_vocab_size": 0},
+        aliases={
+            "hidden": "hidden_size",
+            "heads": "num_attention_heads",
+            "layers": "num_hidden_layers",
+        },
     ),
     "electra": Family(
         "ELECTRA",
@@ -353,7 +362,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         key = family.keys.get(name)
         if key is None:
             continue
-        sizes[name] = raw.get(key, family.defaults[name])
+        found = agreed(raw, (key, family.aliases[name]), where) if name in family.aliases else None
+        key, sizes[name] = found or (key, raw.get(key, family.defaults[name]))
         if not whole(sizes[name], 1, limit):
             raise AttnvizError(
                 f"{where} has {key}={shown(sizes[name])}; expected a whole number from 1 to "
