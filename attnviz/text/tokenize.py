@@ -119,8 +119,25 @@ def _from_pretrained(auto_tokenizer: Any, folder: Path) -> Any:
         for name in (*TOKENIZER_FILES, *_WITH_THEM):
             if (folder / name).exists():
                 data = read_bounded(folder / name, TOKENIZER_BYTES, "tokenizer file")
+                if name.endswith(".json"):
+                    _check_nesting(folder / name, data)
                 (Path(private) / name).write_bytes(data)
         return auto_tokenizer.from_pretrained(private, local_files_only=True)
+
+
+def _check_nesting(path: Path, data: bytes) -> None:
+    """Refuse JSON nested past Python's parser in one line naming the file (transformers
+    would report it as a RecursionError); any other fault is left for transformers to report."""
+    import json
+
+    try:
+        json.loads(data)
+    except RecursionError:
+        raise AttnvizError(
+            f"cannot read {path}: its JSON is nested too deeply; restore or re-download the file"
+        ) from None
+    except ValueError:
+        pass
 
 
 def tokenize(
