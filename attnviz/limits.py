@@ -289,8 +289,17 @@ def _check_regular(mode: int, path: object, what: str) -> None:
         )
 
 
+# What a real file of each kind weighs, for the refusal of one that is far larger.
+_TYPICAL = {
+    "config.json": "a few kilobytes",
+    "index of shards": "some kilobytes",
+    "tokenizer file": "some megabytes at most",
+}
+
+
 def _too_big(path: object, size: int, limit: int, what: str) -> str:
+    typical = _TYPICAL.get(what, "far smaller")
     return (
-        f"{path} is {amount(size)}, more than attnviz reads as a {what} ({amount(limit)}): it "
-        "is not one; restore or re-download the file"
+        f"{path} is {amount(size)}; a {what} is {typical} (attnviz reads at most "
+        f"{amount(limit)}): restore or re-download the file"
     )

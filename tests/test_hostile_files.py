@@ -111,7 +111,10 @@ def test_read_bounded_reads_a_regular_file_whole_and_refuses_past_its_bound(
     path = tmp_path / "f.json"
     path.write_bytes(b"x" * 1000)
     assert read_bounded(path, 1000, "test file") == b"x" * 1000
-    with pytest.raises(AttnvizError, match=r"more than attnviz reads as a test file") as refused:
+    with pytest.raises(
+        AttnvizError,
+        match=r"f.json is 1 KB; a test file is far smaller \(attnviz reads at most 1 KB\)",
+    ) as refused:
         read_bounded(path, 999, "test file")
     one_line(refused)
     assert read_bounded(path, 10, "model card", head=True) == b"x" * 10
@@ -429,7 +432,7 @@ def test_a_2_gb_file_is_refused_by_its_size_in_bounded_memory(
         assert returncode == "0", err
     else:
         assert returncode == "1" and err.count("\n") == 1, err
-        assert "2.0 GB, more than attnviz reads" in err
+        assert "is 2.0 GB; a " in err and "attnviz reads at most" in err
 
 
 @pytest.mark.slow  # subprocesses
