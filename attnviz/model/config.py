@@ -123,3 +123,31 @@ def check_activation(act: object, key: str, where: str) -> str:
             f"{', '.join(ACTIVATION_NAMES)}"
         )
     return act
+
+
+def agreed(raw: dict[str, Any], keys: tuple[str, ...], where: str) -> tuple[str, Any] | None:
+    """(key, value) of the first of `keys` that `raw` sets (a null counts as not set).
+
+    `keys` name one setting (GPT-2's `n_embd` and its alias `hidden_size`): when two of
+    them are set to different values, which one counts depends on the transformers
+    version, so attnviz refuses the config in one line naming both, rather than pick one.
+    """
+    found = [(key, raw[key]) for key in keys if raw.get(key) is not None]
+    for key, value in found[1:]:
+        if not same(found[0][1], value):
+            conflict(where, found[0], (key, value))
+    return found[0] if found else None
+
+
+def same(a: object, b: object) -> bool:
+    """Whether two config values are the same (true is not 1, 2 is not 2.5)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def conflict(where: str, first: tuple[str, object], second: tuple[str, object]) -> None:
+    """Refuse a config that sets one setting twice, in one line naming both keys."""
+    raise AttnvizError(
+        f"{where} has {first[0]}={shown(first[1], 40)} and {second[0]}={shown(second[1], 40)}, "
+        "two values for one setting (transformers versions differ on which counts): make them "
+        "agree or remove one"
+    )

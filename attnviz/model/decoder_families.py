@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from attnviz.errors import AttnvizError
-from attnviz.model.config import DecoderConfig, check_activation, shown, whole
+from attnviz.model.config import (
+    DecoderConfig,
+    agreed,
+    check_activation,
+    conflict,
+    same,
+    shown,
+    whole,
+)
 
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
 DECODER_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
@@ -56,6 +64,45 @@ DECODER_LAYOUTS: dict[str, tuple[str, list[tuple[str, str]], str]] = {
 _LIMITS = {"layers": 1024, "heads": 1024, "hidden": 65536, "intermediate": 262144}
 _LIMITS.update({"positions": 1 << 20, "vocab": 4_000_000, "head_dim": 4096, "window": 1 << 20})
 
+# The defaults of transformers' config classes, for keys a config.json leaves out. A key
+# set to null is another thing: a null num_key_value_heads means one per query head, a
+# null sliding_window no window.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gpt2": {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12},
+    "llama": {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": None,
+        "max_position_embeddings": 2048,
+    },
+}
+_DEFAULTS["mistral"] = {
+    **_DEFAULTS["llama"],
+    "intermediate_size": 14336,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "sliding_window": 4096,
+}
+_DEFAULTS["qwen2"] = {
+    **_DEFAULTS["llama"],
+    "vocab_size": 151936,
+    "intermediate_size": 22016,
+    "num_key_value_heads": 32,
+    "max_position_embeddings": 32768,
+    "sliding_window": 4096,
+    "max_window_layers": 28,
+}
+# GPT-2's config keys and the names transformers also accepts for them (its attribute_map).
+_GPT2_ALIASES = {
+    "n_embd": "hidden_size",
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_positions": "max_position_embeddings",
+}
+
 
 def layout(model_type: str) -> str:
     """The state-dict layout of a decoder family: "gpt2" or "llama"."""
@@ -63,13 +110,25 @@ def layout(model_type: str) -> str:
 
 
 def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> DecoderConfig:
-    """The decoder a config.json describes, checked before anything is allocated."""
+    """The decoder a config.json describes, checked before anything is allocated.
+
+    A setting given by two keys that disagree (GPT-2's `n_embd` and `hidden_size`,
+    `rope_parameters` and the older `rope_scaling`, `rope_theta` at the top and inside
+    them) is refused in one line naming both; a key left out takes the default of the
+    family's transformers config class.
+    """
     name = DECODER_NAMES[model_type]
+    defaults = _DEFAULTS[model_type]
 
     def size(key: str, default: Any, limit: str, low: int = 1) -> int:
-        value = raw.get(key, default)
-        if value is None:
-            value = default
+        keys = (
+            (key, _GPT2_ALIASES[key]) if model_type == "gpt2" and key in _GPT2_ALIASES else (key,)
+        )
+        found = agreed(raw, keys, where)
+        if found is None:
+            value = defaults.get(key)
+            found = (key, default if value is None else value)
+        key, value = found
         if not whole(value, low, _LIMITS[limit]):
             raise AttnvizError(
                 f"{where} has {key}={shown(value)}; expected a whole number from {low} to "
@@ -136,7 +195,14 @@ def _llama(
     layers = size("num_hidden_layers", 32, "layers")
     heads = size("num_attention_heads", 32, "heads")
     hidden = size("hidden_size", 4096, "hidden")
-    kv_heads = size("num_key_value_heads", heads, "heads")
+    # Null (or left out of a Llama config): one per query head; left out of a Mistral or
+    # Qwen2 config: the family's default (8, 32).
+    kv_heads = (
+        heads
+        if raw.get("num_key_value_heads") is None
+        and ("num_key_value_heads" in raw or model_type == "llama")
+        else size("num_key_value_heads", heads, "heads")
+    )
     if heads % kv_heads:
         raise AttnvizError(
             f"{where} has num_attention_heads={heads}, not a multiple of "
@@ -165,8 +231,10 @@ def _llama(
             "only (1.0)"
         )
     theta, scaling = _rope(raw, where, number)
-    # Qwen2 always has q, k and v biases (transformers ignores attention_bias for it).
-    bias = True if model_type == "qwen2" else flag("attention_bias", False)
+    # Qwen2 always has q, k and v biases, Mistral never; neither has MLP biases: transformers
+    # reads attention_bias and mlp_bias for Llama only (and so does attnviz).
+    llama = model_type == "llama"
+    bias = model_type == "qwen2" or (llama and flag("attention_bias", False))
     return DecoderConfig(
         kind="llama",
         vocab_size=size("vocab_size", 32000, "vocab"),
@@ -181,7 +249,7 @@ def _llama(
         hidden_act=check_activation(raw.get("hidden_act", "silu"), "hidden_act", where),
         qkv_bias=bias,
         out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
-        mlp_bias=flag("mlp_bias", False),
+        mlp_bias=llama and flag("mlp_bias", False),
         rope_theta=theta,
         rope_scaling=scaling,
         sliding_windows=_windows(raw, model_type, layers, where, size, flag),
@@ -191,28 +259,56 @@ def _llama(
 def _rope(
     raw: dict[str, Any], where: str, number: Any
 ) -> tuple[float, tuple[tuple[str, Any], ...]]:
-    """rope_theta and the scaling, from `rope_parameters` (transformers 5) or the older keys."""
-    params = raw.get("rope_parameters")
-    if params is not None and not isinstance(params, dict):
-        raise AttnvizError(f"{where} has rope_parameters={shown(params)}; expected an object")
-    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+    """rope_theta and the scaling, from `rope_parameters` (transformers 5) or the older keys.
+
+    A config may carry both `rope_parameters` and the older `rope_scaling`: transformers 5
+    computes the second, older versions do not know the first. Both are read, each with
+    the top-level `rope_theta` it would be completed with; when they differ the config
+    is refused in one line naming both.
+    """
+    settings = []
+    for key in ("rope_parameters", "rope_scaling"):
+        params = raw.get(key)
+        if params is not None and not isinstance(params, dict):
+            raise AttnvizError(f"{where} has {key}={shown(params)}; expected an object")
+        if params:  # {} says nothing, as in transformers
+            settings.append((key, params, _rope_setting(raw, key, params, where)))
+    if not settings:
+        return number("rope_theta", 10000.0), ()
+    (key, params, setting), *others = settings
+    for other, other_params, other_setting in others:
+        if other_setting != setting:
+            conflict(where, (key, params), (other, other_params))
+    return setting
+
+
+def _rope_setting(
+    raw: dict[str, Any], key: str, params: dict[str, Any], where: str
+) -> tuple[float, tuple[tuple[str, Any], ...]]:
+    """(rope_theta, scaling pairs) that one rotary object `params` (under `key`) describes."""
+    if all(isinstance(v, dict) for v in params.values()):
         raise AttnvizError(
             f"{where} has rotary parameters per layer type; attnviz computes one rotary setting "
             "for all layers"
         )
-    params = dict(params or {})
-    old = raw.get("rope_scaling")
-    if old is not None:
-        if not isinstance(old, dict):
-            raise AttnvizError(f"{where} has rope_scaling={shown(old)}; expected an object")
-        params = {**old, **params}
-    theta_source = params if "rope_theta" in params else raw
-    theta = (
-        number("rope_theta", 10000.0)
-        if theta_source is raw
-        else _positive(params["rope_theta"], "rope_theta", where, _ROTARY)
-    )
-    kind = params.get("rope_type", params.get("type", "default"))
+
+    def twice(inner: str, outer: str) -> Any:
+        """The value of `inner` in params, or of `outer` in the config; refused if both differ."""
+        value, top = params.get(inner), raw.get(outer)
+        if value is not None and top is not None and not same(value, top):
+            conflict(where, (f"{key}.{inner}", value), (outer, top))
+        return value if value is not None else top
+
+    named = agreed(params, ("rope_type", "type"), f"{where} ({key})")
+    kind = "default" if named is None else named[1]
+    theta = twice("rope_theta", "rope_theta")
+    theta = 10000.0 if theta is None else _positive(theta, "rope_theta", where, _ROTARY)
+    partial = twice("partial_rotary_factor", "partial_rotary_factor")
+    if partial not in (1, 1.0, None):
+        raise AttnvizError(
+            f"{where} has partial_rotary_factor={shown(partial)}; attnviz rotates whole heads "
+            "only (1.0)"
+        )
     if kind not in ROPE_TYPES:
         raise AttnvizError(
             f"{where} uses rope_type={shown(kind)}; attnviz computes rotary embeddings "
@@ -223,11 +319,13 @@ def _rope(
         scaling = {"factor": _positive(params.get("factor"), "factor", where, _ROTARY)}
     elif kind == "llama3":
         scaling = {
-            key: _positive(params.get(key), key, where, _ROTARY)
-            for key in ("factor", "low_freq_factor", "high_freq_factor")
+            name: _positive(params.get(name), name, where, _ROTARY)
+            for name in ("factor", "low_freq_factor", "high_freq_factor")
         }
-        original = params.get("original_max_position_embeddings")
-        if not whole(original, 1, _LIMITS["positions"]):
+        original = twice("original_max_position_embeddings", "original_max_position_embeddings")
+        if params.get("original_max_position_embeddings") is None or not whole(
+            original, 1, _LIMITS["positions"]
+        ):
             raise AttnvizError(
                 f"{where} has original_max_position_embeddings={shown(original)} in its llama3 "
                 "rope scaling; expected a whole number: the config is corrupt"
@@ -262,10 +360,15 @@ def _positive(value: object, key: str, where: str, within: str = "") -> float:
 def _windows(
     raw: dict[str, Any], model_type: str, layers: int, where: str, size: Any, flag: Any
 ) -> tuple[int | None, ...]:
-    """How far back each layer looks (None: the whole prefix), from the family's keys."""
+    """How far back each layer looks (None: the whole prefix), from the family's keys.
+
+    As transformers reads them: Mistral slides one window (4096 when left out, none when
+    null) in every layer; Qwen2 only with use_sliding_window, in the layers `layer_types`
+    names, else from max_window_layers (28 when left out) on. Llama has no window.
+    """
     if model_type == "llama":
         return ()
-    types = raw.get("layer_types")  # Qwen2 in transformers 5: each layer's kind
+    types = raw.get("layer_types")  # transformers 5: each layer's kind
     if (
         model_type == "qwen2"
         and types is not None
@@ -279,10 +382,16 @@ def _windows(
             f"{where} has layer_types={shown(types)}; expected one of full_attention or "
             f"sliding_attention for each of its {layers} layers: the config is corrupt"
         )
-    if raw.get("sliding_window") is None:
+    if model_type == "qwen2" and types is not None and "sliding_attention" in types:
+        # Sliding layers with no window to slide: transformers 5 fails on them.
+        if raw.get("sliding_window", 4096) is None:
+            conflict(where, ("layer_types", types), ("sliding_window", None))
+        if not flag("use_sliding_window", False):
+            conflict(where, ("layer_types", types), ("use_sliding_window", False))
+    if "sliding_window" in raw and raw["sliding_window"] is None:
         return ()
-    window = size("sliding_window", None, "window")
     if model_type == "mistral":
+        window = size("sliding_window", None, "window")
         if types is not None and types != ["sliding_attention"] * layers:
             raise AttnvizError(
                 f"{where} has layer_types={shown(types)}: a Mistral whose layers alternate "
@@ -290,10 +399,13 @@ def _windows(
                 "compute; it computes Mistral with one window in every layer"
             )
         return (window,) * layers
-    # Qwen2: `layer_types`, else use_sliding_window from max_window_layers on.
-    if types is not None:
-        return tuple(window if t == "sliding_attention" else None for t in types)
+    # Qwen2: without use_sliding_window no layer slides.
     if not flag("use_sliding_window", False):
         return ()
+    window = size("sliding_window", None, "window")
     first = size("max_window_layers", layers, "layers", low=0)
-    return tuple(window if i >= first else None for i in range(layers))
+    counted = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    if types is not None and types != counted:
+        named = "max_window_layers" if "max_window_layers" in raw else "max_window_layers (default)"
+        conflict(where, ("layer_types", types), (named, first))
+    return tuple(window if t == "sliding_attention" else None for t in counted)

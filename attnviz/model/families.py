@@ -9,16 +9,16 @@ family's config keys, state-dict names and quirks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnviz.errors import AttnvizError, BadInput, short_reason
-from attnviz.limits import DECODER_TOKENS
+from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import CONFIG_BYTES, DECODER_TOKENS, read_json
 from attnviz.model.config import (
     DecoderConfig,
     EncoderConfig,
+    agreed,
     check_activation,
     shown,
     whole,
@@ -37,9 +37,6 @@ LIMITS = {
     "type_vocab_size": 1024,
     "embedding_size": 65536,
 }
-# A config.json larger than this is not a config (real ones are a few kilobytes; a long
-# id2label map makes them some hundreds): refused by its size before it is parsed.
-MAX_CONFIG_BYTES = 8 * 2**20
 
 # ---------------------------------------------------------------------------------------------
 # Families: where each keeps its sizes in config.json and its weights in the state dict.
@@ -132,6 +129,9 @@ class Family:
     pad_positions: bool = False  # RoBERTa: positions count from pad_token_id + 1
     projection: str = "never"  # "never", "if narrower" (ELECTRA), "always" (ALBERT)
     shared_layers: bool = False  # ALBERT
+    # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
+    # takes hidden_size for dim. Two that disagree are refused, naming both.
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 FAMILIES: dict[str, Family] = {
@@ -164,6 +164,11 @@ FAMILIES: dict[str, Family] = {
             "activation": "activation",
         },
         defaults={**_BERT_DEFAULTS, "layers": 6, "type_vocab_size": 0},
+        aliases={
+            "hidden": "hidden_size",
+            "heads": "num_attention_heads",
+            "layers": "num_hidden_layers",
+        },
     ),
     "electra": Family(
         "ELECTRA",
@@ -285,29 +290,16 @@ class ModelShape:
 
 
 def read_config(folder: Path) -> dict[str, Any]:
-    """The raw config.json of a model folder, checked (by `describe`) to be a family we compute."""
+    """The raw config.json of a model folder, checked (by `describe`) to be a family we compute.
+
+    Read only when it is a regular file of at most `limits.CONFIG_BYTES`."""
     path = folder / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise AttnvizError(
             f"{folder} has no config.json: pass the folder of a BERT-family or decoder checkpoint "
             "(config.json and model.safetensors)"
         )
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise AttnvizError(
-                f"{path} is {size / 2**20:.1f} MB; a config.json is a few kilobytes (attnviz reads "
-                f"at most {MAX_CONFIG_BYTES // 2**20} MB): restore or re-download the file"
-            )
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise AttnvizError(
-            f"cannot read {path}: its JSON is nested too deeply; restore or re-download the file"
-        ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, huge ints
-        raise AttnvizError(
-            f"cannot read {path} ({short_reason(exc, 120)}): restore or re-download the file"
-        ) from None
+    raw = read_json(path, CONFIG_BYTES, "config.json")
     if not isinstance(raw, dict):
         raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
     describe(raw, where=str(path))
@@ -370,7 +362,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         key = family.keys.get(name)
         if key is None:
             continue
-        sizes[name] = raw.get(key, family.defaults[name])
+        found = agreed(raw, (key, family.aliases[name]), where) if name in family.aliases else None
+        key, sizes[name] = found or (key, raw.get(key, family.defaults[name]))
         if not whole(sizes[name], 1, limit):
             raise AttnvizError(
                 f"{where} has {key}={shown(sizes[name])}; expected a whole number from 1 to "

@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import struct
 import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
+from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, open_regular, read_json
+from attnviz.model.config import shown
 from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
-from attnviz.model.families import (
-    FAMILIES,
-    MAX_CONFIG_BYTES,
-    describe,
-    encoder_config_for,
-    read_config,
-)
+from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
 
 if TYPE_CHECKING:
     import torch
@@ -70,19 +67,10 @@ def weight_files(folder: Path) -> list[Path]:
 
 
 def _shards(index: Path) -> list[Path]:
-    import json
-
     def bad(why: str) -> AttnvizError:
         return AttnvizError(f"cannot read {index}: {why}; restore or re-download the checkpoint")
 
-    try:
-        if index.stat().st_size > MAX_CONFIG_BYTES:
-            raise bad("it is far larger than an index of shards")
-        raw = json.loads(index.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise bad("its JSON is nested too deeply") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise bad(short_reason(exc, 120)) from None
+    raw = read_json(index, INDEX_BYTES, "index of shards")
     weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise bad("it has no weight_map of tensor names to files")
@@ -114,44 +102,56 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of one weights file: safetensors, or a weights-only pickle."""
-    safetensors_path = bin_path = path
-    if path.suffix == ".safetensors":
-        try:
-            from safetensors.torch import load_file
+    """The tensors of one weights file: safetensors, or a weights-only pickle.
 
-            with quiet_panics():
-                return load_file(safetensors_path)
-        except PASS_THROUGH:
-            raise
-        except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
-            raise AttnvizError(
-                f"cannot read weights from {safetensors_path} ({short_reason(exc)}): the "
-                "file is corrupt or incomplete; re-download it"
-            ) from exc
-    else:
-        import torch
+    The file is opened once, checked to be a regular file (`limits.open_regular`), and read
+    through that descriptor: a FIFO or device put in its place cannot hang or flood the read.
+    """
+    with os.fdopen(open_regular(path, "weights file"), "rb") as handle:
+        if path.suffix == ".safetensors":
+            return _read_safetensors(path, handle.fileno())
+        return _read_pickle(path, handle)
 
-        try:
-            with warnings.catch_warnings():  # torch's advice on legacy files is not for the user
-                warnings.simplefilter("ignore")
-                state = torch.load(bin_path, map_location="cpu", weights_only=True)
-        except PASS_THROUGH:
-            raise
-        except BaseException as exc:
-            raise AttnvizError(
-                f"cannot read weights from {bin_path}: it is corrupt, or not a plain PyTorch "
-                "state dict (attnviz never runs code stored in a checkpoint); re-download it "
-                "or convert it to model.safetensors"
-            ) from exc
-        if not isinstance(state, dict) or not all(
-            isinstance(v, torch.Tensor) for v in state.values()
-        ):
-            raise AttnvizError(
-                f"cannot read weights from {bin_path}: it does not hold a state dict of "
-                "tensors; save the model with save_pretrained"
-            )
-        return state
+
+def _read_safetensors(path: Path, fd: int) -> dict[str, torch.Tensor]:
+    # The library takes a file name: /proc/self/fd/N names the file already opened and checked.
+    opened = Path(f"/proc/self/fd/{fd}")
+    name = opened if opened.exists() else path
+    try:
+        from safetensors.torch import load_file
+
+        with quiet_panics():
+            return load_file(name)
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
+        raise AttnvizError(
+            f"cannot read weights from {path} ({short_reason(exc)}): the "
+            "file is corrupt or incomplete; re-download it"
+        ) from exc
+
+
+def _read_pickle(path: Path, handle: BinaryIO) -> dict[str, torch.Tensor]:
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # torch's advice on legacy files is not for the user
+            warnings.simplefilter("ignore")
+            state = torch.load(handle, map_location="cpu", weights_only=True)
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:
+        raise AttnvizError(
+            f"cannot read weights from {path}: it is corrupt, or not a plain PyTorch "
+            "state dict (attnviz never runs code stored in a checkpoint); re-download it "
+            "or convert it to model.safetensors"
+        ) from exc
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise AttnvizError(
+            f"cannot read weights from {path}: it does not hold a state dict of "
+            "tensors; save the model with save_pretrained"
+        )
+    return state
 
 
 def _rules(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
@@ -452,40 +452,86 @@ def _check_computes(encoder: Encoder | Decoder, dtype: str | None) -> None:
 
 # A safetensors file starts with its header's length (8 bytes, little-endian) and the header:
 # JSON mapping each tensor's name to its dtype, shape and byte range in the data that follows.
-MAX_SAFETENSORS_HEADER = 100 * 2**20  # the format's own bound
+# Bits per number of each dtype the safetensors library loads into torch (F6_* it cannot).
+_DTYPE_BITS = {
+    **dict.fromkeys(("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0"), 8),
+    **dict.fromkeys(("F8_E4M3FNUZ", "F8_E5M2FNUZ"), 8),
+    **dict.fromkeys(("I16", "U16", "F16", "BF16"), 16),
+    **dict.fromkeys(("I32", "U32", "F32"), 32),
+    **dict.fromkeys(("I64", "U64", "F64", "C64"), 64),
+    "F4": 4,
+}
+_NOT_FLOAT = ("BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "C64")
 
 
 def safetensors_shapes(path: Path) -> dict[str, list[int]]:
     """Each tensor's shape in a safetensors file, from its header, read with the standard
     library (the safetensors package opens it for numpy, and imports numpy to do so).
 
-    A header that is too long for the file, not JSON, or whose tensors lack a shape or
-    have byte ranges outside the data raises ValueError.
+    The header is checked as the safetensors library checks it when the weights are
+    loaded, so that what `info` counts is what `show` loads: a header longer than the file
+    or than the format allows, not a JSON object, a tensor without a known dtype, a shape
+    or a byte range, a byte range that does not hold exactly its shape's numbers, or ranges
+    that leave a gap, overlap or do not end where the file does raise ValueError. A file
+    that is not a regular one is refused (AttnvizError, see `limits.open_regular`).
     """
-    with path.open("rb") as file:
-        data = path.stat().st_size - 8
+    return {key: shape for key, (_, shape) in _safetensors_header(path).items()}
+
+
+def _safetensors_header(path: Path) -> dict[str, tuple[str, list[int]]]:
+    """(dtype, shape) of each tensor in a safetensors file, its header checked (see above)."""
+    with os.fdopen(open_regular(path, "weights file"), "rb") as file:
+        data = os.fstat(file.fileno()).st_size - 8
         head = file.read(8)
         if len(head) != 8:
             raise ValueError("shorter than a safetensors header")
         (size,) = struct.unpack("<Q", head)
-        if size > min(data, MAX_SAFETENSORS_HEADER):
+        if size > min(data, SAFETENSORS_HEADER_BYTES):
             raise ValueError(f"its header claims {size:,} bytes, more than the file holds")
-        header = json.loads(file.read(size))
+        raw = file.read(size)
+    if len(raw) != size:
+        raise ValueError("it is shorter than its header says")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("its header is nested too deeply") from None
     if not isinstance(header, dict):
         raise ValueError("its header is not a JSON object")
     data -= size
-    shapes: dict[str, list[int]] = {}
+    tensors: dict[str, tuple[str, list[int]]] = {}
+    spans: list[tuple[int, int, str]] = []
     for key, entry in header.items():
         if key == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise ValueError("its __metadata__ is not a map of text")
             continue
         shape = entry.get("shape") if isinstance(entry, dict) else None
         span = entry.get("data_offsets") if isinstance(entry, dict) else None
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
         if not (_whole_numbers(shape) and _whole_numbers(span) and len(span) == 2):
             raise ValueError(f"tensor {key!r} has no shape or byte range in the header")
-        if not span[0] <= span[1] <= data:
-            raise ValueError(f"tensor {key!r} lies outside the file's data")
-        shapes[key] = shape
-    return shapes
+        if not isinstance(dtype, str) or dtype not in _DTYPE_BITS:
+            raise ValueError(f"tensor {key!r} has dtype {shown(dtype, 30)}, which is not one")
+        bits = _DTYPE_BITS[dtype]
+        for n in shape:
+            bits *= n  # Python ints: a lying shape cannot wrap around
+        if bits % 8 or span[1] < span[0] or span[1] - span[0] != bits // 8:
+            raise ValueError(
+                f"tensor {key!r} of shape {shown(shape, 40)} and dtype {dtype} does not fill "
+                f"its byte range {shown(span, 40)}"
+            )
+        tensors[key] = (dtype, shape)
+        spans.append((span[0], span[1], key))
+    end = 0
+    for start, stop, key in sorted(spans):
+        if start != end:
+            raise ValueError(f"tensor {key!r} overlaps another or leaves a gap before it")
+        end = stop
+    if end != data:
+        raise ValueError(
+            f"its tensors hold {end:,} bytes of data but the file has {data:,} after the header"
+        )
+    return tensors
 
 
 def _whole_numbers(value: object) -> TypeGuard[list[int]]:
@@ -498,23 +544,39 @@ def count_parameters(folder: Path) -> int:
     """The number of encoder parameters in a checkpoint (pooler and heads excluded).
 
     ALBERT's shared layer counts once. For safetensors only the file header is read,
-    so this needs no torch.
+    so this needs no torch; the header is checked as loading checks it, and a weight
+    that loading would refuse as not floating point is refused here too, so a file
+    `show` cannot load is never counted.
     """
     model_type = describe(read_config(folder)).model_type
     shapes: dict[str, list[int]] = {}
+    dtypes: dict[str, str] = {}
     for path in weight_files(folder):
         if path.suffix != ".safetensors":
-            shapes.update({key: list(t.shape) for key, t in _read_file(path).items()})
+            for key, tensor in _read_file(path).items():
+                shapes[key] = list(tensor.shape)
+                dtypes[key] = "F32" if tensor.is_floating_point() else "I64"
             continue
         try:
-            shapes.update(safetensors_shapes(path))
-        except (OSError, ValueError, RecursionError) as exc:
+            header = _safetensors_header(path)
+        except (OSError, ValueError) as exc:
             raise AttnvizError(
                 f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
                 "re-download it"
             ) from exc
+        shapes.update({key: shape for key, (_, shape) in header.items()})
+        dtypes.update({key: dtype for key, (dtype, _) in header.items()})
+    converted = convert_state_dict(shapes, model_type)
+    stored = convert_state_dict({key: key for key in shapes}, model_type)
+    not_float = sorted({stored[k] for k in converted if dtypes[stored[k]] in _NOT_FLOAT})
+    if not_float:
+        listed = ", ".join(f"{key} ({dtypes[key]})" for key in not_float[:4])
+        raise AttnvizError(
+            f"the weights in {folder} hold tensors that are not floating point ({listed}): "
+            "they are not a model's weights; re-download them"
+        )
     total = 0
-    for shape in convert_state_dict(shapes, model_type).values():
+    for shape in converted.values():
         count = 1
         for size in shape:
             count *= size

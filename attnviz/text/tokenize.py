@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.limits import max_text_chars
+from attnviz.limits import TOKENIZER_BYTES, max_text_chars, read_bounded
 from attnviz.text.pieces import Pieces
 
 if TYPE_CHECKING:
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 # Tokenizer files other than tokenizer.json that transformers can build a fast tokenizer from:
 # WordPiece, byte-level BPE (with merges.txt), XLM-RoBERTa's and ALBERT's sentencepiece models.
 TOKENIZER_FILES = ("vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
+# What transformers reads besides them; all are copied, each read as `limits.read_bounded`
+# reads it, into a private folder that transformers then reads (see `_from_pretrained`).
+_WITH_THEM = (
+    "merges.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "config.json",
+)
 
 
 def load_tokenizer(folder: Path, *, use_cache: bool = True) -> Tokenizer:
@@ -33,22 +42,24 @@ def load_tokenizer(folder: Path, *, use_cache: bool = True) -> Tokenizer:
     to convert in the cache's folder, for the next run.
     """
     path = folder / "tokenizer.json"
-    if not path.is_file() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+    if not path.exists() and not any((folder / name).exists() for name in TOKENIZER_FILES):
         raise AttnvizError(
             f"{folder} has no tokenizer.json or vocab.txt (nor vocab.json or a sentencepiece "
             "model): copy the tokenizer files that came with the checkpoint next to its config.json"
         )
     try:
-        if path.is_file():
+        if path.exists():
             from tokenizers import Tokenizer
 
+            # Read here, bounded and from a regular file only; parsed by the library.
+            text = read_bounded(path, TOKENIZER_BYTES, "tokenizer file").decode("utf-8")
             with quiet_panics():
-                tokenizer = Tokenizer.from_file(str(path))
+                tokenizer = Tokenizer.from_str(text)
         else:
             tokenizer = _tokenizer_from_transformers(folder, use_cache)
     except (AttnvizError, *PASS_THROUGH):
         raise
-    except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
+    except BaseException as exc:  # a Rust panic too (see PASS_THROUGH); RecursionError
         raise AttnvizError(
             f"cannot read the tokenizer in {folder} ({short_reason(exc, 120)}): the model "
             "folder needs tokenizer.json (or vocab.txt, vocab.json and merges.txt, or a "
@@ -83,7 +94,7 @@ def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
 
     from transformers import AutoTokenizer
 
-    auto = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    auto = _from_pretrained(AutoTokenizer, folder)
     backend = getattr(auto, "backend_tokenizer", None)
     if backend is None:
         raise AttnvizError(
@@ -93,6 +104,40 @@ def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
     if saved is not None:
         cache.store_tokenizer_json(saved, backend.to_str())
     return backend
+
+
+def _from_pretrained(auto_tokenizer: Any, folder: Path) -> Any:
+    """transformers' tokenizer for `folder`, built from bounded copies of its files.
+
+    transformers opens a folder's files itself, whatever they are: each is copied here
+    first, only when it is a regular file within `limits.TOKENIZER_BYTES` (else one
+    line), into a private folder that transformers reads instead.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="attnviz-tokenizer-") as private:
+        for name in (*TOKENIZER_FILES, *_WITH_THEM):
+            if (folder / name).exists():
+                data = read_bounded(folder / name, TOKENIZER_BYTES, "tokenizer file")
+                if name.endswith(".json"):
+                    _check_nesting(folder / name, data)
+                (Path(private) / name).write_bytes(data)
+        return auto_tokenizer.from_pretrained(private, local_files_only=True)
+
+
+def _check_nesting(path: Path, data: bytes) -> None:
+    """Refuse JSON nested past Python's parser in one line naming the file (transformers
+    would report it as a RecursionError); any other fault is left for transformers to report."""
+    import json
+
+    try:
+        json.loads(data)
+    except RecursionError:
+        raise AttnvizError(
+            f"cannot read {path}: its JSON is nested too deeply; restore or re-download the file"
+        ) from None
+    except ValueError:
+        pass
 
 
 def tokenize(

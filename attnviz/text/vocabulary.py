@@ -17,11 +17,14 @@ Reads JSON and text only: no torch, no transformers.
 from __future__ import annotations
 
 import contextlib
-import json
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from attnviz.errors import AttnvizError
+from attnviz.limits import MODEL_CARD_BYTES, TOKENIZER_BYTES, read_bounded, read_json
 
 if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces
@@ -73,35 +76,64 @@ class TokenizerInfo:
 
 
 def describe_tokenizer(folder: Path) -> TokenizerInfo:
-    """The tokenizer in `folder`: its kind, vocabulary size, lowercasing and accent stripping."""
+    """The tokenizer in `folder`: its kind, vocabulary size, lowercasing and accent stripping.
+
+    Its files are read as `limits.read_bounded` reads them: a file that is not a regular
+    one, larger than `limits.TOKENIZER_BYTES`, not JSON or nested too deeply is refused
+    in one line (AttnvizError), as loading the tokenizer would refuse it.
+    """
     path = folder / "tokenizer.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
+    if path.exists():
+        data = read_json(path, TOKENIZER_BYTES, "tokenizer file")
         if isinstance(data, dict):
             return _from_tokenizer_json(data)
     return _from_other_files(folder)
 
 
+# How deep a tokenizer.json's normalizer and pre-tokenizer specs are looked into (real ones
+# nest two or three levels).
+_DEPTH = 32
+
+
 def _from_tokenizer_json(data: dict[str, Any]) -> TokenizerInfo:
-    model = data.get("model") or {}
-    kind = _KINDS.get(str(model.get("type")), str(model.get("type") or "unknown"))
-    if kind == "BPE" and "ByteLevel" in json.dumps(data.get("pre_tokenizer")):
+    model = _object(data.get("model"))
+    name = model.get("type")
+    name = name if isinstance(name, str) and len(name) <= 40 else None
+    kind = _KINDS.get(str(name), name or "unknown")
+    if kind == "BPE" and _mentions(data.get("pre_tokenizer"), "ByteLevel", _DEPTH):
         kind = "byte-level BPE"
     vocab = model.get("vocab")
     size = len(vocab) if isinstance(vocab, dict | list) else None
     if isinstance(vocab, dict):
-        added = data.get("added_tokens") or []
-        size = len(vocab) + sum(t.get("content") not in vocab for t in added)
-    lowercase, accents = _normaliser(data.get("normalizer"))
+        added = data.get("added_tokens")
+        contents = (
+            [t.get("content") for t in added if isinstance(t, dict)]
+            if isinstance(added, list)
+            else []
+        )
+        size = len(vocab) + sum(isinstance(c, str) and c not in vocab for c in contents)
+    lowercase, accents = _normaliser(data.get("normalizer"), _DEPTH)
     return TokenizerInfo(kind, size, lowercase, accents)
 
 
-def _normaliser(spec: Any) -> tuple[bool, bool]:
-    """(lowercases, strips accents) of a tokenizers normalizer spec."""
-    if not isinstance(spec, dict):
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _mentions(spec: Any, kind: str, depth: int) -> bool:
+    """Whether a tokenizers spec, or one nested in it (to `depth` levels), is of type `kind`."""
+    if depth <= 0:
+        return False
+    if isinstance(spec, dict):
+        return spec.get("type") == kind or any(_mentions(v, kind, depth - 1) for v in spec.values())
+    if isinstance(spec, list):
+        return any(_mentions(v, kind, depth - 1) for v in spec)
+    return False
+
+
+def _normaliser(spec: Any, depth: int) -> tuple[bool, bool]:
+    """(lowercases, strips accents) of a tokenizers normalizer spec, to `depth` levels."""
+    if not isinstance(spec, dict) or depth <= 0:
         return False, False
     kind = spec.get("type")
     if kind == "BertNormalizer":
@@ -109,26 +141,32 @@ def _normaliser(spec: Any) -> tuple[bool, bool]:
         strip = spec.get("strip_accents")
         return lower, lower if strip is None else bool(strip)  # None follows lowercase
     if kind == "Sequence":
-        parts = [_normaliser(n) for n in spec.get("normalizers") or []]
+        nested = spec.get("normalizers")
+        parts = [_normaliser(n, depth - 1) for n in nested] if isinstance(nested, list) else []
         return any(p[0] for p in parts), any(p[1] for p in parts)
     return kind == "Lowercase", kind == "StripAccents"
 
 
 def _from_other_files(folder: Path) -> TokenizerInfo:
     config: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if (folder / "tokenizer_config.json").exists():
+        config = _object(
+            read_json(folder / "tokenizer_config.json", TOKENIZER_BYTES, "tokenizer file")
+        )
     lower = config.get("do_lower_case")
     strip = config.get("strip_accents", lower)
-    if (folder / "vocab.txt").is_file():
+    size: int | None = None
+    if (folder / "vocab.txt").exists():
         kind = "WordPiece"
-        size: int | None = sum(1 for _ in (folder / "vocab.txt").open(encoding="utf-8"))
+        data = read_bounded(folder / "vocab.txt", TOKENIZER_BYTES, "tokenizer file")
+        with contextlib.suppress(UnicodeDecodeError):  # as the tokenizer reads it: by lines
+            size = sum(1 for _ in io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     elif (folder / "vocab.json").is_file():
-        kind, size = "byte-level BPE", None
+        kind = "byte-level BPE"
     elif any((folder / n).is_file() for n in ("sentencepiece.bpe.model", "spiece.model")):
-        kind, size = "SentencePiece", None
+        kind = "SentencePiece"
     else:
-        kind, size = "unknown", None
+        kind = "unknown"
     return TokenizerInfo(
         kind,
         size,
@@ -143,13 +181,17 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.S)
 def model_languages(folder: Path) -> tuple[str, ...] | None:
     """The languages the model card (`README.md` beside the weights) lists; None if it doesn't.
 
+    Only the first `limits.MODEL_CARD_BYTES` of the card are read (the front matter comes
+    first), and only from a regular file: a card that is a pipe or a device is not stated.
+
     Reads the `language:` field of the card's YAML front matter, as a single value
     (`language: en`), an inline list (`language: [pt, en]`) or a block list.
     """
     try:
-        text = (folder / "README.md").read_text(encoding="utf-8", errors="replace")[:20_000]
-    except OSError:
+        card = read_bounded(folder / "README.md", MODEL_CARD_BYTES, "model card", head=True)
+    except (OSError, AttnvizError):  # missing, or a pipe, a device, a folder: not stated
         return None
+    text = card.decode("utf-8", errors="replace")
     match = _FRONT_MATTER.match(text)
     if not match:
         return None
