@@ -72,8 +72,8 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         limit, why = prepared.shape.token_limit(request.max_tokens)
         kept = f"; {limit} are read{in_flags(why)}" if why else f" (the model takes {limit})"
-        note = f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}"
-        print(one_line(note), file=sys.stderr)
+        dropped = f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}"
+        print(one_line(dropped), file=sys.stderr)
     note = None if request.quiet else prepared.fit_note()
     if note:
         defer_note(note)

@@ -206,7 +206,7 @@ def wrap_items(items: Sequence[str], width: int, gap: int = 2) -> list[str]:
 
 def title_width(title: str | None) -> int:
     """Cells the widest line of `title` takes once made `visible` (0 for no title)."""
-    return max((cell_len(part) for part in visible(title or "", newlines=True).split("\n")))
+    return max(cell_len(part) for part in visible(title or "", newlines=True).split("\n"))
 
 
 # ---------------------------------------------------------------------------

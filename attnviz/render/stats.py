@@ -112,7 +112,9 @@ class StatsTable:
         self.shares = tuple(statistics)[1:]  # an encoder's six, a decoder's four
         self.label_shares = dict(label_shares or {})
         if "first" in self.shares:
-            first = f" ({visible(first_token)}, which the tokenizer puts first)" if first_token else ""
+            first = (
+                f" ({visible(first_token)}, which the tokenizer puts first)" if first_token else ""
+            )
             self.caption = _DECODER_CAPTION.format(first=first)
         else:
             self.caption = _CAPTION
