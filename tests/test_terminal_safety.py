@@ -269,3 +269,33 @@ def test_rich_markup_from_strangers_prints_as_written(decoder: str, tmp_path: Pa
         assert MARKUP in out, out
     out, _ = _run("stats", "the bank ok", "--model", str(folder))
     assert "m[bold]x · head statistics" in out and f"({MARKUP}, which" in out, out
+
+
+# ---------------------------------------------------------------------------
+# JSON on a terminal: the same data, nothing a terminal acts on
+
+
+def test_json_escapes_exactly_what_a_terminal_would_act_on() -> None:
+    import unicodedata
+
+    from attnviz.render.cells import json_visible
+
+    unsafe = [
+        chr(c)
+        for c in range(0x110000)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+    ]
+    record = {"tokens": ["João", "👨\u200d👩", *unsafe]}
+    document = json_visible(json.dumps(record, ensure_ascii=False))
+    assert json.loads(document) == record  # the same data
+    assert "João" in document and "👨" in document  # still readable
+    assert not any(char in document for char in unsafe)
+
+
+@pytest.mark.slow  # a tiny model
+def test_json_output_carries_the_typed_text_escaped(decoder: str) -> None:
+    out, _ = _run("show", HOSTILE_TEXT, "--model", decoder, "--units", "tokens", "--json")
+    for _, raw, _ in ATTACKS.values():
+        assert not any(char in out for char in raw)
+    tokens = json.loads(out)["tokens"]
+    assert any("\x1b" in token for token in tokens) and any("\u202e" in t for t in tokens)

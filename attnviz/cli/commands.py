@@ -162,7 +162,11 @@ def _wrote(out: Path | None) -> None:
 
 
 def _json(record: Any) -> None:
-    print(json.dumps(record, ensure_ascii=False))
+    """`record` as JSON, readable (`João`), with what a terminal would act on (an escape,
+    a bidirectional override from a model's tokens) as `\\u` escapes: the same data."""
+    from attnviz.render.cells import json_visible
+
+    print(json_visible(json.dumps(record, ensure_ascii=False)))
 
 
 def show(

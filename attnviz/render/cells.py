@@ -23,6 +23,8 @@ width, and `title_lines` lays out a bold title. Used by `attnviz.render.terminal
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 
@@ -38,6 +40,7 @@ __all__ = [
     "Line",
     "clean_labels",
     "emit",
+    "json_visible",
     "pad",
     "title_lines",
     "title_width",
@@ -60,6 +63,14 @@ _MAX_FLAG_TAGS = 6  # a subdivision flag: 🏴 + up to 6 tag letters (`gbsct`) +
 # controls, zero-width characters, U+FEFF, soft hyphen, tags), lone surrogates (undecodable
 # bytes), line and paragraph separators.
 _ESCAPED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# Every character of those categories (Unicode 14, as Python 3.11 knows it; a test checks
+# this against the running Python), to find them in bulk.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -144,6 +155,12 @@ def visible(text: str, *, newlines: bool = False) -> str:
         char if keep or (newlines and char == "\n") else _escape(char)
         for char, keep in zip(text, _kept(text), strict=True)
     )
+
+
+def json_visible(document: str) -> str:
+    """A JSON document with every character `visible` would escape written as a JSON
+    `\\u` escape (`\\u202e`): the same data when read back, nothing a terminal acts on."""
+    return _UNSAFE.sub(lambda match: json.dumps(match[0])[1:-1], document)
 
 
 def clean_labels(labels: Sequence[str]) -> list[str]:
