@@ -17,8 +17,9 @@ of a subdivision flag. `truncate` cuts text to a number of cells, ending in `…
 are shown at most `MAX_LABEL_CELLS` cells wide.
 
 Whole lines are lists of rich `Segment`s (`Line`); `emit` writes them cropped to the
-width, and `title_lines` lays out a bold title. Used by `attnviz.render.terminal`,
-`attnviz.render.stats` and `attnviz.render.explain`. No torch, no matplotlib.
+width, and `title_lines` lays out a bold title. Used by every terminal renderer
+(`terminal`, `bars`, `stats`, `find`, `compare`, `explain`) and by the command line
+(`tokens`, `info`, its notes and error lines, `--json`). No torch, no matplotlib.
 """
 
 from __future__ import annotations
