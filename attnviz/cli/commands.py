@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
-from attnviz.cli.errors import defer_note, in_flags
+from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
 from attnviz.limits import attention_budget
@@ -72,10 +72,8 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
         limit, why = prepared.shape.token_limit(request.max_tokens)
         kept = f"; {limit} are read{in_flags(why)}" if why else f" (the model takes {limit})"
-        print(
-            f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}",
-            file=sys.stderr,
-        )
+        dropped = f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}"
+        print(one_line(dropped), file=sys.stderr)
     note = None if request.quiet else prepared.fit_note()
     if note:
         defer_note(note)
@@ -164,7 +162,11 @@ def _wrote(out: Path | None) -> None:
 
 
 def _json(record: Any) -> None:
-    print(json.dumps(record, ensure_ascii=False))
+    """`record` as JSON, readable (`João`), with what a terminal would act on (an escape,
+    a bidirectional override from a model's tokens) as `\\u` escapes: the same data."""
+    from attnviz.render.cells import json_visible
+
+    print(json_visible(json.dumps(record, ensure_ascii=False)))
 
 
 def show(
@@ -459,6 +461,8 @@ def tokens(console: Console, request: Request) -> None:
     """
     from rich.table import Table
 
+    from attnviz.render.cells import visible
+
     pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
@@ -476,14 +480,17 @@ def tokens(console: Console, request: Request) -> None:
         w, label = word_of[i]
         start, end = pieces.offsets[i]
         span = "" if pieces.sequence_ids[i] is None else f"{start}–{end}"
-        text = Text(pieces.labels[i])
-        table.add_row(str(i), Text(piece), text, str(pieces.ids[i]), Text(f"{w} {label}"), span)
+        text = Text(visible(pieces.labels[i]))
+        word = Text(f"{w} {visible(label)}")
+        table.add_row(str(i), Text(visible(piece)), text, str(pieces.ids[i]), word, span)
     console.print(table)
 
 
 def info(console: Console, model: str | None) -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
+
+    from attnviz.render.cells import visible
 
     details = api.model_info(model)
     about, shape = details.model, details.shape
@@ -522,11 +529,12 @@ def info(console: Console, model: str | None) -> None:
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     for key, value in rows:
-        table.add_row(key, Text(str(value)))
+        table.add_row(key, Text(visible(str(value))))  # a model card's text: never markup
     console.print(table)
     # The folder on a line of its own, never broken inside a name: the terminal wraps it,
     # and a copy of it pastes whole.
-    console.print(Text.assemble(("folder", "bold"), f"  {about.folder}"), soft_wrap=True)
+    folder = visible(str(about.folder))
+    console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
 
 
 def _weights(files: tuple[str, ...]) -> str:

@@ -62,9 +62,10 @@ def defer_note(message: str) -> None:
     """A note for stderr, printed after the command's output if it succeeds.
 
     A command that fails prints only its one error line; one that succeeds prints its
-    output (stdout stays clean for JSON) and then the notes.
+    output (stdout stays clean for JSON) and then the notes. A note may quote a model
+    card or the text: it is printed on one line, with anything unsafe escaped.
     """
-    _notes.append(message)
+    _notes.append(one_line(message))
 
 
 class OneLineUsageErrors(TyperGroup):
@@ -178,14 +179,17 @@ MAX_LINE = 2000  # characters of an error line; a value echoed from a hostile fi
 
 
 def one_line(message: str) -> str:
-    """`message` on one line, control characters (a file name's newline or ANSI escape) shown
-    escaped rather than sent to the terminal, and at most MAX_LINE characters."""
+    """`message` on one line (runs of whitespace, newlines included, become one space),
+    anything unsafe for a terminal (a file name's ANSI escape, a bidirectional override)
+    shown escaped by `printable`, and at most MAX_LINE characters."""
     line = printable(" ".join(message[: MAX_LINE * 4].split()))
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
 def printable(text: str) -> str:
-    """`text` with control and other unprintable characters escaped (`\\n`, `\\x1b`)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    """`text` safe for the terminal, by the rule the output follows too
+    (`attnviz.render.cells.visible`): control characters escaped (`\\n`, `\\x1b`),
+    bidirectional and zero-width characters shown as `U+202E`, `U+200B`."""
+    from attnviz.render.cells import visible  # rich: only when a line is printed
+
+    return visible(text)

@@ -4,20 +4,28 @@ A display cell is one column of a terminal: `a` takes one, `銀` or `👍` two, 
 combining accent none. Widths are counted with `rich.cells.cell_len`, as rich
 counts them when it lays out a table or a line.
 
-Labels are made safe for a one-line layout by `sanitize`: control characters become
-visible stand-ins (`\\n` -> `␊`), bidirectional overrides and other invisible format
-characters that move or hide text are dropped, and a zero-width joiner is kept only
-between emoji (elsewhere rich and terminals disagree on the width). `truncate` cuts
-text to a number of cells, ending in `…`; labels are shown at most `MAX_LABEL_CELLS`
-cells wide.
+Text from strangers (a model card, a tokenizer's pieces, a cache entry, the typed text)
+is made safe for a terminal by `visible`, the one rule every renderer and the command
+line's error lines use: control characters are escaped Python-style (`\\x1b`, `\\n`,
+`\\x9b`) and invisible format characters (bidirectional overrides, isolates and marks,
+zero-width spaces and joiners, U+FEFF, line separators) as `U+202E`, so nothing can
+retitle the window, move the cursor, reorder or hide text. Ordinary text is untouched:
+accents, CJK, right-to-left scripts, `##ou`, `Ġ`, `▁`, emoji, and the joiners that belong
+to text: a zero-width joiner between two emoji (`👨\\u200d👩\\u200d👧`), a zero-width
+non-joiner between two letters of a script that uses it (Persian `می\\u200cخواهم`), the tags
+of a subdivision flag. `truncate` cuts text to a number of cells, ending in `…`; labels
+are shown at most `MAX_LABEL_CELLS` cells wide.
 
 Whole lines are lists of rich `Segment`s (`Line`); `emit` writes them cropped to the
-width, and `title_lines` lays out a bold title. Used by `attnviz.render.terminal`,
-`attnviz.render.stats` and `attnviz.render.explain`. No torch, no matplotlib.
+width, and `title_lines` lays out a bold title. Used by every terminal renderer
+(`terminal`, `bars`, `stats`, `find`, `compare`, `explain`) and by the command line
+(`tokens`, `info`, its notes and error lines, `--json`). No torch, no matplotlib.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 
@@ -33,11 +41,12 @@ __all__ = [
     "Line",
     "clean_labels",
     "emit",
+    "json_visible",
     "pad",
-    "sanitize",
     "title_lines",
     "title_width",
     "truncate",
+    "visible",
     "wrap_items",
 ]
 
@@ -45,15 +54,28 @@ MAX_LABEL_CELLS = 14  # longest label shown, in display cells (longer ones end i
 ELLIPSIS = "…"  # ends text that `truncate` cut
 
 _BOLD = Style(bold=True)
-_DROPPED = frozenset(
-    "\u00ad\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)  # soft hyphen and bidirectional controls: invisible, but they move or hide text
 _ZWJ = "\u200d"
+_ZWNJ = "\u200c"
 _SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))
+_BLACK_FLAG = "\U0001f3f4"
+_CANCEL_TAG = "\U000e007f"
+_MAX_FLAG_TAGS = 6  # a subdivision flag: 🏴 + up to 6 tag letters (`gbsct`) + cancel tag
+# Unicode categories escaped: controls (C0, DEL, C1), format characters (bidirectional
+# controls, zero-width characters, U+FEFF, soft hyphen, tags), lone surrogates (undecodable
+# bytes), line and paragraph separators.
+_ESCAPED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# Every character of those categories (Unicode 14, as Python 3.11 knows it; a test checks
+# this against the running Python), to find them in bulk.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
 
 
 # ---------------------------------------------------------------------------
-# Making text safe for one line
+# Making text from strangers safe for a terminal
 
 
 def _is_pictograph(char: str) -> bool:
@@ -66,59 +88,85 @@ def _is_emoji(char: str) -> bool:
     return char == "\ufe0f" or char in _SKIN_TONES or _is_pictograph(char)
 
 
-def _stand_in(char: str) -> str:
-    """What one character of a label becomes (joiners and skin tones are left to
-    `_joined_only`, which looks at their neighbours)."""
+def _is_script_letter(char: str, *, marks: bool = True) -> bool:
+    """A letter (or a mark, with `marks`) of a script other than ASCII's, such as Persian
+    or Devanagari."""
+    return not char.isascii() and unicodedata.category(char)[0] in ("LM" if marks else "L")
+
+
+def _escape(char: str) -> str:
+    """How `visible` shows one unsafe character: `\\x1b`, `\\n`, `\\x9b` for a control
+    character (as Python writes it), `U+202E` for any other."""
     code = ord(char)
-    if code < 0x20:
-        return chr(0x2400 + code)  # control pictures: ␀ ␉ ␊ ...
-    if code == 0x7F:
-        return "␡"
-    if 0x80 <= code < 0xA0 or 0xD800 <= code < 0xE000:
-        return "?"  # C1 controls, lone surrogates
-    if char in ("\u2028", "\u2029"):
-        return "␤"
-    if char in _DROPPED:
-        return ""
-    return char
+    if code < 0x20 or 0x7F <= code < 0xA0:
+        return repr(char)[1:-1]
+    return f"U+{code:04X}"
 
 
-def _joined_only(text: str) -> str:
-    """`text` with emoji modifiers kept only where they modify something.
+def _flag_tags(text: str, start: int) -> int:
+    """The end of the tags of a subdivision flag whose 🏴 is at `start - 1`, or `start`."""
+    end = start
+    while end < len(text) and end - start < _MAX_FLAG_TAGS and 0xE0020 <= ord(text[end]) < 0xE007F:
+        end += 1
+    if end > start and end < len(text) and text[end] == _CANCEL_TAG:
+        return end + 1
+    return start
 
-    A skin tone stays only right after a pictograph (alone, rich counts 0 cells and
-    terminals 2), then a zero-width joiner only between two emoji: rich counts
-    "a\u200db" as 1 cell where terminals draw 2, and a joiner left at the end of a
-    label would swallow the space after it in rich's count, shifting the row.
+
+def _kept(text: str) -> list[bool]:
+    """For each character of `text`, whether it is shown as it is (else escaped).
+
+    Escaped: every character of the `_ESCAPED` categories except the joiners that belong
+    to the text around them, and a skin tone that modifies nothing (rich counts it 0 cells,
+    terminals 2). A zero-width joiner stays only between two emoji: rich counts "a\\u200db"
+    as 1 cell where terminals draw 2, and "\\u200dx" as 0.
     """
-    toned = "".join(
-        char
-        for i, char in enumerate(text)
-        if char not in _SKIN_TONES or (i > 0 and _is_pictograph(text[i - 1]))
-    )
-    last = len(toned) - 1
-    return "".join(
-        char
-        for i, char in enumerate(toned)
-        if char != _ZWJ or (0 < i < last and _is_emoji(toned[i - 1]) and _is_emoji(toned[i + 1]))
-    )
+    kept = [unicodedata.category(char) not in _ESCAPED for char in text]
+    last = len(text) - 1
+    for i, char in enumerate(text):
+        if char in _SKIN_TONES:
+            kept[i] = i > 0 and _is_pictograph(text[i - 1])
+        elif char == _BLACK_FLAG:
+            end = _flag_tags(text, i + 1)
+            kept[i + 1 : end] = [True] * (end - i - 1)
+    for i, char in enumerate(text):
+        if 0 < i < last and char == _ZWJ:
+            before, after = text[i - 1], text[i + 1]
+            kept[i] = kept[i - 1] and kept[i + 1] and _is_emoji(before) and _is_emoji(after)
+        elif 0 < i < last and char == _ZWNJ:
+            after = text[i + 1]
+            kept[i] = _is_script_letter(text[i - 1]) and _is_script_letter(after, marks=False)
+    return kept
 
 
-def sanitize(text: str) -> str:
-    """`text` with every character that could break a one-line layout replaced.
+def visible(text: str, *, newlines: bool = False) -> str:
+    """`text` safe to print on a terminal, every unsafe character shown escaped.
 
-    Control characters become visible stand-ins (`\\n` -> `␊`, C1 controls and lone
-    surrogates -> `?`), invisible characters that move or hide text are dropped, and
-    emoji joiners and skin tones stay only where they join or tone an emoji.
+    Control characters become `\\x1b`, `\\r`, `\\x07`, `\\x9b` (and `\\n`, unless
+    `newlines`: where a newline is meant); bidirectional overrides, isolates and marks,
+    zero-width characters and other invisible format characters, lone surrogates and line
+    separators become `U+202E`, `U+200B`. A zero-width joiner between two emoji, a
+    zero-width non-joiner between two letters of a script that uses it and the tags of a
+    subdivision flag stay: they belong to the text. Nothing else changes; a backslash is
+    not doubled, so `\\x1b` typed as four characters shows the same as an escape.
     """
-    if text.isprintable() and text.isascii():
+    if text.isascii() and text.isprintable():
         return text
-    return _joined_only("".join(_stand_in(char) for char in text))
+    return "".join(
+        char if keep or (newlines and char == "\n") else _escape(char)
+        for char, keep in zip(text, _kept(text), strict=True)
+    )
+
+
+def json_visible(document: str) -> str:
+    """A JSON document with every character `visible` would escape written as a JSON
+    `\\u` escape (`\\u202e`): the same data when read back, nothing a terminal acts on."""
+    return _UNSAFE.sub(lambda match: json.dumps(match[0])[1:-1], document)
 
 
 def clean_labels(labels: Sequence[str]) -> list[str]:
-    """Every label as a string, sanitized (not cut: see `truncate`)."""
-    return [sanitize(str(label)) for label in labels]
+    """Every label as a string, made `visible` (not cut: see `truncate`)."""
+    return [visible(str(label)) for label in labels]
 
 
 # ---------------------------------------------------------------------------
@@ -175,8 +223,8 @@ def wrap_items(items: Sequence[str], width: int, gap: int = 2) -> list[str]:
 
 
 def title_width(title: str | None) -> int:
-    """Cells the widest line of `title` takes once sanitized (0 for no title)."""
-    return max((cell_len(sanitize(part)) for part in (title or "").split("\n")), default=0)
+    """Cells the widest line of `title` takes once made `visible` (0 for no title)."""
+    return max(cell_len(part) for part in visible(title or "", newlines=True).split("\n"))
 
 
 # ---------------------------------------------------------------------------
@@ -186,10 +234,11 @@ Line = list[Segment]  # one output line, without its newline
 
 
 def title_lines(title: str | None, console: Console, options: ConsoleOptions) -> list[Line]:
-    """The title in bold, word-wrapped to the width (rich wraps, we only sanitize)."""
+    """The title in bold, word-wrapped to the width (rich wraps; its newlines are meant,
+    anything else unsafe is escaped by `visible`)."""
     if not title:
         return []
-    text = Text("\n".join(sanitize(part) for part in title.split("\n")), style=_BOLD)
+    text = Text(visible(title, newlines=True), style=_BOLD)
     return console.render_lines(text, options.update(height=None), pad=False)
 
 

@@ -9,7 +9,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from attnviz.render.cells import sanitize
+from attnviz.render.cells import visible
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,19 +45,20 @@ class ComparisonTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         c = self.c
-        table = Table(title=sanitize(c.title), title_justify="left", box=None, pad_edge=False)
+        title = Text(visible(c.title, newlines=True), "table.title")  # Text: never markup
+        table = Table(title=title, title_justify="left", box=None, pad_edge=False)
         table.add_column("rank", justify="right")
         for measure in c.measures:
-            table.add_column(measure, overflow="fold")
+            table.add_column(Text(visible(measure)), overflow="fold")
         shares = c.shares
         orders = [c.ranking(m) for m in c.measures]
         for rank in range(min(c.top, len(c.labels))):
             cells = []
             for m, order in enumerate(orders):
                 j = order[rank]
-                cells.append(Text(f"{sanitize(c.labels[j])} {shares[m, j]:.2f}"))
+                cells.append(Text(f"{visible(c.labels[j])} {shares[m, j]:.2f}"))
             table.add_row(str(rank + 1), *cells)
-        notes = [Text(line, style="dim") for line in c.disagreements()]
+        notes = [Text(visible(line), style="dim") for line in c.disagreements()]
         yield Group(table, Text("shares: each measure's row divided by its sum"), *notes)
 
 

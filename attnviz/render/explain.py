@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnviz.i18n import check_lang, quoted, text
-from attnviz.render.cells import MAX_LABEL_CELLS, sanitize, truncate
+from attnviz.render.cells import MAX_LABEL_CELLS, truncate, visible
 from attnviz.render.explained import Explained
 
 __all__ = ["BAR_CELLS", "ExplanationView", "bar", "shown_rows"]
@@ -82,7 +82,7 @@ def _preview(vector: np.ndarray) -> str:
 
 
 def _clean(label: str) -> str:
-    return truncate(sanitize(label), MAX_LABEL_CELLS)
+    return truncate(visible(label), MAX_LABEL_CELLS)
 
 
 def shown_rows(explanation: Explained, limit: int) -> list[int]:
@@ -136,7 +136,8 @@ class ExplanationView:
 
     def _header(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         x = self.x
-        model = self._t("causal_model", model=x.model) if x.causal else x.model
+        name = visible(x.model)
+        model = self._t("causal_model", model=name) if x.causal else name
         label = self._name(x.query, index=False)
         title = self._t("title", head=x.head, layer=x.layer, label=label, index=x.query)
         yield Text(title, style=_HEADING)
@@ -270,7 +271,7 @@ class ExplanationView:
         theta = f"{x.rope_theta:g}" if x.rope_theta is not None else "?"
         yield self._formula("f_step2b", theta=theta, last=pairs - 1)
         if x.rope_type not in (None, "default"):
-            yield Text(self._t("step2b_scaling", kind=x.rope_type))
+            yield Text(self._t("step2b_scaling", kind=visible(x.rope_type)))
         yield Text(self._t("step2b_turn"))
         for key, vector in (
             ("f_step2b_q_before", x.q_unrotated),

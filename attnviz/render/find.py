@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnviz.render.bars import bar
-from attnviz.render.cells import sanitize, truncate
+from attnviz.render.cells import truncate, visible
 
 __all__ = ["Link", "LinkTable"]
 
@@ -56,19 +56,18 @@ class LinkTable:
         self, links: Sequence[Link], source: str, target: str, title: str | None = None
     ) -> None:
         self.links = list(links)
-        self.source, self.target = sanitize(source), sanitize(target)
+        self.source, self.target = visible(source), visible(target)
         self.title = title
 
     def _table(self, bars: bool = True) -> Table:
         table = Table(
-            title=sanitize(self.title) if self.title else None,
-            title_style=_BOLD,
-            caption=(
+            title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
+            caption=Text(
                 f"weight: {self.source} → {self.target}. rank: of {self.target} among "
                 f"{self.source}'s keys (1 = its largest). others: words other than these two "
-                f"that attend to {self.target} more (many = a broad column, not a link)."
+                f"that attend to {self.target} more (many = a broad column, not a link).",
+                _DIM,
             ),
-            caption_style=_DIM,
             caption_justify="left",
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -93,7 +92,7 @@ class LinkTable:
             top = (
                 "(the target)"
                 if link.rank == 1
-                else f"{truncate(sanitize(link.top_key), _TOP_KEY_CELLS)} {link.top_weight:.2f}"
+                else f"{truncate(visible(link.top_key), _TOP_KEY_CELLS)} {link.top_weight:.2f}"
             )
             cells.append(Text(top, style=_DIM if link.rank == 1 else ""))
             cells.append(str(link.others_above))

@@ -29,10 +29,10 @@ from attnviz.render.cells import (
     clean_labels,
     emit,
     pad,
-    sanitize,
     title_lines,
     title_width,
     truncate,
+    visible,
     wrap_items,
 )
 
@@ -112,7 +112,9 @@ class StatsTable:
         self.shares = tuple(statistics)[1:]  # an encoder's six, a decoder's four
         self.label_shares = dict(label_shares or {})
         if "first" in self.shares:
-            first = f" ({first_token}, which the tokenizer puts first)" if first_token else ""
+            first = (
+                f" ({visible(first_token)}, which the tokenizer puts first)" if first_token else ""
+            )
             self.caption = _DECODER_CAPTION.format(first=first)
         else:
             self.caption = _CAPTION
@@ -132,10 +134,8 @@ class StatsTable:
         if dropped:
             caption += f" Not shown here: {', '.join(dropped)} (widen the terminal or use --json)."
         table = Table(
-            title=sanitize(self.title) if self.title else None,
-            title_style=_BOLD,
-            caption=caption,
-            caption_style=_DIM,
+            title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
+            caption=Text(caption, _DIM),  # Text: a title and caption are never markup
             caption_justify="left",
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -144,9 +144,9 @@ class StatsTable:
             padding=(0, 1),
         )
         for key in ("layer", "head", "entropy", *shares):
-            table.add_column(headers[key], justify="right", no_wrap=True)
+            table.add_column(Text(headers[key]), justify="right", no_wrap=True)
         if "label" not in dropped:
-            table.add_column(headers["label"], no_wrap=True)
+            table.add_column(Text(headers["label"]), no_wrap=True)
         for record in self.records:
             named = self.label_shares.get(record["label"])
             cells: list[Text | str] = [str(record["layer"]), str(record["head"])]
@@ -158,8 +158,8 @@ class StatsTable:
                     shown = shown[1:]
                 cells.append(Text(shown, style=_BOLD if key == named else ""))
             if "label" not in dropped:
-                label = record["label"]
-                cells.append(_SHORT_LABELS.get(label, label) if short else label)
+                label = visible(str(record["label"]))
+                cells.append(Text(_SHORT_LABELS.get(label, label) if short else label))
             table.add_row(*cells)
         return table
 
