@@ -265,7 +265,7 @@ def test_matrix_view_tooltip_gives_the_exact_weight(browser, tmp_path: Path) -> 
     y = box["y"] + (margin + he * cell + cell / 2) * box["height"] / height
     view.page.mouse.move(x, y)
     tip = view.page.locator(".av-tip")
-    assert tip.text_content().startswith("he → John: ")
+    assert tip.text_content().startswith("\u2068he\u2069 → \u2068John\u2069: ")  # isolated
     assert float(tip.get_attribute("data-weight")) == pytest.approx(
         record["weights"][he][john], abs=1e-5
     )

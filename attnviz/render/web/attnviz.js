@@ -70,6 +70,9 @@ function attnvizMount(root, spec) {
   // where a word sums several pieces); 8-bit storage only within 0.002: 2 decimals, marked ≈.
   const exact = spec.dtype === "u16";
   function fmt(w) { return exact ? w.toFixed(4) : "≈" + w.toFixed(2); }
+  // A label set beside other text is wrapped in a first-strong isolate (U+2068 … U+2069), so a
+  // bidi override inside a stranger's token cannot reorder the rest of the line.
+  function isolated(name) { return "\u2068" + name + "\u2069"; }
   const precision = exact ? "" : " · weights stored in 8 bits, within 0.002";
 
   // ------------------------------------------------------------------ data
@@ -337,7 +340,7 @@ function attnvizMount(root, spec) {
         status.textContent = `${headsLabel(heads)} · ${layerName(state.layer)} · hover a token to isolate its ` +
           "attention (left: from it, right: to it); click to pin; shift-click a head to show it alone";
       } else {
-        const name = names[state.pick.index];
+        const name = isolated(names[state.pick.index]);
         status.textContent = state.pick.side === "from"
           ? `${name} attends to each key with these weights (${headsLabel(heads)})`
           : `how much each query attends to ${name} (${headsLabel(heads)})`;
@@ -406,7 +409,7 @@ function attnvizMount(root, spec) {
       const i = Math.floor(yy / cell), j = Math.floor(x / cell);
       if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
       const w = m[i * N + j];
-      tip.textContent = `${names[i]} → ${names[j]}: ${fmt(w)}`;
+      tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
       tip.dataset.weight = String(w);
       tip.style.display = "block";
       tip.style.left = (event.clientX - main.getBoundingClientRect().left + main.scrollLeft + 14) + "px";
