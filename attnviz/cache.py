@@ -267,6 +267,11 @@ def _folder(
     """
     folder = cache_dir(environ)
     fd = None
+    if os.open not in os.supports_dir_fd or not _NOFOLLOW:  # no safe way to open inside it
+        if check:
+            _unusable(folder, "this system cannot open files without following links")
+        yield None
+        return
     try:
         if create:
             os.makedirs(folder, mode=0o700, exist_ok=True)
