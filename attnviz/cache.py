@@ -44,7 +44,6 @@ import json
 import math
 import os
 import re
-import secrets
 import stat
 import sys
 import time
@@ -52,7 +51,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -375,14 +374,14 @@ def _secret(fd: int, *, create: bool) -> bytes | None:
 def _make_secret(fd: int) -> None:
     """Write a new SECRET, atomically (link(2) fails if another attnviz made one first)."""
     mode = 0o640 if shared() else 0o600
-    temp = f".{SECRET}.attnviz-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    temp = f".{SECRET}.attnviz-{os.getpid()}-{os.urandom(4).hex()}.tmp"
     out = os.open(
         temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=fd
     )
     try:
         with os.fdopen(out, "wb") as file:
             os.fchmod(file.fileno(), mode)
-            file.write(secrets.token_bytes(SECRET_BYTES))
+            file.write(os.urandom(SECRET_BYTES))
         with contextlib.suppress(FileExistsError):
             os.link(temp, SECRET, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
     finally:
@@ -639,7 +638,7 @@ def _write_at(fd: int, name: str, write: Callable[[IO[bytes]], object]) -> None:
     """Write `name` in the folder `fd` atomically: a new temp file (O_EXCL, no link
     followed) renamed over it; a failure leaves nothing. Private (0600) unless shared."""
     mode = (0o666 & ~_umask()) if shared() else 0o600
-    temp = f".{name}.attnviz-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    temp = f".{name}.attnviz-{os.getpid()}-{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     out = os.open(temp, flags, 0o600, dir_fd=fd)
     try:
@@ -950,8 +949,7 @@ def store(
 # --- what the folder holds: size, eviction, clearing ----------------------------------------
 
 
-@dataclass(frozen=True)
-class _File:
+class _File(NamedTuple):
     """One of the cache's own files: an entry (or converted tokenizer), or a temp file."""
 
     mtime_ns: int
