@@ -3,26 +3,43 @@
 One entry is one `<key>.npz` holding `attentions` (L, H, T, T) float32 and the
 input `ids` (T,) it was computed for, and with them the rest of the tokenized input
 (`PIECES`: tokens, token types, offsets, word and sequence ids, pieces dropped), so
-that a hit found from the text alone (`load_analysed`) needs no tokenizer. The key
-(`cache_key`) is a SHA-256 over everything that changes the numbers: the model
-folder's files (resolved path, size, mtime in ns), the text, pair, mask, dtype,
-truncation and attnviz's version.
+that a hit found from the text alone (`load_analysed`) needs no tokenizer, and `mac`:
+an HMAC-SHA256 of the key and every array, made with the cache's secret.
+
+The key (`cache_key`) is a SHA-256 over everything that changes the numbers: the
+*content* of the model folder's files (`_fingerprint`: small files, the config and
+the tokenizer files whole; a weight file by its size, its header and 16 samples
+spread over it), the text, pair, mask, dtype, truncation and attnviz's version. A
+weight file rewritten with the same size and its old mtime restored is a new key.
+
+Trust nothing not checked (a cache folder may be shared, or may have been):
+- the folder must be owned by the user and writable by nobody else, unless
+  `ATTNVIZ_CACHE_SHARED=1` says the user trusts everyone who can write it; otherwise
+  it is not used (one warning), and `attnviz cache clear` refuses to touch it;
+- no symbolic link inside it is ever followed: entries are opened with O_NOFOLLOW
+  relative to the folder's descriptor, and eviction and `clear` unlink only regular
+  files named like entries (unlinking never follows a link);
+- an entry is shown only if its `mac` checks out with the secret in `secret.key`, a
+  0600 file of the user's in the folder (0640 in a shared one): another user cannot
+  forge an entry, nor copy one made for another text or model under this key.
 
 Where: `$ATTNVIZ_CACHE_DIR`, else `$XDG_CACHE_HOME/attnviz`, else
-`~/.cache/attnviz`. Size: at most `$ATTNVIZ_CACHE_MB` mebibytes (1 MB here is
-2**20 bytes, what `du -m` counts; 512 by default), least recently used out first;
-a read counts as a use. Off with `--no-cache` or `ATTNVIZ_NO_CACHE=1`.
+`~/.cache/attnviz` (made mode 0700). Size: at most `$ATTNVIZ_CACHE_MB` mebibytes
+(1 MB here is 2**20 bytes, what `du -m` counts; 512 by default), least recently used
+out first; a read counts as a use. Off with `--no-cache` or `ATTNVIZ_NO_CACHE=1`.
 
-The cache is an optimisation, never a reason to fail: a corrupt entry is removed
-and recomputed, an unusable folder means running without the cache; both with a
-one-line `warning:` on stderr. Only the standard library and numpy are imported
-here, so a cache hit never loads torch or transformers.
+The cache is an optimisation, never a reason to fail: a corrupt or forged entry is
+removed and recomputed, an unusable or untrusted folder means running without the
+cache; both with a one-line `warning:` on stderr. Only the standard library and numpy
+are imported here, so a cache hit never loads torch or transformers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -31,16 +48,15 @@ import stat
 import sys
 import time
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, NamedTuple, Protocol
 
 import numpy as np
 
 from attnviz import version as release
 from attnviz.errors import PASS_THROUGH, AttnvizError
-from attnviz.output import atomic_write
 
 
 class PieceLists(Protocol):
@@ -62,15 +78,43 @@ class PieceLists(Protocol):
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
-FORMAT = 2  # bump when the entry layout changes; part of every key
+FORMAT = 3  # bump when the entry layout or the key changes; part of every key (3: mac, content)
 ROW_SUM_TOLERANCE = 1e-2  # a cached row may sum to 1 this far off (float16 attention)
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
+SHARED_ENV = "ATTNVIZ_CACHE_SHARED"  # set: a folder others can write is used on purpose
+SECRET = "secret.key"  # the HMAC key of the folder's entries
+SECRET_BYTES = 32
+
+# How a model file is fingerprinted for the key (see `_fingerprint`).
+WHOLE_FILE_BYTES = 4 * MB  # a file up to this size is hashed whole
+SAMPLES = 16  # a bigger one: its head (a safetensors header whole), then 16 slices
+SAMPLE_BYTES = 64 * 1024  # of 64 KiB, the first at its start and the last at its end
+HEAD_BYTES = MB
+MAX_SAFETENSORS_HEADER = 100 * MB  # the format's own bound
+# Read whole up to MAX_TOKENIZER_BYTES whatever their size: what the tokenizer reads.
+_WHOLE_NAMES = frozenset(
+    (
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.txt",
+        "vocab.json",
+        "merges.txt",
+    )
+)
 
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")  # <key>.npz
-_TEMP = re.compile(r"\.[0-9a-f]{64}\.npz\..+\.tmp")  # atomic_write's temp file for an entry
+_TEMP = re.compile(r"\.[0-9a-f]{64}\.npz\..+\.tmp")  # a temp file of an entry being written
 _OFF_VALUES = ("", "0", "false", "no", "off")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 _warned: set[str] = set()  # messages already shown by warn(..., once=True)
+_digests: dict[tuple[str, int, int, int, int, int], str] = {}  # _fingerprint's, this process
 
 
 @dataclass(frozen=True)
@@ -96,6 +140,12 @@ def cache_enabled(no_cache_flag: bool, environ: Mapping[str, str] | None = None)
     if no_cache_flag:
         return False
     return env.get("ATTNVIZ_NO_CACHE", "").strip().lower() in _OFF_VALUES
+
+
+def shared(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ATTNVIZ_CACHE_SHARED is set (to anything but 0/false/no/off)."""
+    env = os.environ if environ is None else environ
+    return env.get(SHARED_ENV, "").strip().lower() not in _OFF_VALUES
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -145,6 +195,216 @@ def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
     return int(mb * MB)
 
 
+# --- whom the folder belongs to -------------------------------------------------------------
+
+
+def _distrust(st: os.stat_result, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why a folder (or the secret) with this stat must not be trusted, or None.
+
+    Owned by someone else, or writable by its group or by others: whoever can write it
+    can plant entries, links and secrets. `ATTNVIZ_CACHE_SHARED=1` accepts both.
+    """
+    if shared(environ) or not hasattr(os, "geteuid"):
+        return None
+    me = os.geteuid()
+    if st.st_uid != me:
+        return f"it is owned by uid {st.st_uid}, not by you (uid {me})"
+    writable = [who for who, bit in (("its group", 0o020), ("others", 0o002)) if st.st_mode & bit]
+    if writable:
+        return f"it is writable by {' and '.join(writable)} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def folder_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the cache folder must not be used (untrusted, or not a folder), or None.
+
+    A folder that does not exist yet is fine: attnviz makes it, mode 0700.
+    """
+    folder = cache_dir(environ)
+    try:
+        st = folder.stat()  # follows a link: ~/.cache/attnviz may point to another disk
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is a file, not a folder"
+    return _distrust(st, environ)
+
+
+def _untrusted(folder: Path, problem: str, fix: str) -> None:
+    warn(
+        f"not using the attention cache in {folder}: {problem}; running without it ({fix}, "
+        f"or set {SHARED_ENV}=1 if you trust everyone who can write it)",
+        once=True,
+    )
+
+
+def _fix(folder: Path, problem: str) -> str:
+    if "writable by" in problem:
+        return f"chmod go-w {folder}"
+    return "set ATTNVIZ_CACHE_DIR to a folder of your own"
+
+
+def _unusable(folder: Path, reason: object) -> None:
+    warn(
+        f"cannot use the attention cache in {folder} ({reason}); running without it "
+        "(set ATTNVIZ_CACHE_DIR to a writable folder, or pass --no-cache)",
+        once=True,
+    )
+
+
+@contextlib.contextmanager
+def _folder(
+    *, create: bool, check: bool = True, environ: Mapping[str, str] | None = None
+) -> Iterator[int | None]:
+    """A descriptor of the checked cache folder, or None.
+
+    None when it does not exist (and `create` is off), is not a folder, or (with
+    `check`) is not to be trusted: a warning then, except for a folder that is missing.
+    The folder itself may be a link (to another disk), checked where it points.
+    """
+    folder = cache_dir(environ)
+    fd = None
+    if os.open not in os.supports_dir_fd or not _NOFOLLOW:  # no safe way to open inside it
+        if check:
+            _unusable(folder, "this system cannot open files without following links")
+        yield None
+        return
+    try:
+        if create:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        problem = _distrust(os.fstat(fd), environ) if check else None
+        if problem:
+            _untrusted(folder, problem, _fix(folder, problem))
+            os.close(fd)
+            fd = None
+    except FileNotFoundError as exc:
+        if create:
+            _unusable(folder, exc.strerror or exc)
+    except (NotADirectoryError, FileExistsError):
+        if check:
+            _unusable(folder, "it is a file, not a folder")
+    except OSError as exc:
+        if check:
+            _unusable(folder, exc.strerror or exc)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _subfolder(
+    top: int,
+    sub: str,
+    *,
+    create: bool,
+    check: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> Iterator[int | None]:
+    """A descriptor of the folder `sub` in the folder `top`, never through a link; or None
+    (a link, a file or an untrusted folder there: with `check`, a warning)."""
+    where = cache_dir(environ) / sub
+    inner = None
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(sub, 0o700, dir_fd=top)
+        inner = os.open(sub, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=top)
+        problem = _distrust(os.fstat(inner), environ) if check else None
+        if problem:
+            _untrusted(where, problem, _fix(where, problem))
+            os.close(inner)
+            inner = None
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if check:
+            try:
+                link = stat.S_ISLNK(os.lstat(sub, dir_fd=top).st_mode)
+            except OSError:
+                link = False
+            if link:
+                _untrusted(where, "it is a symbolic link", f"remove {where}")
+            elif isinstance(exc, NotADirectoryError):
+                _unusable(where, "it is a file, not a folder")
+            else:
+                _unusable(where, exc.strerror or exc)
+    try:
+        yield inner
+    finally:
+        if inner is not None:
+            os.close(inner)
+
+
+def _secret(fd: int, *, create: bool) -> bytes | None:
+    """The folder's HMAC key from SECRET (made now with `create`); None if there is none.
+
+    The file must be a regular file (never a link) of `SECRET_BYTES` bytes, the user's
+    own and readable by nobody else (in a shared folder: by nobody outside its group).
+    Raises ValueError for one that is not.
+    """
+    for _ in range(3):  # another attnviz may be making it right now
+        try:
+            handle = _open_regular(SECRET, fd)
+        except FileNotFoundError:
+            if not create:
+                return None
+            _make_secret(fd)
+            continue
+        with os.fdopen(handle, "rb") as file:
+            st = os.fstat(file.fileno())
+            data = file.read(SECRET_BYTES + 1)
+        problem = _distrust(st)
+        if problem is None and not shared() and st.st_mode & 0o077:
+            problem = f"it is readable by others (mode {stat.S_IMODE(st.st_mode):o})"
+        if problem is None and shared() and st.st_mode & 0o007:
+            problem = f"it is readable by others (mode {stat.S_IMODE(st.st_mode):o})"
+        if problem is None and len(data) != SECRET_BYTES:
+            problem = f"it holds {len(data)} bytes, not {SECRET_BYTES}"
+        if problem:
+            raise ValueError(problem)
+        return data
+    return None
+
+
+def _make_secret(fd: int) -> None:
+    """Write a new SECRET, atomically (link(2) fails if another attnviz made one first)."""
+    mode = 0o640 if shared() else 0o600
+    temp = f".{SECRET}.attnviz-{os.getpid()}-{os.urandom(4).hex()}.tmp"
+    out = os.open(
+        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=fd
+    )
+    try:
+        with os.fdopen(out, "wb") as file:
+            os.fchmod(file.fileno(), mode)
+            file.write(os.urandom(SECRET_BYTES))
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, SECRET, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=fd)
+
+
+def _checked_secret(fd: int, *, create: bool) -> bytes | None:
+    """`_secret`, a bad one being a warning (and None): the cache is then not used."""
+    try:
+        return _secret(fd, create=create)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        folder = cache_dir()
+        _untrusted(
+            folder, f"its {SECRET} cannot be trusted ({reason})", "run `attnviz cache clear`"
+        )
+        return None
+
+
+# --- the key: what the numbers depend on ----------------------------------------------------
+
+
 def cache_key(
     folder: Path,
     *,
@@ -157,8 +417,9 @@ def cache_key(
 ) -> str:
     """A hex digest of everything that changes the attentions of `text` under the model in `folder`.
 
-    The model is fingerprinted by every non-hidden regular file directly in `folder`
-    (symlinks followed, as in a Hub snapshot): name, resolved path, size and mtime in ns.
+    The model is fingerprinted by the content of every non-hidden regular file directly
+    in `folder` (symlinks followed, as in a Hub snapshot): see `_fingerprint`. Two
+    folders with the same files share their entries.
     Raises OSError only if `folder` cannot be listed.
     """
 
@@ -178,32 +439,92 @@ def cache_key(
 
 
 def _model_files(folder: Path) -> list[list[str | int]]:
-    """Name, resolved path, size and mtime (ns) of every non-hidden regular file in `folder`."""
+    """Name, size and content digest of every non-hidden regular file in `folder`."""
     files: list[list[str | int]] = []
     for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
         if entry.name.startswith("."):
             continue
-        try:
-            st = entry.stat()  # follows symlinks
-        except OSError:
-            continue  # a dangling link: not a file the model can read either
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        files.append([entry.name, str(entry.resolve()), st.st_size, st.st_mtime_ns])
+        found = _fingerprint(entry)
+        if found is not None:
+            files.append([entry.name, *found])
     return files
 
+
+def _fingerprint(path: Path) -> tuple[int, str] | None:
+    """(size, digest) of the regular file at `path` (a link followed), or None if not one.
+
+    The digest covers the whole file when it is small (`WHOLE_FILE_BYTES`) or a config
+    or tokenizer file (up to `MAX_TOKENIZER_BYTES`); a bigger one (the weights) by its
+    head (for a safetensors file its whole header: every tensor's name, dtype, shape and
+    offsets), `SAMPLES` slices spread evenly to its end, and its size: about 2 MB read,
+    a millisecond or two, so a cache hit stays fast; and any rewrite that changes the
+    header or the numbers (a fine-tune, a conversion, another checkpoint) changes it.
+    A file that cannot be read counts by its size alone: the model cannot read it either.
+    Memoised in this process by (path, device, inode, size, mtime, ctime).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)  # a FIFO must not block
+    except OSError:
+        try:
+            st = path.stat()
+        except OSError:
+            return None  # a dangling link: not a file the model can read either
+        return (st.st_size, "unreadable") if stat.S_ISREG(st.st_mode) else None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        memo = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if memo not in _digests:
+            _digests[memo] = _digest(fd, path.name, st.st_size)
+        return st.st_size, _digests[memo]
+    except OSError:
+        return st.st_size, "unreadable"
+    finally:
+        os.close(fd)
+
+
+def _digest(fd: int, name: str, size: int) -> str:
+    digest = hashlib.sha256()
+    whole = (
+        WHOLE_FILE_BYTES if name not in _WHOLE_NAMES else max(WHOLE_FILE_BYTES, MAX_TOKENIZER_BYTES)
+    )
+    if size <= whole:
+        digest.update(b"whole\0")
+        offset = 0
+        while offset <= whole:  # a file that grows while read stops at the bound
+            chunk = os.pread(fd, MB, offset)
+            if not chunk:
+                break
+            digest.update(chunk)
+            offset += len(chunk)
+        return digest.hexdigest()
+    digest.update(b"sampled\0%d\0" % size)
+    head = os.pread(fd, HEAD_BYTES, 0)
+    if name.endswith(".safetensors") and len(head) >= 8:
+        length = 8 + int.from_bytes(head[:8], "little")
+        if len(head) < length <= min(size, 8 + MAX_SAFETENSORS_HEADER):
+            head += os.pread(fd, length - len(head), len(head))
+    digest.update(head)
+    for i in range(SAMPLES):
+        digest.update(os.pread(fd, SAMPLE_BYTES, (size - SAMPLE_BYTES) * i // (SAMPLES - 1)))
+    return digest.hexdigest()
+
+
+# --- converted tokenizers -------------------------------------------------------------------
 
 TOKENIZERS = "tokenizers"  # subfolder for tokenizers that transformers had to convert
 _TOKENIZER = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP_TOKENIZER = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")
+_TOKENIZER_MAC = b"attnviz-mac "  # the file's first line: this, the hex HMAC, a newline
 
 
 def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Path:
     """Where the tokenizer.json converted for a model folder without one is kept.
 
-    Keyed like the attentions on the folder's files and the attnviz version, so a later
-    run reads it with the `tokenizers` library alone instead of importing transformers.
-    Raises OSError only if `folder` cannot be listed.
+    Keyed like the attentions on the content of the folder's files and the attnviz
+    version, so a later run reads it with the `tokenizers` library alone instead of
+    importing transformers. Raises OSError only if `folder` cannot be listed.
     """
 
     material = {"format": FORMAT, "version": release.__version__, "files": _model_files(folder)}
@@ -215,55 +536,93 @@ def tokenizer_path(folder: Path, environ: Mapping[str, str] | None = None) -> Pa
 MAX_TOKENIZER_BYTES = 64 * MB
 
 
+def _tokenizer_mac(secret: bytes, name: str, data: bytes) -> bytes:
+    mac = hmac.new(secret, b"attnviz tokenizer\0%d\0" % FORMAT, hashlib.sha256)
+    mac.update(name.encode("ascii", "replace") + b"\0")
+    mac.update(data)
+    return mac.hexdigest().encode("ascii")
+
+
 def load_tokenizer_json(path: Path) -> str | None:
-    """The converted tokenizer kept at `path` (a regular file only), or None; a use for the LRU."""
-    try:
-        with os.fdopen(_open_regular(path), "rb") as handle:
-            data = handle.read(MAX_TOKENIZER_BYTES + 1)
-    except (OSError, ValueError):
-        return None
-    if len(data) > MAX_TOKENIZER_BYTES:
-        return None
-    _touch(path)
-    return data.decode("utf-8")
+    """The converted tokenizer kept as `path`'s name in the cache, or None; a use for the LRU.
+
+    Only a regular file (never through a link) whose HMAC checks out: another is a miss.
+    """
+    name = path.name
+    with _folder(create=False) as top:
+        secret = _checked_secret(top, create=False) if top is not None else None
+        if top is None or secret is None:
+            return None
+        with _subfolder(top, TOKENIZERS, create=False) as fd:
+            if fd is None:
+                return None
+            try:
+                with os.fdopen(_open_regular(name, fd), "rb") as handle:
+                    data = handle.read(len(_TOKENIZER_MAC) + 65 + MAX_TOKENIZER_BYTES + 1)
+                    first, _, body = data.partition(b"\n")
+                    mac = first.removeprefix(_TOKENIZER_MAC)
+                    if len(body) > MAX_TOKENIZER_BYTES or not hmac.compare_digest(
+                        mac, _tokenizer_mac(secret, name, body)
+                    ):
+                        return None
+                    _touch(handle.fileno())
+                return body.decode("utf-8")
+            except (OSError, ValueError):
+                return None
 
 
 def store_tokenizer_json(path: Path, text: str) -> None:
-    """Keep a converted tokenizer at `path`, counted in the cache's size; a failure only warns."""
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with atomic_write(path, "w") as handle:
-            handle.write(text)
-    except (OSError, AttnvizError) as exc:
-        cause = exc.__context__ if isinstance(exc, AttnvizError) else exc
-        _unusable(folder, getattr(cause, "strerror", None) or exc)
-        return
-    _touch(path)
-    _evict(cache_dir(), limit_bytes(), keep=path)
+    """Keep a converted tokenizer as `path`'s name in the cache, counted in the cache's
+    size, signed like an entry; a failure only warns."""
+    name = path.name
+    data = text.encode("utf-8")
+    with _folder(create=True) as top:
+        secret = _checked_secret(top, create=True) if top is not None else None
+        if top is None or secret is None:
+            return
+        mac = _tokenizer_mac(secret, name, data)
+        with _subfolder(top, TOKENIZERS, create=True) as fd:
+            if fd is None:
+                return
+            try:
+                _write_at(fd, name, lambda out: out.write(_TOKENIZER_MAC + mac + b"\n" + data))
+            except OSError as exc:
+                _unusable(cache_dir() / TOKENIZERS, exc.strerror or exc)
+                return
+    _evict(limit_bytes(), keep=(TOKENIZERS, name))
 
 
-def _entry_path(key: str) -> Path:
-    if not _ENTRY.fullmatch(f"{key}.npz"):
+# --- reading and writing inside the folder, never through a link ----------------------------
+
+
+def _entry_name(key: str) -> str:
+    name = f"{key}.npz"
+    if not _ENTRY.fullmatch(name):
         raise ValueError(f"not a cache key: {key!r}")
-    return cache_dir() / f"{key}.npz"
+    return name
 
 
-def _touch(path: Path) -> None:
-    """Mark `path` as just used (a fine-grained clock, so the LRU order has no ties)."""
+def _touch(fd: int) -> None:
+    """Mark the open file as just used (a fine-grained clock, so the LRU order has no ties)."""
     now = time.time_ns()
-    with contextlib.suppress(OSError):
-        os.utime(path, ns=(now, now))
+    with contextlib.suppress(OSError, NotImplementedError):
+        os.utime(fd, ns=(now, now))
 
 
-def _open_regular(path: Path) -> int:
-    """A read-only descriptor of `path` when it is a regular file (not a link, FIFO or device).
+def _open_regular(name: str | Path, dir_fd: int | None = None) -> int:
+    """A read-only descriptor of `name` when it is a regular file (not a link, FIFO or device).
 
-    Opened without blocking and without following a link, then checked with fstat: a
-    FIFO planted as an entry would otherwise block the read forever.
+    Opened without blocking and without following a link (relative to `dir_fd`), then
+    checked with fstat: a FIFO planted as an entry would otherwise block the read
+    forever. A link is a ValueError.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symbolic link, which the cache never follows") from None
+        raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
@@ -273,6 +632,42 @@ def _open_regular(path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _write_at(fd: int, name: str, write: Callable[[IO[bytes]], object]) -> None:
+    """Write `name` in the folder `fd` atomically: a new temp file (O_EXCL, no link
+    followed) renamed over it; a failure leaves nothing. Private (0600) unless shared."""
+    mode = (0o666 & ~_umask()) if shared() else 0o600
+    temp = f".{name}.attnviz-{os.getpid()}-{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    out = os.open(temp, flags, 0o600, dir_fd=fd)
+    try:
+        with os.fdopen(out, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            _touch(handle.fileno())
+        os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)  # replaces a link, never follows it
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=fd)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _mac(secret: bytes, key: str, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """HMAC-SHA256 of the key and every array (name, dtype, shape, bytes), as (32,) uint8."""
+    mac = hmac.new(secret, b"attnviz entry\0%d\0%s\0" % (FORMAT, key.encode("ascii")), "sha256")
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        mac.update(f"{name}\0{array.dtype.str}\0{array.shape}\0{array.nbytes}\0".encode())
+        mac.update(array.reshape(-1).view(np.uint8).data)
+    return np.frombuffer(mac.digest(), dtype=np.uint8)
 
 
 def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
@@ -301,19 +696,30 @@ def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) 
         return np.lib.format.read_array(member, allow_pickle=False)
 
 
-def _read(
-    path: Path, expect: tuple[int, int, int] | None = None, *, pieces: bool = False
-) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """The (attentions, ids, arrays of PIECES) in an entry; ValueError if it is not well formed.
+class Forged(ValueError):
+    """An entry whose HMAC does not check out."""
 
-    `expect` is (layers, heads, pieces): an entry of another shape is refused from its
-    header. The weights are checked as attention: finite, in 0..1, rows summing to 1.
-    The arrays of PIECES are read only with `pieces` (their headers checked for size).
+
+def _read(
+    fd: int, key: str, secret: bytes, expect: tuple[int, int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The (attentions, ids, arrays of PIECES) in the entry for `key` in the folder `fd`.
+
+    ValueError if it is not well formed, `Forged` if its HMAC is not the one `secret`
+    gives for `key` and its arrays (checked before anything is shown). `expect` is
+    (layers, heads, pieces): an entry of another shape is refused from its header. The
+    weights are checked as attention: finite, in 0..1, rows summing to 1. The arrays of
+    PIECES (if there are) come in the dict, their headers checked for size.
     """
-    with os.fdopen(_open_regular(path), "rb") as handle, zipfile.ZipFile(handle) as archive:
-        names = archive.namelist()
-        if "attentions.npy" not in names or "ids.npy" not in names:
-            raise ValueError("the arrays 'attentions' and 'ids' are missing")
+    name = _entry_name(key)
+    with os.fdopen(_open_regular(name, fd), "rb") as handle, zipfile.ZipFile(handle) as archive:
+        names = {n.removesuffix(".npy") for n in archive.namelist()}
+        if not {"attentions", "ids", "mac"} <= names:
+            raise ValueError("the arrays 'attentions', 'ids' and 'mac' are not all there")
+        unknown = names - {"attentions", "ids", "mac", *PIECES}
+        if unknown:
+            raise ValueError(f"it holds arrays attnviz never writes: {', '.join(sorted(unknown))}")
+        mac = _member(archive, "mac", (32,))
         L, H, T = expect if expect is not None else (None, None, None)
         ids = _member(archive, "ids", (T,) if T is not None else None)  # (T,)
         if ids.ndim != 1:
@@ -321,12 +727,13 @@ def _read(
         T = ids.shape[0]
         want = (L, H, T, T) if L is not None and H is not None else None
         attentions = _member(archive, "attentions", want)  # (L, H, T, T)
-        arrays = {}
-        if pieces:
-            missing = [n for n in PIECES if f"{n}.npy" not in names]
-            if missing:
-                raise ValueError(f"the arrays {', '.join(missing)} are missing")
-            arrays = {n: _member(archive, n, None) for n in PIECES}
+        arrays = {n: _member(archive, n, None) for n in PIECES if n in names}
+        signed = {"attentions": attentions, "ids": ids, **arrays}
+        if mac.dtype != np.uint8 or not hmac.compare_digest(
+            mac.tobytes(), _mac(secret, key, signed).tobytes()
+        ):
+            raise Forged("its integrity check failed: written by someone else, or changed since")
+        _touch(handle.fileno())
     if attentions.dtype != np.float32 or attentions.ndim != 4:
         raise ValueError(f"attentions are {attentions.dtype} {attentions.shape}")
     if attentions.shape[2] != attentions.shape[3]:
@@ -406,6 +813,29 @@ def _pieces_from(
     )
 
 
+def _lookup(
+    key: str, expect: tuple[int, int, int] | None
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+    """`_read` of the entry for `key` in the checked folder, or None on a miss; a bad
+    entry (unreadable, malformed, forged, a link, a FIFO) is removed with a warning."""
+    name = _entry_name(key)
+    with _folder(create=False) as fd:
+        if fd is None:
+            return None
+        secret = _checked_secret(fd, create=False)
+        if secret is None:
+            return None  # no secret: nothing here can have been written by us
+        try:
+            return _read(fd, key, secret, expect)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:  # any failure to read is a bad entry, never a crash
+            _discard(fd, name, exc)
+            return None
+
+
 def load_analysed(
     key: str, *, text: str, pair: str | None, shape: tuple[int, int]
 ) -> tuple[np.ndarray, dict[str, Any]] | None:
@@ -416,38 +846,43 @@ def load_analysed(
     attentions (an entry that does not hold them, or holds ones that do not fit the
     text, is corrupt: removed with a warning, a miss). `shape` is (layers, heads).
     """
-    path = _entry_path(key)
+    found = _lookup(key, None)
+    if found is None:
+        return None
+    attentions, ids, arrays = found
     try:
-        attentions, ids, arrays = _read(path, None, pieces=True)
         if attentions.shape[:2] != shape:
             raise ValueError(f"attentions are {attentions.shape}, the model has {shape}")
+        missing = [n for n in PIECES if n not in arrays]
+        if missing:
+            raise ValueError(f"the arrays {', '.join(missing)} are missing")
         pieces = _pieces_from(arrays, ids, text, pair)
-    except (FileNotFoundError, NotADirectoryError):
+    except ValueError as exc:
+        discard(key, str(exc))
         return None
-    except PASS_THROUGH:
-        raise
-    except Exception as exc:  # any failure to read is a bad entry, never a crash
-        _discard(path, exc)
-        return None
-    _touch(path)
     return attentions, pieces
 
 
 def discard(key: str, reason: str) -> None:
     """Remove the entry for `key`, which its reader found unfit, with a warning."""
-    path = _entry_path(key)
-    warn(f"cached attentions {path} are unfit ({reason}); discarded, computing again")
-    with contextlib.suppress(OSError):
-        path.unlink()
+    name = _entry_name(key)
+    warn(f"cached attentions {cache_dir() / name} are unfit ({reason}); discarded, computing again")
+    with _folder(create=False) as fd:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=fd)  # a link itself, never what it points to
 
 
-def _discard(path: Path, exc: Exception) -> None:
+def _discard(fd: int, name: str, exc: Exception) -> None:
     reason = getattr(exc, "strerror", None) or exc
     if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
         reason = "not an .npz archive of arrays"
-    warn(f"cached attentions {path} are unreadable ({reason}); discarded, computing again")
+    warn(
+        f"cached attentions {cache_dir() / name} are unreadable ({reason}); "
+        "discarded, computing again"
+    )
     with contextlib.suppress(OSError):
-        path.unlink()
+        os.unlink(name, dir_fd=fd)  # a link itself, never what it points to
 
 
 def load(
@@ -459,49 +894,33 @@ def load(
     """The cached (L, H, T, T) float32 attentions for `key`, or None on a miss.
 
     An entry whose ids differ from `expect_ids` is a miss. An entry of another shape
-    than `expect_shape` (layers, heads) by `expect_ids`, or whose weights are not
-    attention (NaN, rows that do not sum to 1), is corrupt: like an unreadable one it
-    is removed with a warning and is a miss too.
+    than `expect_shape` (layers, heads) by `expect_ids`, whose weights are not
+    attention (NaN, rows that do not sum to 1), or whose HMAC does not check out, is
+    corrupt: like an unreadable one it is removed with a warning and is a miss too.
     """
-    path = _entry_path(key)
     expect = None
     if expect_shape is not None and expect_ids is not None:
         expect = (*expect_shape, len(expect_ids))
-    try:
-        attentions, ids, _ = _read(path, expect)
-    except (FileNotFoundError, NotADirectoryError):
+    found = _lookup(key, expect)
+    if found is None:
         return None
-    except PASS_THROUGH:
-        raise
-    except Exception as exc:  # any failure to read is a bad entry, never a crash
-        _discard(path, exc)
-        return None
+    attentions, ids, _ = found
     if expect_ids is not None and not np.array_equal(ids, np.asarray(expect_ids)):
         return None
-    _touch(path)
     return attentions
-
-
-def _unusable(folder: Path, reason: object) -> None:
-    warn(
-        f"cannot use the attention cache in {folder} ({reason}); running without it "
-        "(set ATTNVIZ_CACHE_DIR to a writable folder, or pass --no-cache)",
-        once=True,
-    )
 
 
 def store(
     key: str, attentions: np.ndarray, ids: Sequence[int], pieces: PieceLists | None = None
 ) -> None:
-    """Save `attentions` (L, H, T, T) for `key`, then evict the least recently used.
+    """Save `attentions` (L, H, T, T) for `key`, signed, then evict the least recently used.
 
     With `pieces` (the tokenized input, whose ids are `ids`) the entry also serves
     `load_analysed`.
-    Never raises for a problem on disk: a failed write is one warning. An entry
-    bigger than the whole limit is not kept.
+    Never raises for a problem on disk: a failed write, or an untrusted folder, is one
+    warning. An entry bigger than the whole limit is not kept.
     """
-    path = _entry_path(key)
-    folder = path.parent
+    name = _entry_name(key)
     attentions = np.asarray(attentions, dtype=np.float32)  # (L, H, T, T)
     id_array = np.asarray(ids, dtype=np.int64)  # (T,)
     if attentions.ndim != 4 or id_array.shape != (attentions.shape[2],):
@@ -509,120 +928,158 @@ def store(
     limit = limit_bytes()
     if attentions.nbytes + id_array.nbytes > limit:
         return
-    try:
-        if folder.exists() and not folder.is_dir():
-            _unusable(folder, "it is a file, not a folder")
+    arrays = {"attentions": attentions, "ids": id_array}
+    if pieces is not None:
+        arrays.update(_piece_arrays(pieces))
+    with _folder(create=True) as fd:
+        if fd is None:
             return
-        folder.mkdir(parents=True, exist_ok=True)
-        with atomic_write(path) as handle:
-            arrays = {"attentions": attentions, "ids": id_array}
-            if pieces is not None:
-                arrays.update(_piece_arrays(pieces))
-            np.savez(handle, **arrays)  # type: ignore[arg-type]
-    except (OSError, AttnvizError) as exc:
-        cause = exc.__context__ if isinstance(exc, AttnvizError) else exc  # atomic_write's OSError
-        _unusable(folder, getattr(cause, "strerror", None) or exc)
-        return
-    _touch(path)
-    _evict(folder, limit, keep=path)
-
-
-def _scan(folder: Path) -> tuple[list[tuple[int, str, int, Path]], list[tuple[float, int, Path]]]:
-    """Our entries as (mtime_ns, name, size, path) and our temp files as (mtime, size, path).
-
-    Entries are the attention files and the converted tokenizers in `tokenizers/`: both
-    count towards the size limit and are evicted least recently used first.
-    """
-    entries: list[tuple[int, str, int, Path]] = []
-    temps: list[tuple[float, int, Path]] = []
-    listing: list[tuple[os.DirEntry[str], re.Pattern[str], re.Pattern[str]]] = []
-    for where, entry, temp in (
-        (folder, _ENTRY, _TEMP),
-        (folder / TOKENIZERS, _TOKENIZER, _TEMP_TOKENIZER),
-    ):
-        with contextlib.suppress(OSError):
-            listing += [(item, entry, temp) for item in os.scandir(where)]
-    for item, entry, temp in listing:
-        is_entry = bool(entry.fullmatch(item.name))
-        if not is_entry and not temp.fullmatch(item.name):
-            continue
         try:
-            if not item.is_file(follow_symlinks=False):
-                continue
-            st = item.stat(follow_symlinks=False)
-        except OSError:
-            continue  # removed meanwhile by another attnviz
-        if is_entry:
-            entries.append((st.st_mtime_ns, item.name, st.st_size, Path(item.path)))
-        else:
-            temps.append((st.st_mtime, st.st_size, Path(item.path)))
-    return entries, temps
+            secret = _checked_secret(fd, create=True)
+            if secret is None:
+                return
+            signed = {**arrays, "mac": _mac(secret, key, arrays)}
+            _write_at(fd, name, lambda handle: np.savez(handle, **signed))  # type: ignore[arg-type]
+        except OSError as exc:
+            _unusable(cache_dir(), exc.strerror or exc)
+            return
+    _evict(limit, keep=("", name))
 
 
-def _remove(path: Path, *, strict: bool = False) -> bool:
-    """Remove `path`; False if it was gone. A failure warns, or with `strict` raises OSError."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False  # another attnviz got there first
-    except OSError as exc:
-        if strict:
-            raise
-        _unusable(path.parent, exc.strerror or exc)
-        return False
-    return True
+# --- what the folder holds: size, eviction, clearing ----------------------------------------
 
 
-def _evict(folder: Path, limit: int, *, keep: Path) -> None:
+class _File(NamedTuple):
+    """One of the cache's own files: an entry (or converted tokenizer), or a temp file."""
+
+    mtime_ns: int
+    size: int
+    where: str  # "" (the folder) or TOKENIZERS
+    name: str
+    entry: bool
+
+
+@contextlib.contextmanager
+def _listing(
+    *, check: bool, environ: Mapping[str, str] | None = None
+) -> Iterator[tuple[list[_File], Callable[[_File], bool]]]:
+    """The cache's own files (regular files named like entries or their temp files, found
+    with lstat; a link is never one) and a function that unlinks one, relative to its
+    folder's descriptor: never through a link. It says False if the file was gone
+    already, and raises OSError if it cannot."""
+    with contextlib.ExitStack() as stack:
+        folders: dict[str, int] = {}
+        top = stack.enter_context(_folder(create=False, check=check, environ=environ))
+        if top is not None:
+            folders[""] = top
+            inner = stack.enter_context(
+                _subfolder(top, TOKENIZERS, create=False, check=check, environ=environ)
+            )
+            if inner is not None:
+                folders[TOKENIZERS] = inner
+        files: list[_File] = []
+        for where, fd in folders.items():
+            entry, temp = (_ENTRY, _TEMP) if where == "" else (_TOKENIZER, _TEMP_TOKENIZER)
+            with contextlib.suppress(OSError), os.scandir(fd) as items:
+                for item in items:
+                    is_entry = bool(entry.fullmatch(item.name))
+                    if not is_entry and not temp.fullmatch(item.name):
+                        continue
+                    try:
+                        st = item.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # removed meanwhile by another attnviz
+                    if stat.S_ISREG(st.st_mode):
+                        files.append(_File(st.st_mtime_ns, st.st_size, where, item.name, is_entry))
+
+        def remove(file: _File) -> bool:
+            try:
+                os.unlink(file.name, dir_fd=folders[file.where])  # a link itself, if one now
+            except FileNotFoundError:
+                return False  # another attnviz got there first
+            return True
+
+        yield files, remove
+
+
+def _evict(limit: int, *, keep: tuple[str, str]) -> None:
     """Remove least recently used entries until the total fits `limit`, and stale temp files."""
-    entries, temps = _scan(folder)
-    now = time.time()
-    for mtime, _, temp in temps:
-        if now - mtime > STALE_TEMP_S:
-            _remove(temp)
-    total = sum(size for _, _, size, _ in entries)
-    for _, _, size, path in sorted(entries):  # oldest use first
-        if total <= limit:
-            break
-        if path == keep:
-            continue
-        if _remove(path):
-            total -= size
-    if total > limit:  # the new entry alone is too big (npz overhead over the estimate)
-        _remove(keep)
+    with _listing(check=True) as (files, remove):
+        now = time.time_ns()
+        total = 0
+        for file in files:
+            if not file.entry:
+                if now - file.mtime_ns > STALE_TEMP_S * 1e9:
+                    _quietly(remove, file)
+            else:
+                total += file.size
+        kept = None
+        for file in sorted((f for f in files if f.entry), key=lambda f: (f.mtime_ns, f.name)):
+            if (file.where, file.name) == keep:
+                kept = file
+                continue
+            if total <= limit:
+                break
+            if _quietly(remove, file):
+                total -= file.size
+        if total > limit and kept is not None:  # the new entry alone is too big
+            _quietly(remove, kept)
+
+
+def _quietly(remove: Callable[[_File], bool], file: _File) -> bool:
+    try:
+        return remove(file)
+    except OSError as exc:
+        _unusable(cache_dir(), exc.strerror or exc)
+        return False
 
 
 def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
     """Where the cache is, how many entries it holds, their bytes, and the bound."""
-    folder = cache_dir(environ)
-    entries, _ = _scan(folder)
-    total = sum(size for _, _, size, _ in entries)
-    return CacheInfo(folder, len(entries), total, limit_bytes(environ))
+    entries = total = 0
+    with _listing(check=False, environ=environ) as (files, _):
+        for file in files:
+            if file.entry:
+                entries += 1
+                total += file.size
+    return CacheInfo(cache_dir(environ), entries, total, limit_bytes(environ))
 
 
 def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """Remove every entry (and leftover temp file) of the cache: (entries removed, bytes freed).
 
-    Other files in the folder are left alone. Entries that cannot be removed (a
+    Only regular files named like entries are removed (a link is never followed); other
+    files in the folder are left alone, and so is a folder that is not to be trusted
+    (AttnvizError, one line: nothing is removed). Entries that cannot be removed (a
     read-only folder) raise AttnvizError, one line, after the others are removed.
+    The secret goes too (a new one is made with the next entry).
     """
     folder = cache_dir(environ)
-    entries, temps = _scan(folder)
+    problem = folder_problem(environ)
+    if problem and problem != "it is a file, not a folder":
+        raise AttnvizError(
+            f"not clearing the attention cache in {folder}: {problem}; nothing removed "
+            f"({_fix(folder, problem)}, or set {SHARED_ENV}=1 if you trust everyone who "
+            "can write it)"
+        )
     removed = freed = failed = 0
     reason = ""
-    for size, path, is_entry in [(e[2], e[3], True) for e in entries] + [
-        (t[1], t[2], False) for t in temps
-    ]:
-        try:
-            if _remove(path, strict=True):
-                removed += is_entry
-                freed += size
-        except OSError as exc:
-            failed += 1
-            reason = exc.strerror or str(exc)
-    if failed:
-        raise AttnvizError(
-            f"cannot remove {failed} of the cache's {len(entries) + len(temps)} files in "
-            f"{folder} ({reason}); removed {removed}: check the folder's permissions"
-        )
+    with _listing(check=False, environ=environ) as (files, remove):
+        for file in files:
+            try:
+                if remove(file):
+                    removed += file.entry
+                    freed += file.size
+            except OSError as exc:
+                failed += 1
+                reason = exc.strerror or str(exc)
+        if failed:
+            raise AttnvizError(
+                f"cannot remove {failed} of the cache's {len(files)} files in "
+                f"{folder} ({reason}); removed {removed}: check the folder's permissions"
+            )
+    with _folder(create=False, check=False, environ=environ) as fd:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(SECRET, dir_fd=fd)  # a link itself, never what it points to
     return removed, freed

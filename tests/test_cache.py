@@ -66,7 +66,8 @@ def test_store_then_load_gives_identical_array(cache_in_tmp: Path) -> None:
     assert got is not None
     assert got.dtype == np.float32
     assert np.array_equal(got, att)
-    assert [p.name for p in cache_in_tmp.iterdir()] == [f"{key(1)}.npz"]  # no temp left over
+    names = sorted(p.name for p in cache_in_tmp.iterdir())
+    assert names == [f"{key(1)}.npz", cache.SECRET]  # no temp left over
     assert cache.load(key(2)) is None
 
 
@@ -105,8 +106,9 @@ def test_key_changes_with_everything_that_changes_the_numbers(
     }
     weights = model_folder / "model.safetensors"
     st = weights.stat()
-    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    keys["weights mtime"] = k()
+    weights.write_bytes(b"\x01" * 999 + b"\x02")  # the key is the content (FORMAT 3) ...
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... not the size and mtime
+    keys["weights same size, mtime restored"] = k()
     weights.write_bytes(b"\x02" * 1001)
     keys["weights content"] = k()
     (model_folder / "vocab.txt").write_text("[PAD]\n")
@@ -255,7 +257,7 @@ def test_bound_evicts_least_recently_used(
         os.utime(path, ns=(n * 10**15, n * 10**15))  # used in order 1, 2, 3 in 1970
     assert cache.load(key(1)) is not None  # 1 is now the most recently used
     cache.store(key(4), *attentions(4))
-    left = {p.name for p in cache_in_tmp.iterdir()}
+    left = {p.name for p in cache_in_tmp.glob("*.npz")}
     assert left == {f"{key(n)}.npz" for n in (1, 3, 4)}  # 2 was the least recently used
     state = cache.info()
     assert state.entries == 3
@@ -363,7 +365,7 @@ def test_read_only_cache_dir(cache_in_tmp: Path, capsys: pytest.CaptureFixture[s
 def test_info_and_clear_touch_only_cache_files(cache_in_tmp: Path) -> None:
     cache.store(key(1), *attentions(1))
     cache.store(key(2), *attentions(2))
-    sizes = sum(p.stat().st_size for p in cache_in_tmp.iterdir())
+    sizes = sum(p.stat().st_size for p in cache_in_tmp.glob("*.npz"))
     leftover = cache_in_tmp / f".{key(3)}.npz.abc123.tmp"  # a crashed write
     leftover.write_bytes(b"x" * 10)
     others = ["notes.txt", "results.npz", f"{key(4)}.npy", f"{key(5)}.npz.bak"]

@@ -599,8 +599,11 @@ def cache_info(console: Console) -> None:
     state = cache.info()
     folder = state.folder
     existing = next(p for p in (folder, *folder.parents) if p.exists())
+    problem = cache.folder_problem()
     if not cache.cache_enabled(False):
         status = "off (ATTNVIZ_NO_CACHE is set)"
+    elif problem and existing == folder and existing.is_dir():
+        status = f"not used: {problem} (set {cache.SHARED_ENV}=1 if you trust who can write it)"
     elif not existing.is_dir() or not os.access(existing, os.W_OK):
         status = f"unusable: {existing} is not a writable folder (set ATTNVIZ_CACHE_DIR)"
     else:
