@@ -595,6 +595,7 @@ def cache_info(console: Console) -> None:
     import os
 
     from attnviz import cache
+    from attnviz.render.cells import visible
 
     state = cache.info()
     folder = state.folder
@@ -610,10 +611,10 @@ def cache_info(console: Console) -> None:
         status = "on"
     console.print(
         Text(
-            f"folder   {folder}\n"
+            f"folder   {visible(str(folder))}\n"
             f"entries  {state.entries}\n"
             f"size     {_megabytes(state.bytes)} of {_megabytes(state.limit_bytes)}\n"
-            f"status   {status}"
+            f"status   {visible(status)}"
         )
     )
 
@@ -627,6 +628,8 @@ def _megabytes(size: int) -> str:
 def cache_clear(console: Console) -> None:
     """Remove every cache entry."""
     from attnviz import cache
+    from attnviz.render.cells import visible
 
     entries, size = cache.clear()
-    console.print(f"removed {entries} entries ({_megabytes(size)}) from {cache.cache_dir()}")
+    folder = visible(str(cache.cache_dir()))
+    console.print(Text(f"removed {entries} entries ({_megabytes(size)}) from {folder}"))
