@@ -11,6 +11,7 @@ it is parsed, an image before it is rasterised.
 from __future__ import annotations
 
 import numbers
+import reprlib
 import sys
 from collections.abc import Sequence
 
@@ -105,9 +106,21 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
         return None
     numpy = sys.modules.get("numpy")  # an array of heads comes from a numpy already imported
     array = numpy is not None and isinstance(heads, numpy.ndarray)
-    if isinstance(heads, str) or not (isinstance(heads, Sequence) or array):
+    if isinstance(heads, str | bytes) or not (isinstance(heads, Sequence) or array):
         raise BadInput(
-            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}",
+            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {_shown(heads)}",
+            param="heads",
+        )
+    if array and getattr(heads, "ndim", 1) != 1:
+        raise BadInput(
+            f"{{heads}} must be a flat list of head numbers, e.g. [0, 3, 5]; got an array of "
+            f"shape {getattr(heads, 'shape', '?')}",
+            param="heads",
+        )
+    if len(heads) > num_heads:  # refused by its length, before any entry is read
+        raise BadInput(
+            f"{{heads}} lists {len(heads):,} heads, but this model has {num_heads} per layer: "
+            "list each head once",
             param="heads",
         )
     resolved = [_head_of(h, num_heads) for h in heads]
@@ -115,11 +128,23 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
         raise BadInput(
             "the list of {heads} is empty: name at least one head, e.g. 0,3,5", param="heads"
         )
-    repeated = sorted({h for h in resolved if resolved.count(h) > 1})
+    seen: set[int] = set()
+    repeated: set[int] = set()
+    for h in resolved:  # linear: a set, never list.count
+        (repeated if h in seen else seen).add(h)
     if repeated:
-        listed = ",".join(map(str, repeated))
+        listed = ",".join(map(str, sorted(repeated)))
         raise BadInput(f"{{heads}} names head {listed} twice: list each head once", param="heads")
     return resolved
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters (a value may be a huge list or string)."""
+    try:
+        text = reprlib.repr(value)
+    except Exception:  # a hostile __repr__
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _head_of(value: object, num_heads: int) -> int:
