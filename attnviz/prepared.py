@@ -174,8 +174,10 @@ class Prepared(TokenizedInput):
           .json or .html file of more weights than attnviz writes.
         """
         from attnviz.measures.contributions import (
+            MEASURES,
             check_decoder_comparison,
             check_measure,
+            check_measure_cost,
             check_model,
         )
 
@@ -188,6 +190,7 @@ class Prepared(TokenizedInput):
         check_model(self, measure)
         if compared:
             check_decoder_comparison(self)
+        check_measure_cost(self, list(MEASURES) if compared else [measure])
         if words:
             self.check_words(words, units=units, causal=self.shape.causal or mask == "causal")
         if out is not None:
