@@ -567,6 +567,6 @@ def _word(value: object, param: str) -> str:
 
 
 def _path(path: object) -> Path:
-    if not isinstance(path, str | Path):
-        raise BadInput(f"the output path must be a str or a Path, got {type(path).__name__}")
-    return Path(path)
+    from attnviz.output import as_path
+
+    return as_path(path)

@@ -69,8 +69,28 @@ def check_page_measure(out: Path, measure: str) -> None:
         )
 
 
+def as_path(path: object, param: str = "path") -> Path:
+    """`path` (a str or an os.PathLike) as a Path; BadInput naming `param` for anything else,
+    or for a name no file system takes (a NUL)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise BadInput(
+            f"{{{param}}} must be a file name (a str or a Path), got {type(path).__name__}",
+            param=param,
+        )
+    if "\0" in path or not path.strip():
+        raise BadInput(f"{{{param}}} {path[:40]!r} is not a file name", param=param)
+    return Path(path)
+
+
 def check_colormap(name: str) -> None:
     """Raise BadInput unless `name` is a registered matplotlib colormap."""
+    if not isinstance(name, str):
+        raise BadInput(
+            f"{{cmap}} must be a colormap's name such as 'viridis', got {type(name).__name__}",
+            param="cmap",
+        )
     from attnviz.perf import import_quietly
 
     import_quietly("matplotlib")  # matplotlib, like torch, slowed by the GC
