@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, resolve_heads, resolve_index
+from attnviz.limits import check_choice, exhausted, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -222,9 +222,15 @@ class Prepared(TokenizedInput):
             raise BadInput(f"{{cache}} must be True or False, got {type(cache).__name__}",
                            param="cache")  # fmt: skip
         kept = self.kept_layers(layers)
-        attentions = compute(
-            self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
-        )
+        try:
+            attentions = compute(
+                self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
+            )
+        except (MemoryError, RuntimeError) as exc:  # ATTNVIZ_ATTENTION_MB past the memory there is
+            error = exhausted(exc)
+            if error is None:
+                raise
+            raise error from None
         return Analysis(self, attentions, causal, dtype, kept)
 
     def explain(

@@ -182,3 +182,19 @@ def test_another_runtime_error_is_not_taken_for_exhaustion(monkeypatch: pytest.M
     monkeypatch.setattr(contributions, "_norms", broken)
     with pytest.raises(RuntimeError, match="shapes"):
         attnviz.analyse(SHORT).measure("norm")
+
+
+@pytest.mark.slow  # torch
+def test_an_allocation_failure_while_analysing_is_an_attnviz_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ATTNVIZ_ATTENTION_MB raised past the memory there is: the encoder's allocation fails."""
+    import attnviz.pipeline
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(ALLOCATION)
+
+    monkeypatch.setattr(attnviz.pipeline, "compute", fail)
+    with pytest.raises(AttnvizError, match="out of memory") as failed:
+        attnviz.prepare(SHORT).analyse(cache=False)
+    assert "ATTNVIZ_ATTENTION_MB" in str(failed.value)
