@@ -288,15 +288,37 @@ class Analysis(TokenizedInput):
         `measures` defaults to all five; the weight and the norm are the layer's head mean.
         `disagreements()` says where their top keys differ.
         """
-        from attnviz.measures.contributions import MEASURES, check_decoder_comparison
+        from attnviz.measures.contributions import (
+            MEASURES,
+            check_decoder_comparison,
+            check_measure_cost,
+        )
         from attnviz.text.match import find_label
 
+        if measures is not None and (
+            isinstance(measures, str | bytes) or not isinstance(measures, Sequence)
+        ):
+            raise BadInput(
+                f"{{measures}} must be a list of measure names, e.g. ['weight', 'alti']; got "
+                f"{type(measures).__name__}",
+                param="measures",
+            )
         chosen = list(MEASURES) if measures is None else list(measures)
         if not chosen:
             raise BadInput("name at least one measure to compare")
+        if len(chosen) > len(MEASURES):  # by its length, before reading the entries
+            raise BadInput(
+                f"{{measures}} lists {len(chosen):,} measures; there are {len(MEASURES)}: "
+                "list each once",
+                param="measures",
+            )
         for name in chosen:
             check_choice(name, tuple(MEASURES), "measure")
+        if len(set(chosen)) < len(chosen):
+            raise BadInput("{measures} names a measure twice: list each once", param="measures")
+        _word(query, "query")
         check_decoder_comparison(self.prepared, chosen)
+        check_measure_cost(self.prepared, [m for m in chosen if m not in self._measures])
         views = [self.view(layer, None, units, measure=m) for m in chosen]
         q = find_label(views[0].tokens, query, "query")
         from attnviz.measures.compare import Comparison
@@ -534,7 +556,17 @@ class Analysis(TokenizedInput):
         return -1 if self.layers is None else self.layers[-1]
 
 
+def _word(value: object, param: str) -> str:
+    """A word of the text named by the argument `param`; BadInput for anything but a str."""
+    if not isinstance(value, str):
+        raise BadInput(
+            f"{{{param}}} must be a word of the text (a str), got {type(value).__name__}",
+            param=param,
+        )
+    return value
+
+
 def _path(path: object) -> Path:
-    if not isinstance(path, str | Path):
-        raise BadInput(f"the output path must be a str or a Path, got {type(path).__name__}")
-    return Path(path)
+    from attnviz.output import as_path
+
+    return as_path(path)

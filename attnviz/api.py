@@ -9,6 +9,7 @@ themselves; the command line is built on the same calls. Errors are raised as
 from __future__ import annotations
 
 import itertools
+import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ def prepare(
     from attnviz.pipeline import prepare as _prepare
 
     model = _model(model)
+    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
@@ -110,6 +113,8 @@ def from_cache(
     from attnviz.pipeline import cached
 
     model = _model(model)
+    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
@@ -175,6 +180,13 @@ def head_stats(
             f"{type(texts).__name__}: head_stats([text]) for one sentence"
         )
     model = _model(model)
+    truncate = _flag(truncate, "truncate")
+    _max_tokens(max_tokens)
+    if progress is not None and not callable(progress):
+        raise BadInput(
+            f"progress must be a function of the sentences done, or None; got "
+            f"{type(progress).__name__}"
+        )
     check_range(batch_size, "batch_size", BATCH_SIZE)
     if threads is not None:
         check_range(threads, "threads", THREADS)
@@ -246,16 +258,53 @@ def _text(value: object, what: str) -> str:
     return value
 
 
+def _flag(value: object, param: str) -> bool:
+    """`value` as a bool: True, False (numpy's too, and 0 or 1); BadInput for anything else."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ == "bool_" or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise BadInput(f"{{{param}}} must be True or False, got {type(value).__name__}", param=param)
+
+
+def _max_tokens(value: object) -> None:
+    """Refuse a `max_tokens` that is not None or a whole number (its range is the model's)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise BadInput(
+            f"{{max_tokens}} must be a whole number of pieces, or None; got {type(value).__name__}",
+            param="max_tokens",
+        )
+
+
 def _model(model: object) -> str | None:
     """A model given as a str or a path (a folder), as `locate` takes it."""
-    if model is None or isinstance(model, str):
-        return model
     if isinstance(model, os.PathLike):
-        return os.fspath(model)
+        model = os.fspath(model)
+    if model is None:
+        return model
+    if isinstance(model, str):
+        _path_like(model)
+        return model
     raise BadInput(
         f"model must be a folder or a Hugging Face Hub id (a str or a path), got "
         f"{type(model).__name__}"
     )
+
+
+def _path_like(name: str) -> None:
+    """Refuse a model name no folder or Hub id can have: a NUL, a part longer than a file
+    name may be (255 bytes), or longer than a path (4,096 bytes); the file system would
+    answer with an OSError or a ValueError."""
+    try:
+        encoded = os.fsencode(name)
+    except UnicodeError:
+        encoded = b"\0"  # a lone surrogate: no file name either
+    if b"\0" in encoded or len(encoded) > 4096 or any(len(p) > 255 for p in encoded.split(b"/")):
+        raise BadInput(
+            f"model {name[:40]!r}{'…' if len(name) > 40 else ''} is neither a folder nor a "
+            "Hugging Face Hub id: no file name holds a NUL or passes 255 bytes",
+            param="model",
+        )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import reprlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -107,9 +108,21 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
         return None
     numpy = sys.modules.get("numpy")  # an array of heads comes from a numpy already imported
     array = numpy is not None and isinstance(heads, numpy.ndarray)
-    if isinstance(heads, str) or not (isinstance(heads, Sequence) or array):
+    if isinstance(heads, str | bytes) or not (isinstance(heads, Sequence) or array):
         raise BadInput(
-            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {heads!r}",
+            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {_shown(heads)}",
+            param="heads",
+        )
+    if array and getattr(heads, "ndim", 1) != 1:
+        raise BadInput(
+            f"{{heads}} must be a flat list of head numbers, e.g. [0, 3, 5]; got an array of "
+            f"shape {getattr(heads, 'shape', '?')}",
+            param="heads",
+        )
+    if len(heads) > num_heads:  # refused by its length, before any entry is read
+        raise BadInput(
+            f"{{heads}} lists {len(heads):,} heads, but this model has {num_heads} per layer: "
+            "list each head once",
             param="heads",
         )
     resolved = [_head_of(h, num_heads) for h in heads]
@@ -117,11 +130,23 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
         raise BadInput(
             "the list of {heads} is empty: name at least one head, e.g. 0,3,5", param="heads"
         )
-    repeated = sorted({h for h in resolved if resolved.count(h) > 1})
+    seen: set[int] = set()
+    repeated: set[int] = set()
+    for h in resolved:  # linear: a set, never list.count
+        (repeated if h in seen else seen).add(h)
     if repeated:
-        listed = ",".join(map(str, repeated))
+        listed = ",".join(map(str, sorted(repeated)))
         raise BadInput(f"{{heads}} names head {listed} twice: list each head once", param="heads")
     return resolved
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters (a value may be a huge list or string)."""
+    try:
+        text = reprlib.repr(value)
+    except Exception:  # a hostile __repr__
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _head_of(value: object, num_heads: int) -> int:
@@ -303,3 +328,72 @@ def _too_big(path: object, size: int, limit: int, what: str) -> str:
         f"{path} is {amount(size)}; a {what} is {typical} (attnviz reads at most "
         f"{amount(limit)}): restore or re-download the file"
     )
+
+
+# What the contribution measures (attnviz.measures.contributions) may cost. They run the
+# encoder again in float64, keeping its attention (L·H·T² numbers) and the layers' inputs,
+# build their result (L·H·T² for the norm, L·T² for the others) and work through chunks;
+# their estimate of these arrays is refused past `attention_budget()`, before any work.
+MEASURE_NUMBER_BYTES = 8  # the measures compute in float64
+# Their chunks take at most this share of the budget: 1/4 of 512 MB is 128 MB.
+MEASURE_CHUNK_SHARE = 4
+DECOMPOSED_ARRAYS = 6  # (q, T, C) arrays alive at once in norm-res-ln and ALTI's chunks
+VALUE_ZEROING_ARRAYS = 6  # (j, T, max(C, F)) arrays alive at once in value zeroing's chunks
+# Their time, bounded by their work before it starts. ALTI computes Σ_h α_ij f_h(x_j) for
+# every query and key of every layer: L·T²·C·H multiply-adds, and a dozen passes over
+# (T, T, C) numbers (T = 512 on the default model, 6 layers of 12 heads and 384 numbers:
+# about 2 minutes on 2 busy cores). Value zeroing runs every layer T + 1 times over T
+# pieces, feed-forward included: L·T²·C·(2F + C) (F the feed-forward width); 256 pieces on
+# the default model take about a minute, 512 took 5. Past these, the measure is refused
+# in one line that names the --max-tokens that fits.
+DECOMPOSED_WORK = 6 * 512**2 * 384 * 12
+VALUE_ZEROING_WORK = 6 * 256**2 * 384 * (2 * 1536 + 384)
+
+
+def chunk_numbers(arrays: int, budget: int | None = None) -> int:
+    """How many numbers one chunk array may hold, so that `arrays` of them (in float64) take
+    at most 1/MEASURE_CHUNK_SHARE of the budget."""
+    budget = attention_budget() if budget is None else budget
+    return max(1, budget // (MEASURE_CHUNK_SHARE * arrays * MEASURE_NUMBER_BYTES))
+
+
+OUT_OF_MEMORY = (
+    "out of memory: shorten the text (or read fewer pieces, {max_tokens} N with {truncate}), "
+    "look at one layer, use a lighter measure than value-zeroing, a smaller {batch_size}, or "
+    "lower "
+    f"{ATTENTION_ENV} (the attention kept: 512 MB by default)"
+)
+TOO_DEEP = (
+    "too deeply nested to read (past Python's recursion limit): a file or input nested this "
+    "deep is refused; shorten it"
+)
+
+
+def exhaustion(exc: BaseException) -> str | None:
+    """The line for an exception that means memory (or the stack) ran out, else None.
+
+    MemoryError (numpy's `_ArrayMemoryError` is one), torch's OutOfMemoryError and the
+    RuntimeError its CPU allocator raises ("can't allocate memory"), and RecursionError.
+    The line names the arguments as `{max_tokens}` (see `AttnvizError`)."""
+    if isinstance(exc, RecursionError):
+        return TOO_DEEP
+    if isinstance(exc, MemoryError):
+        return OUT_OF_MEMORY
+    if type(exc).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, CUDA's included
+        return OUT_OF_MEMORY
+    if isinstance(exc, RuntimeError):
+        text = str(exc)[:500].lower()
+        words = ("can't allocate memory", "cannot allocate memory", "out of memory",
+                 "not enough memory", "bad_alloc", "failed to allocate")  # fmt: skip
+        if any(word in text for word in words):
+            return OUT_OF_MEMORY
+    return None
+
+
+def exhausted(exc: BaseException) -> AttnvizError | None:
+    """`exhaustion(exc)` as an AttnvizError (one line, exit code 1), else None."""
+    line = exhaustion(exc)
+    if line is None:
+        return None
+    memory = line == OUT_OF_MEMORY
+    return AttnvizError(line, param=("max_tokens", "truncate", "batch_size") if memory else None)

@@ -69,8 +69,28 @@ def check_page_measure(out: Path, measure: str) -> None:
         )
 
 
+def as_path(path: object, param: str = "path") -> Path:
+    """`path` (a str or an os.PathLike) as a Path; BadInput naming `param` for anything else,
+    or for a name no file system takes (a NUL)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise BadInput(
+            f"{{{param}}} must be a file name (a str or a Path), got {type(path).__name__}",
+            param=param,
+        )
+    if "\0" in path or not path.strip():
+        raise BadInput(f"{{{param}}} {path[:40]!r} is not a file name", param=param)
+    return Path(path)
+
+
 def check_colormap(name: str) -> None:
     """Raise BadInput unless `name` is a registered matplotlib colormap."""
+    if not isinstance(name, str):
+        raise BadInput(
+            f"{{cmap}} must be a colormap's name such as 'viridis', got {type(name).__name__}",
+            param="cmap",
+        )
     from attnviz.perf import import_quietly
 
     import_quietly("matplotlib")  # matplotlib, like torch, slowed by the GC
@@ -97,12 +117,21 @@ def _umask() -> int:
 
 
 # A temporary file is `.NAME.attnviz-PID-RANDOM.tmp`: a later write to the same folder
-# removes those whose process is gone (killed with -9, or the machine went down).
+# removes those whose process is gone (killed with -9, or the machine went down). A name
+# too long for that to fit NAME_MAX (255 bytes on most file systems) is replaced by a hash
+# of it: `.HASH.attnviz-PID-RANDOM.tmp`, so a legal 250-byte name can still be written.
 _TEMP_MARK = ".attnviz-"
+_READABLE_NAME = 180  # bytes: past it, the temp file is named by the name's hash
 
 
 def temp_prefix(path: Path) -> str:
-    return f".{path.name}{_TEMP_MARK}"
+    """The start of the temporary files' names for writes to `path` (then PID-RANDOM.tmp)."""
+    name = path.name
+    if len(os.fsencode(name)) > _READABLE_NAME:
+        import hashlib
+
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
+    return f".{name}{_TEMP_MARK}"
 
 
 def _remove_stale_temps(folder: Path, path: Path) -> None:
@@ -128,6 +157,25 @@ def _running(pid: int) -> bool:
     except (OSError, OverflowError):
         return True  # someone else's process, or not a pid: leave its file alone
     return True
+
+
+def _take_mode(tmp: str, path: Path) -> None:
+    """Give the temporary file the mode (and, where permitted, the group) of the file it
+    replaces, so overwriting a private (600) file keeps it private; a new file gets the
+    mode the umask allows, as `open` would give it."""
+    import stat
+
+    try:
+        existing = os.stat(path)
+    except OSError:  # no such file (or unreadable): a new file
+        existing = None
+    if existing is None or not stat.S_ISREG(existing.st_mode):
+        os.chmod(tmp, 0o666 & ~_umask())
+        return
+    if existing.st_gid != os.stat(tmp).st_gid:
+        with contextlib.suppress(OSError):  # only a group the user is in
+            os.chown(tmp, -1, existing.st_gid)
+    os.chmod(tmp, stat.S_IMODE(existing.st_mode) & 0o777)  # never setuid/setgid/sticky
 
 
 @contextlib.contextmanager
@@ -183,7 +231,7 @@ def atomic_write(path: Path, mode: str = "wb") -> Iterator[IO]:
             encoding = None if "b" in mode else "utf-8"
             with os.fdopen(fd, mode, encoding=encoding) as handle:
                 yield handle
-            os.chmod(tmp, 0o666 & ~_umask())
+            _take_mode(tmp, path)
             os.replace(tmp, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, resolve_heads, resolve_index
+from attnviz.limits import check_choice, exhausted, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -174,8 +174,10 @@ class Prepared(TokenizedInput):
           .json or .html file of more weights than attnviz writes.
         """
         from attnviz.measures.contributions import (
+            MEASURES,
             check_decoder_comparison,
             check_measure,
+            check_measure_cost,
             check_model,
         )
 
@@ -188,7 +190,8 @@ class Prepared(TokenizedInput):
         check_model(self, measure)
         if compared:
             check_decoder_comparison(self)
-        if words:
+        check_measure_cost(self, list(MEASURES) if compared else [measure])
+        if words is not None:
             self.check_words(words, units=units, causal=self.shape.causal or mask == "causal")
         if out is not None:
             self.check_file(out, measure=measure)
@@ -215,10 +218,19 @@ class Prepared(TokenizedInput):
 
         causal = self.what_if_mask(mask)
         check_choice(dtype, DTYPES, "dtype")
+        if not isinstance(cache, bool | int):
+            raise BadInput(f"{{cache}} must be True or False, got {type(cache).__name__}",
+                           param="cache")  # fmt: skip
         kept = self.kept_layers(layers)
-        attentions = compute(
-            self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
-        )
+        try:
+            attentions = compute(
+                self, causal=causal, use_cache=cache_enabled(not cache), dtype=dtype, layers=kept
+            )
+        except (MemoryError, RuntimeError) as exc:  # ATTNVIZ_ATTENTION_MB past the memory there is
+            error = exhausted(exc)
+            if error is None:
+                raise
+            raise error from None
         return Analysis(self, attentions, causal, dtype, kept)
 
     def explain(
@@ -237,6 +249,9 @@ class Prepared(TokenizedInput):
         from attnviz.i18n import check_lang
         from attnviz.measures.explain import explain, find_query
 
+        if not isinstance(lang, str):
+            raise BadInput(f"{{lang}} must be a str such as 'en', got {type(lang).__name__}",
+                           param="lang")  # fmt: skip
         lang = check_lang(lang)
         causal = self.what_if_mask(mask)
         query = find_query(self.pieces, token=token, index=index, lang=lang)
@@ -253,6 +268,17 @@ class Prepared(TokenizedInput):
         from attnviz.measures.find import check_direction
         from attnviz.text.match import find_label
 
+        if not isinstance(words, Mapping):
+            raise BadInput(
+                f"words must map an argument's name to a word, e.g. {{'query': 'he'}}; got "
+                f"{type(words).__name__}"
+            )
+        for param, word in words.items():
+            if not isinstance(param, str) or not isinstance(word, str):
+                raise BadInput(
+                    f"words must map an argument's name (a str) to a word (a str); got "
+                    f"{type(param).__name__} -> {type(word).__name__}"
+                )
         by_word = check_choice(units, ("words", "tokens"), "units") == "words"
         labels = [w.label for w in self.words] if by_word else self.labels
         found = {}
@@ -266,8 +292,8 @@ class Prepared(TokenizedInput):
         """Refuse `out` when what it would hold is refused: a page (.html) of a measure other
         than the weight, or a .json or .html file of more weights than attnviz writes."""
         from attnviz.limits import check_export
-        from attnviz.output import check_page_measure
+        from attnviz.output import as_path, check_page_measure
 
-        out = Path(out)
+        out = as_path(out, "out")
         check_page_measure(out, measure)
         check_export(out.suffix, self.attention_bytes() // 4)

@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from attnviz.errors import AttnvizError
+from attnviz.limits import exhaustion
 
 # A parameter of the public API -> the flag the command line spells it as, where the two
 # differ by more than `--` and dashes (`max_tokens` is `--max-tokens`); tests/test_cli_options
@@ -124,19 +125,15 @@ def failures(debug: bool) -> Iterator[None]:
             raise
         typer.echo(os_error_line(exc), err=True)
         raise typer.Exit(1) from None
-    except MemoryError:
-        if debug:
-            raise
-        typer.echo(
-            "Error: out of memory: use a shorter text, a smaller model or a smaller --batch-size",
-            err=True,
-        )
-        raise typer.Exit(1) from None
     except (SystemExit, GeneratorExit):
         raise
     except BaseException as exc:  # the last net: a Rust panic is a BaseException too
         if debug:
             raise
+        exhausted = exhaustion(exc)  # memory or the stack ran out: say what to shrink
+        if exhausted is not None:
+            typer.echo(f"Error: {one_line(in_flags(exhausted))}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(
             f"Error: unexpected {type(exc).__name__}: {one_line(str(exc))[:200]} "
             "(rerun with --debug for the traceback, and please report it)",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from attnviz import limits
 from attnviz.errors import BadInput
 from attnviz.limits import check_choice
 
@@ -40,12 +41,14 @@ if TYPE_CHECKING:
 
     from attnviz.measures.model_input import ModelInput
     from attnviz.model.encoder import Encoder, EncoderLayer
+    from attnviz.model.families import ModelShape
 
 __all__ = [
     "MEASURES",
     "PER_LAYER",
     "check_decoder_comparison",
     "check_measure",
+    "check_measure_cost",
     "check_model",
     "compute_measure",
     "describe_measure",
@@ -63,7 +66,8 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "alti": ("ALTI (Ferrando et al. 2022); rows sum to 1", False),
     "value-zeroing": ("value zeroing (Mohebbi et al. 2023); rows sum to 1", False),
 }
-# Value zeroing runs the zeroed keys in chunks of at most this many numbers per activation.
+# Value zeroing runs the zeroed keys in chunks of at most this many numbers per activation
+# (and fewer when the attention budget is smaller: `limits.chunk_numbers`).
 VALUE_ZEROING_NUMBERS = 2**24
 # norm-res-ln and ALTI build (queries, T, C) vectors in chunks of at most this many numbers.
 DECOMPOSED_NUMBERS = 2**24
@@ -118,12 +122,113 @@ def check_decoder_comparison(prepared: ModelInput, measures: Sequence[str] | Non
         )
 
 
+def _chunk(name: str, budget: int) -> int:
+    """The numbers one chunk array of `name` holds at most, under `budget`."""
+    if name == "value-zeroing":
+        return min(VALUE_ZEROING_NUMBERS, limits.chunk_numbers(limits.VALUE_ZEROING_ARRAYS, budget))
+    return min(DECOMPOSED_NUMBERS, limits.chunk_numbers(limits.DECOMPOSED_ARRAYS, budget))
+
+
+def measure_bytes(shape: ModelShape, T: int, name: str, budget: int) -> int:
+    """The peak memory of the measure `name` at `T` pieces, model weights left out: the
+    float64 rerun's attention and layer inputs, the result, and the working arrays."""
+    L, H, C, F = shape.layers, shape.heads, shape.hidden, shape.intermediate
+    rerun = L * H * T * T + (L + 1) * T * C  # (L, 1, nh, T, T) and (L + 1, 1, T, C)
+    result = L * (H if MEASURES[name][1] else 1) * T * T
+    if name == "norm":
+        working = 2 * H * T * C + H * T * T  # f_h(x_j), and one layer's (nh, T, T)
+    elif name == "value-zeroing":  # scores and α; chunks of at least one key
+        chunk = max(_chunk(name, budget), T * max(C, F))
+        working = 2 * H * T * T + limits.VALUE_ZEROING_ARRAYS * chunk
+    else:  # chunks of at least one query
+        working = H * T * C + limits.DECOMPOSED_ARRAYS * max(_chunk(name, budget), T * C)
+    return (rerun + result + working) * limits.MEASURE_NUMBER_BYTES
+
+
+def measure_work(shape: ModelShape, T: int, name: str) -> tuple[int, int]:
+    """The work of the measure `name` at `T` pieces, and the most attnviz does (see limits)."""
+    L, H, C, F = shape.layers, shape.heads, shape.hidden, shape.intermediate
+    if name == "value-zeroing":
+        return L * T * T * C * (2 * F + C), limits.VALUE_ZEROING_WORK
+    if name in ("norm-res-ln", "alti"):
+        return L * T * T * C * H, limits.DECOMPOSED_WORK
+    return L * H * T * (T + C), limits.DECOMPOSED_WORK  # the norm: a product per weight
+
+
+def check_measure_cost(prepared: ModelInput, names: Sequence[str]) -> None:
+    """Refuse, before any work, measures whose memory would pass the attention budget
+    (`limits.attention_budget()`, ATTNVIZ_ATTENTION_MB) or whose work would pass what
+    attnviz runs (`limits.DECOMPOSED_WORK`, `limits.VALUE_ZEROING_WORK`), in one line naming
+    the --max-tokens that fits. `names` are computed in turn and kept, as `compare` does."""
+    shape, T = prepared.shape, len(prepared.pieces)
+    budget = limits.attention_budget()
+    chosen = [n for n in names if n != "weight" and n in MEASURES]
+
+    def peak(t: int) -> int:  # the largest of the measures' peaks, with the earlier results held
+        held, most = 0, 0
+        for name in chosen:
+            most = max(most, held + measure_bytes(shape, t, name, budget))
+            held += shape.layers * (shape.heads if MEASURES[name][1] else 1) * t * t * 8
+        return most
+
+    def fits(t: int) -> bool:
+        return peak(t) <= budget and all(
+            work <= most for work, most in (measure_work(shape, t, n) for n in chosen)
+        )
+
+    if not chosen or fits(T):
+        return
+    low, high = 0, T  # the longest input that fits: fits(low), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    what = chosen[0] if len(chosen) == 1 else "comparing the measures"
+    use = (
+        f"read at most {low:,} pieces ({{max_tokens}} {low} with {{truncate}})"
+        if low >= 1
+        else "use {measure} weight or norm"
+    )
+    if peak(T) > budget:
+        raise BadInput(
+            f"{what} at {T:,} pieces on {prepared.source.name} would take about "
+            f"{limits.amount(peak(T))} of memory, more than attnviz keeps for one input "
+            f"({limits.amount(budget)}, {limits.ATTENTION_ENV}): {use}",
+            param=("max_tokens", "truncate", "measure"),
+        )
+    slow = next(n for n in chosen if measure_work(shape, T, n)[0] > measure_work(shape, T, n)[1])
+    how = (
+        "runs every layer once per piece"
+        if slow == "value-zeroing"
+        else "decomposes every query's output over every key"
+    )
+    raise BadInput(
+        f"{slow} {how}: at {T:,} pieces on {prepared.source.name} that is more work than "
+        f"attnviz does for one measure (its time grows with the square of the pieces; the "
+        f"README's Limits gives the figures): {use}, or use a cheaper {{measure}}",
+        param=("max_tokens", "truncate", "measure"),
+    )
+
+
 def compute_measure(prepared: ModelInput, name: str, *, causal: bool = False) -> np.ndarray:
-    """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer)."""
+    """The measure `name` for every layer: [L, H, T, T] (per head) or [L, T, T] (per layer).
+
+    Refused before any work past the memory and work bounds (`check_measure_cost`); an
+    allocation that fails all the same is an AttnvizError (one line), not a RuntimeError."""
     describe_measure(name)
     if name == "weight":
         raise BadInput("the weights are Analysis.attentions; measure() is for the others")
     check_model(prepared, name)
+    check_measure_cost(prepared, [name])
+    try:
+        return _compute(prepared, name, causal=causal)
+    except (MemoryError, RuntimeError) as exc:
+        error = limits.exhausted(exc)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _compute(prepared: ModelInput, name: str, *, causal: bool) -> np.ndarray:
     from attnviz import perf
 
     perf.import_torch()
@@ -142,18 +247,22 @@ def compute_measure(prepared: ModelInput, name: str, *, causal: bool = False) ->
     with torch.inference_mode(), perf.threads_for(T):
         out = encoder(input_ids, type_ids, causal=causal, keep_inputs=True)
         assert out.layer_inputs is not None
-        layers = []
+        budget = limits.attention_budget()
+        L, nh = len(encoder.layers), prepared.shape.heads
+        # (L, nh, T, T) or (L, T, T), filled a layer at a time (a list then a stack would
+        # hold it twice)
+        result = np.empty((L, nh, T, T) if MEASURES[name][1] else (L, T, T), dtype=np.float64)
         for index, module in enumerate(encoder.layers):
             layer = cast("EncoderLayer", module)
             x = out.layer_inputs[index, 0]  # (T, C): what this layer reads
             weights = out.attentions[index, 0]  # (nh, T, T)
             if name == "norm":
-                layers.append(_norms(layer, x, weights))
+                values = _norms(layer, x, weights)
             elif name == "value-zeroing":
-                layers.append(_value_zeroing(layer, x, mask))
+                values = _value_zeroing(layer, x, mask, _chunk(name, budget))
             else:
-                layers.append(_decomposed(layer, x, weights, alti=name == "alti"))
-        result = torch.stack(layers).double().numpy()
+                values = _decomposed(layer, x, weights, _chunk(name, budget), alti=name == "alti")
+            result[index] = values.double().numpy()
     return result
 
 
@@ -173,7 +282,7 @@ def _norms(layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor) -> torch
 
 
 def _decomposed(
-    layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor, *, alti: bool
+    layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor, numbers: int, *, alti: bool
 ) -> torch.Tensor:
     """‖T_i(x_j)‖ (norm-res-ln) or ALTI's contributions (`alti`), for every query and key: (T, T).
 
@@ -194,7 +303,7 @@ def _decomposed(
     )
     scale = (pre.var(dim=-1, unbiased=False) + norm.eps).sqrt()  # (T,): s_i
     y = norm(pre)  # (T, C): the block's output
-    rows = max(1, DECOMPOSED_NUMBERS // (T * C))
+    rows = max(1, numbers // (T * C))  # queries per chunk
     result = []
     for start in range(0, T, rows):
         qs = slice(start, min(T, start + rows))
@@ -212,7 +321,9 @@ def _decomposed(
     return torch.cat(result)  # (T, T)
 
 
-def _value_zeroing(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _value_zeroing(
+    layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None, numbers: int
+) -> torch.Tensor:
     """Cosine distance of each token's layer output when key j's value is zeroed: (T, T)."""
     import torch
     import torch.nn.functional as F
@@ -235,7 +346,7 @@ def _value_zeroing(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | No
         return layer.ff_norm(y + layer.ff_out(layer.activation(layer.ff_in(y))))  # (B, T, C)
 
     original = outputs(heads[None])  # (1, T, C)
-    chunk = max(1, VALUE_ZEROING_NUMBERS // (T * max(C, layer.ff_in.out_features)))
+    chunk = max(1, numbers // (T * max(C, layer.ff_in.out_features)))  # keys per chunk
     distances = []
     for start in range(0, T, chunk):
         js = slice(start, min(T, start + chunk))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import IMAGE_SUFFIXES, ImageStyle, as_path, check_output
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,7 +31,7 @@ def save_image(
     The path and `style` are checked before any drawing; `write(path, style)` draws it
     (`write_figure`, or a renderer that draws straight to pixels).
     """
-    path = Path(path)
+    path = as_path(path)
     check_output(path, IMAGE_SUFFIXES, style)
     write(path, style)
     return path

@@ -88,6 +88,12 @@ def find_query(
         raise BadInput(
             "name the query with exactly one of {token} WORD or {index} N", param=("token", "index")
         )
+    if token is not None and not isinstance(token, str):
+        raise BadInput(
+            f"{{token}} must be a word of the text (a str), got {type(token).__name__}; a piece "
+            "number is {index}",
+            param=("token", "index"),
+        )
     words = pieces.words()
     if index is not None:
         i = _piece_index(pieces, index, "index")

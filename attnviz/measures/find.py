@@ -79,7 +79,7 @@ class HeadLinks(Drawn):
 
     def best(self, top: int | None = None) -> list[HeadLink]:
         """The `top` strongest heads (None: `self.top`)."""
-        return self.links[: top or self.top]
+        return self.links[: self.top if top is None else check_range(top, "top", TOP)]
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """The record `attnviz find --json` prints: the strongest `top` heads."""
@@ -142,6 +142,12 @@ def find_links(
     `causal`: the attention only looks back (a decoder), so a later target is refused.
     """
     top = check_range(top, "top", TOP)
+    for param, word in (("source", source), ("target", target)):
+        if not isinstance(word, str):
+            raise BadInput(
+                f"{{{param}}} must be a word of the text (a str), got {type(word).__name__}",
+                param=param,
+            )
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     labels = unit_map.labels()
     q = find_label(labels, source, "source")

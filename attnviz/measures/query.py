@@ -67,6 +67,9 @@ class QueryRow(Drawn):
 
     def weight(self, key: str) -> float:
         """The weight on the key named `key` (a label, matched like the query)."""
+        if not isinstance(key, str):
+            raise BadInput(f"{{key}} must be a key's label (a str), got {type(key).__name__}",
+                           param="key")  # fmt: skip
         return float(self.weights[find_label(self.keys, key, "key")])
 
     def to_dict(self) -> dict[str, Any]:

@@ -59,10 +59,20 @@ def check_exclude(exclude: str | Sequence[str] | None) -> tuple[str, ...]:
     """`exclude` as a tuple in EXCLUDABLE order: None, "special", "punct" or a list of them."""
     if exclude is None:
         return ()
+    if not isinstance(exclude, str | Sequence) or isinstance(exclude, bytes):
+        raise BadInput(
+            f"{{exclude}} must be 'special', 'punct' or a list of them, got "
+            f"{type(exclude).__name__}",
+            param="exclude",
+        )
     given = [exclude] if isinstance(exclude, str) else list(exclude)
+    if len(given) > len(EXCLUDABLE) * 4:  # by its length, before reading the entries
+        raise BadInput(f"{{exclude}} lists {len(given):,} names: use "
+                       f"{' or '.join(EXCLUDABLE)}", param="exclude")  # fmt: skip
     for name in given:
-        if name not in EXCLUDABLE:
-            raise BadInput(f"cannot exclude {name!r}: use {' or '.join(EXCLUDABLE)}")
+        if not isinstance(name, str) or name not in EXCLUDABLE:
+            shown = repr(name)[:40] if isinstance(name, str) else type(name).__name__
+            raise BadInput(f"cannot exclude {shown}: use {' or '.join(EXCLUDABLE)}")
     return tuple(name for name in EXCLUDABLE if name in given)
 
 

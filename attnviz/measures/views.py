@@ -457,6 +457,10 @@ def rollout_view(
     from attnviz.measures.rollout import rollout
 
     check_choice(method, ("rollout", "flow"), "method")
+    if progress is not None and not callable(progress):
+        raise BadInput(
+            f"progress must be a function of the steps done, or None; got {type(progress).__name__}"
+        )
     src.whole("rollout")
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer", "upto")
