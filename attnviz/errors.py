@@ -114,3 +114,45 @@ def quiet_panics() -> Iterator[None]:
                 os.dup2(_quiet["saved"], 2)
                 os.close(_quiet["saved"])
                 _quiet["saved"] = -1
+
+
+OUT_OF_MEMORY = (
+    "out of memory: shorten the text (or read fewer pieces, {max_tokens} N with {truncate}), "
+    "look at one layer, use a lighter measure than value-zeroing, a smaller {batch_size}, or "
+    "lower "
+    "ATTNVIZ_ATTENTION_MB (the attention kept: 512 MB by default)"
+)
+TOO_DEEP = (
+    "too deeply nested to read (past Python's recursion limit): a file or input nested this "
+    "deep is refused; shorten it"
+)
+
+
+def exhaustion(exc: BaseException) -> str | None:
+    """The line for an exception that means memory (or the stack) ran out, else None.
+
+    MemoryError (numpy's `_ArrayMemoryError` is one), torch's OutOfMemoryError and the
+    RuntimeError its CPU allocator raises ("can't allocate memory"), and RecursionError.
+    The line names the arguments as `{max_tokens}` (see `AttnvizError`)."""
+    if isinstance(exc, RecursionError):
+        return TOO_DEEP
+    if isinstance(exc, MemoryError):
+        return OUT_OF_MEMORY
+    if type(exc).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, CUDA's included
+        return OUT_OF_MEMORY
+    if isinstance(exc, RuntimeError):
+        text = str(exc)[:500].lower()
+        words = ("can't allocate memory", "cannot allocate memory", "out of memory",
+                 "not enough memory", "bad_alloc", "failed to allocate")  # fmt: skip
+        if any(word in text for word in words):
+            return OUT_OF_MEMORY
+    return None
+
+
+def exhausted(exc: BaseException) -> AttnvizError | None:
+    """`exhaustion(exc)` as an AttnvizError (one line, exit code 1), else None."""
+    line = exhaustion(exc)
+    if line is None:
+        return None
+    memory = line == OUT_OF_MEMORY
+    return AttnvizError(line, param=("max_tokens", "truncate", "batch_size") if memory else None)

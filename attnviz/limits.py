@@ -15,9 +15,8 @@ import os
 import reprlib
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.errors import BadInput
 
 # Numeric options: (lowest, highest), inclusive.
 THREADS = (1, 256)  # torch CPU threads; OpenMP fails or segfaults far past the core count
@@ -164,7 +163,6 @@ def megabytes(size: int) -> str:
 
 def attention_budget() -> int:
     """The bytes of attention kept for one input: ATTNVIZ_ATTENTION_MB, else 512 MB."""
-    import os
 
     raw = os.environ.get(ATTENTION_ENV, "").strip()
     if not raw:
@@ -230,106 +228,6 @@ SAFETENSORS_HEADER_BYTES = 100_000_000  # the safetensors format's own bound on 
 # at most this many bytes, however long the card; a card that is not a regular file is skipped.
 MODEL_CARD_BYTES = 64 * 2**10
 
-_CHUNK = 4 * 2**20  # read in blocks, so a file shorter than its bound costs only its size
-
-
-def open_regular(path: str | os.PathLike[str], what: str) -> int:
-    """A read-only descriptor of `path` (links followed) when it is a regular file.
-
-    Refuses anything else in one line naming `what` ("tokenizer.json") before opening it,
-    and opens without blocking, so a FIFO put in its place after the check cannot hang the
-    read: the descriptor is checked again once open. Raises OSError when it cannot be
-    opened (missing, unreadable); the caller decides what a missing file means.
-    """
-    _check_regular(os.stat(path).st_mode, path, what)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    try:
-        _check_regular(os.fstat(fd).st_mode, path, what)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def read_bounded(
-    path: str | os.PathLike[str], limit: int, what: str, *, head: bool = False
-) -> bytes:
-    """The bytes of the regular file `path`, at most `limit` of them (see `open_regular`).
-
-    A file larger than `limit` is refused in one line naming `what` and the bound, by its
-    size before it is read (a 2 GB file costs no memory), and again if it grows while it
-    is read. With `head`, a longer file is not refused: its first `limit` bytes are read.
-    """
-    fd = open_regular(path, what)
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        size = os.fstat(fd).st_size
-        if size > limit and not head:
-            raise AttnvizError(_too_big(path, size, limit, what))
-        data = bytearray()
-        while len(data) <= limit:
-            block = handle.read(min(_CHUNK, limit + 1 - len(data)))
-            if not block:
-                break
-            data += block
-    if len(data) > limit:
-        if head:
-            return bytes(data[:limit])
-        raise AttnvizError(_too_big(path, len(data), limit, what))
-    return bytes(data)
-
-
-def read_json(path: str | os.PathLike[str], limit: int, what: str) -> Any:
-    """The JSON in the regular file `path` of at most `limit` bytes (see `read_bounded`).
-
-    A file that cannot be read, is not UTF-8 JSON, or is nested too deeply for Python's
-    parser is refused in one line (AttnvizError) naming it.
-    """
-    import json
-
-    from attnviz.errors import short_reason
-
-    try:
-        return json.loads(read_bounded(path, limit, what).decode("utf-8"))
-    except RecursionError:
-        raise AttnvizError(
-            f"cannot read {path}: its JSON is nested too deeply; restore or re-download the file"
-        ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, huge ints
-        raise AttnvizError(
-            f"cannot read {path} ({short_reason(exc, 120)}): restore or re-download the file"
-        ) from None
-
-
-def _check_regular(mode: int, path: object, what: str) -> None:
-    import stat
-
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a pipe, a device or a socket"
-        raise AttnvizError(
-            f"{path} is {kind}, not a regular file: attnviz reads a model's {what} only from a "
-            "plain file; put the file that came with the checkpoint there"
-        )
-
-
-# What a real file of each kind weighs, for the refusal of one that is far larger.
-_TYPICAL = {
-    "config.json": "a few kilobytes",
-    "index of shards": "some kilobytes",
-    "tokenizer file": "some megabytes at most",
-}
-
-
-def _too_big(path: object, size: int, limit: int, what: str) -> str:
-    typical = _TYPICAL.get(what, "far smaller")
-    return (
-        f"{path} is {amount(size)}; a {what} is {typical} (attnviz reads at most "
-        f"{amount(limit)}): restore or re-download the file"
-    )
-
-
 # What the contribution measures (attnviz.measures.contributions) may cost. They run the
 # encoder again in float64, keeping its attention (L·H·T² numbers) and the layers' inputs,
 # build their result (L·H·T² for the norm, L·T² for the others) and work through chunks;
@@ -355,45 +253,3 @@ def chunk_numbers(arrays: int, budget: int | None = None) -> int:
     at most 1/MEASURE_CHUNK_SHARE of the budget."""
     budget = attention_budget() if budget is None else budget
     return max(1, budget // (MEASURE_CHUNK_SHARE * arrays * MEASURE_NUMBER_BYTES))
-
-
-OUT_OF_MEMORY = (
-    "out of memory: shorten the text (or read fewer pieces, {max_tokens} N with {truncate}), "
-    "look at one layer, use a lighter measure than value-zeroing, a smaller {batch_size}, or "
-    "lower "
-    f"{ATTENTION_ENV} (the attention kept: 512 MB by default)"
-)
-TOO_DEEP = (
-    "too deeply nested to read (past Python's recursion limit): a file or input nested this "
-    "deep is refused; shorten it"
-)
-
-
-def exhaustion(exc: BaseException) -> str | None:
-    """The line for an exception that means memory (or the stack) ran out, else None.
-
-    MemoryError (numpy's `_ArrayMemoryError` is one), torch's OutOfMemoryError and the
-    RuntimeError its CPU allocator raises ("can't allocate memory"), and RecursionError.
-    The line names the arguments as `{max_tokens}` (see `AttnvizError`)."""
-    if isinstance(exc, RecursionError):
-        return TOO_DEEP
-    if isinstance(exc, MemoryError):
-        return OUT_OF_MEMORY
-    if type(exc).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, CUDA's included
-        return OUT_OF_MEMORY
-    if isinstance(exc, RuntimeError):
-        text = str(exc)[:500].lower()
-        words = ("can't allocate memory", "cannot allocate memory", "out of memory",
-                 "not enough memory", "bad_alloc", "failed to allocate")  # fmt: skip
-        if any(word in text for word in words):
-            return OUT_OF_MEMORY
-    return None
-
-
-def exhausted(exc: BaseException) -> AttnvizError | None:
-    """`exhaustion(exc)` as an AttnvizError (one line, exit code 1), else None."""
-    line = exhaustion(exc)
-    if line is None:
-        return None
-    memory = line == OUT_OF_MEMORY
-    return AttnvizError(line, param=("max_tokens", "truncate", "batch_size") if memory else None)

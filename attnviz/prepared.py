@@ -14,9 +14,9 @@ from math import isqrt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import BadInput
+from attnviz.errors import BadInput, exhausted
 from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, exhausted, resolve_heads, resolve_index
+from attnviz.limits import check_choice, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis

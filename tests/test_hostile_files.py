@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from attnviz.errors import AttnvizError
-from attnviz.limits import CONFIG_BYTES, TOKENIZER_BYTES, read_bounded
+from attnviz.limits import CONFIG_BYTES, TOKENIZER_BYTES
 from attnviz.model.families import read_config
 from attnviz.model.weights import count_parameters, load_encoder, safetensors_shapes, weight_files
+from attnviz.reading import read_bounded
 from attnviz.text.tokenize import load_tokenizer
 from attnviz.text.vocabulary import describe_tokenizer, model_languages
 from tests.conftest import TinyFactory

@@ -1,7 +1,7 @@
 """The house in floors: imports point down, no loops, no private names across modules.
 
 Every import counts: at module level, inside functions and under TYPE_CHECKING. The floors,
-bottom to top, are the ground (errors, limits, perf, i18n, cache, output, version), text/,
+bottom to top, are the ground (errors, limits, reading, perf, i18n, cache, output, version), text/,
 model/, render/, measures/, the face (the package's `__init__`, api, analysis, prepared,
 pipeline) and cli/. An arrow from a module to a higher floor is an arrow running back up.
 """
@@ -23,6 +23,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "cache": 0,
     "output": 0,
     "version": 0,
+    "reading": 0,
     "text": 1,
     "model": 2,
     "render": 3,

@@ -16,8 +16,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from attnviz.errors import AttnvizError
-from attnviz.limits import exhaustion
+from attnviz.errors import AttnvizError, exhaustion
 
 # A parameter of the public API -> the flag the command line spells it as, where the two
 # differ by more than `--` and dashes (`max_tokens` is `--max-tokens`); tests/test_cli_options

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from attnviz import limits
-from attnviz.errors import BadInput
+from attnviz.errors import BadInput, exhausted
 from attnviz.limits import check_choice
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def compute_measure(prepared: ModelInput, name: str, *, causal: bool = False) ->
     try:
         return _compute(prepared, name, causal=causal)
     except (MemoryError, RuntimeError) as exc:
-        error = limits.exhausted(exc)
+        error = exhausted(exc)
         if error is None:
             raise
         raise error from None

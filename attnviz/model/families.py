@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.limits import CONFIG_BYTES, DECODER_TOKENS, read_json
+from attnviz.limits import CONFIG_BYTES, DECODER_TOKENS
 from attnviz.model.config import (
     DecoderConfig,
     EncoderConfig,
@@ -24,6 +24,7 @@ from attnviz.model.config import (
     whole,
 )
 from attnviz.model.decoder_families import DECODER_NAMES, DECODER_TYPES, describe_decoder
+from attnviz.reading import read_json
 
 # Sizes past these are not an encoder this tool can show; refuse before allocating.
 # Keyed by `ModelShape` field; messages name each family's own config key.

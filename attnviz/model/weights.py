@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, open_regular, read_json
+from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES
 from attnviz.model.config import shown
 from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
 from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
     import torch
@@ -104,7 +105,7 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
 def _read_file(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of one weights file: safetensors, or a weights-only pickle.
 
-    The file is opened once, checked to be a regular file (`limits.open_regular`), and read
+    The file is opened once, checked to be a regular file (`reading.open_regular`), and read
     through that descriptor: a FIFO or device put in its place cannot hang or flood the read.
     """
     with os.fdopen(open_regular(path, "weights file"), "rb") as handle:
@@ -473,7 +474,7 @@ def safetensors_shapes(path: Path) -> dict[str, list[int]]:
     or than the format allows, not a JSON object, a tensor without a known dtype, a shape
     or a byte range, a byte range that does not hold exactly its shape's numbers, or ranges
     that leave a gap, overlap or do not end where the file does raise ValueError. A file
-    that is not a regular one is refused (AttnvizError, see `limits.open_regular`).
+    that is not a regular one is refused (AttnvizError, see `reading.open_regular`).
     """
     return {key: shape for key, (_, shape) in _safetensors_header(path).items()}
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.limits import TOKENIZER_BYTES, max_text_chars, read_bounded
+from attnviz.limits import TOKENIZER_BYTES, max_text_chars
+from attnviz.reading import read_bounded
 from attnviz.text.pieces import Pieces
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # Tokenizer files other than tokenizer.json that transformers can build a fast tokenizer from:
 # WordPiece, byte-level BPE (with merges.txt), XLM-RoBERTa's and ALBERT's sentencepiece models.
 TOKENIZER_FILES = ("vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
-# What transformers reads besides them; all are copied, each read as `limits.read_bounded`
+# What transformers reads besides them; all are copied, each read as `reading.read_bounded`
 # reads it, into a private folder that transformers then reads (see `_from_pretrained`).
 _WITH_THEM = (
     "merges.txt",

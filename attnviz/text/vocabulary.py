@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import AttnvizError
-from attnviz.limits import MODEL_CARD_BYTES, TOKENIZER_BYTES, read_bounded, read_json
+from attnviz.limits import MODEL_CARD_BYTES, TOKENIZER_BYTES
+from attnviz.reading import read_bounded, read_json
 
 if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces
@@ -78,7 +79,7 @@ class TokenizerInfo:
 def describe_tokenizer(folder: Path) -> TokenizerInfo:
     """The tokenizer in `folder`: its kind, vocabulary size, lowercasing and accent stripping.
 
-    Its files are read as `limits.read_bounded` reads them: a file that is not a regular
+    Its files are read as `reading.read_bounded` reads them: a file that is not a regular
     one, larger than `limits.TOKENIZER_BYTES`, not JSON or nested too deeply is refused
     in one line (AttnvizError), as loading the tokenizer would refuse it.
     """
