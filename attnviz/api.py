@@ -109,7 +109,7 @@ def from_cache(
 
     The arguments are checked as `analyse` checks them (a bad one raises BadInput).
     """
-    from attnviz.cache import cache_enabled
+    from attnviz.cache.settings import cache_enabled
     from attnviz.pipeline import cached
 
     model = _model(model)

@@ -115,17 +115,17 @@ def compute(
         return _encode(prepared, causal, dtype, layers)
     key = _cache_key(prepared, causal, dtype) if use_cache else None
     if key is not None:
-        from attnviz import cache
+        from attnviz.cache import entries
 
         shape = describe(prepared.config)
-        hit = cache.load(
+        hit = entries.load(
             key, expect_ids=prepared.pieces.ids, expect_shape=(shape.layers, shape.heads)
         )
         if hit is not None:
             return hit
     attentions = _encode(prepared, causal, dtype)
     if key is not None:
-        cache.store(key, attentions, prepared.pieces.ids, prepared.pieces)
+        entries.store(key, attentions, prepared.pieces.ids, prepared.pieces)
     return attentions
 
 
@@ -146,13 +146,13 @@ def cached(
     tokenized, the same unless a huge text was cut), and the entry brings the pieces.
     None on a miss: then `prepare` and `compute` as usual.
     """
-    from attnviz import cache
+    from attnviz.cache import entries, keys
 
     source = locate(model)
     config = read_config(source.folder)
     shape = describe(config)
     try:
-        key = cache.cache_key(
+        key = keys.cache_key(
             source.folder,
             text=text,
             pair=pair,
@@ -163,14 +163,14 @@ def cached(
         )
     except OSError:
         return None  # compute's own lookup says why
-    hit = cache.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
+    hit = entries.load_analysed(key, text=text, pair=pair, shape=(shape.layers, shape.heads))
     if hit is None:
         return None
     attentions, fields = hit
     pieces = Pieces(**fields)
     problem = _unfit(attentions, pieces, shape, max_tokens, truncate)
     if problem:
-        cache.discard(key, f"they {problem} for {source.name}")
+        entries.discard(key, f"they {problem} for {source.name}")
         return None
     return Tokenized(source, config, pieces), attentions
 
@@ -198,10 +198,10 @@ def _unfit(
 
 
 def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
-    from attnviz import cache
+    from attnviz.cache import keys, notices
 
     try:
-        return cache.cache_key(
+        return keys.cache_key(
             prepared.source.folder,
             text=prepared.pieces.text,
             pair=prepared.pieces.pair,
@@ -211,7 +211,7 @@ def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
             max_tokens=prepared.max_tokens,
         )
     except OSError as exc:
-        cache.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
+        notices.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
         return None
 
 

@@ -213,7 +213,7 @@ class Prepared(TokenizedInput):
         `attnviz.limits.attention_budget()` (512 MB, or ATTNVIZ_ATTENTION_MB).
         """
         from attnviz.analysis import Analysis
-        from attnviz.cache import cache_enabled
+        from attnviz.cache.settings import cache_enabled
         from attnviz.pipeline import compute
 
         causal = self.what_if_mask(mask)

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import attnviz.version
-from attnviz import cache
+from attnviz.cache import contents, entries, keys, notices, settings
+from attnviz.cache.secret import SECRET
 
 KEY_ARGS: dict[str, Any] = dict(
     text="The bank refused the loan.", pair=None, causal=False, dtype="float32"
@@ -29,7 +30,7 @@ def cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
     for name in ("ATTNVIZ_CACHE_MB", "ATTNVIZ_NO_CACHE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(notices, "warned", set())
     return folder
 
 
@@ -60,31 +61,31 @@ def warnings_of(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 def test_store_then_load_gives_identical_array(cache_in_tmp: Path) -> None:
     att, ids = attentions(1)
-    assert cache.load(key(1)) is None
-    cache.store(key(1), att, ids)
-    got = cache.load(key(1), expect_ids=ids)
+    assert entries.load(key(1)) is None
+    entries.store(key(1), att, ids)
+    got = entries.load(key(1), expect_ids=ids)
     assert got is not None
     assert got.dtype == np.float32
     assert np.array_equal(got, att)
     names = sorted(p.name for p in cache_in_tmp.iterdir())
-    assert names == [f"{key(1)}.npz", cache.SECRET]  # no temp left over
-    assert cache.load(key(2)) is None
+    assert names == [f"{key(1)}.npz", SECRET]  # no temp left over
+    assert entries.load(key(2)) is None
 
 
 def test_other_ids_are_a_miss(capsys: pytest.CaptureFixture[str]) -> None:
     att, ids = attentions(1)
-    cache.store(key(1), att, ids)
-    assert cache.load(key(1), expect_ids=[*ids[:-1], 999]) is None
-    assert cache.load(key(1), expect_ids=ids[:-1]) is None
-    assert cache.load(key(1), expect_ids=ids) is not None  # the entry is still there
+    entries.store(key(1), att, ids)
+    assert entries.load(key(1), expect_ids=[*ids[:-1], 999]) is None
+    assert entries.load(key(1), expect_ids=ids[:-1]) is None
+    assert entries.load(key(1), expect_ids=ids) is not None  # the entry is still there
     assert warnings_of(capsys) == []
 
 
 def test_key_is_stable_and_ignores_hidden_files(model_folder: Path) -> None:
-    first = cache.cache_key(model_folder, truncate=False, **KEY_ARGS)
+    first = keys.cache_key(model_folder, truncate=False, **KEY_ARGS)
     (model_folder / ".DS_Store").write_bytes(b"junk")
     (model_folder / "1_Pooling").mkdir()
-    assert cache.cache_key(model_folder, truncate=False, **KEY_ARGS) == first
+    assert keys.cache_key(model_folder, truncate=False, **KEY_ARGS) == first
     assert len(first) == 64 and int(first, 16) >= 0
 
 
@@ -93,10 +94,10 @@ def test_key_changes_with_everything_that_changes_the_numbers(
 ) -> None:
     def k(**changes: object) -> str:
         args: dict = {**KEY_ARGS, "truncate": False, **changes}
-        return cache.cache_key(model_folder, **args)
+        return keys.cache_key(model_folder, **args)
 
     base = k()
-    keys = {
+    changed = {
         "text": k(text="The bank refused the loan!"),
         "pair": k(pair="It had no funds."),
         "empty pair": k(pair=""),
@@ -108,24 +109,24 @@ def test_key_changes_with_everything_that_changes_the_numbers(
     st = weights.stat()
     weights.write_bytes(b"\x01" * 999 + b"\x02")  # the key is the content (FORMAT 3) ...
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... not the size and mtime
-    keys["weights same size, mtime restored"] = k()
+    changed["weights same size, mtime restored"] = k()
     weights.write_bytes(b"\x02" * 1001)
-    keys["weights content"] = k()
+    changed["weights content"] = k()
     (model_folder / "vocab.txt").write_text("[PAD]\n")
-    keys["new tokenizer file"] = k()
+    changed["new tokenizer file"] = k()
     monkeypatch.setattr(attnviz.version, "__version__", "99.0")
-    keys["version"] = k()
-    assert base not in keys.values()
-    assert len(set(keys.values())) == len(keys), keys
+    changed["version"] = k()
+    assert base not in changed.values()
+    assert len(set(changed.values())) == len(changed), changed
 
 
 def test_key_follows_symlinks_to_the_weights(tmp_path: Path, model_folder: Path) -> None:
     blob = tmp_path / "blob"
     blob.write_bytes(b"\x03" * 10)
     (model_folder / "pytorch_model.bin").symlink_to(blob)
-    before = cache.cache_key(model_folder, truncate=False, **KEY_ARGS)
+    before = keys.cache_key(model_folder, truncate=False, **KEY_ARGS)
     blob.write_bytes(b"\x04" * 20)  # a new revision behind the same link
-    assert cache.cache_key(model_folder, truncate=False, **KEY_ARGS) != before
+    assert keys.cache_key(model_folder, truncate=False, **KEY_ARGS) != before
 
 
 def _truncate(path: Path) -> None:
@@ -225,24 +226,24 @@ def test_corrupt_entry_warns_is_removed_and_recomputed(
     corrupt, cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     att, ids = attentions(1)
-    cache.store(key(1), att, ids)
+    entries.store(key(1), att, ids)
     path = cache_in_tmp / f"{key(1)}.npz"
     corrupt(path)
-    assert cache.load(key(1), expect_ids=ids) is None  # quickly: no hang, no 4 GB read
+    assert entries.load(key(1), expect_ids=ids) is None  # quickly: no hang, no 4 GB read
     lines = warnings_of(capsys)
     assert len(lines) == 1 and lines[0].startswith("warning: "), lines
     assert not path.exists()
-    cache.store(key(1), att, ids)
-    got = cache.load(key(1), expect_ids=ids)
+    entries.store(key(1), att, ids)
+    got = entries.load(key(1), expect_ids=ids)
     assert got is not None and np.array_equal(got, att)
     assert warnings_of(capsys) == []
 
 
 def _entry_bytes() -> int:
     att, ids = attentions(0)
-    cache.store(key(0), att, ids)
-    size = cache.info().bytes
-    cache.clear()
+    entries.store(key(0), att, ids)
+    size = contents.info().bytes
+    contents.clear()
     return size
 
 
@@ -250,33 +251,33 @@ def test_bound_evicts_least_recently_used(
     cache_in_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     size = _entry_bytes()  # all test entries have the same shape, so the same size
-    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(3.5 * size / cache.MB))  # room for 3
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(3.5 * size / settings.MB))  # room for 3
     for n in (1, 2, 3):
-        cache.store(key(n), *attentions(n))
+        entries.store(key(n), *attentions(n))
         path = cache_in_tmp / f"{key(n)}.npz"
         os.utime(path, ns=(n * 10**15, n * 10**15))  # used in order 1, 2, 3 in 1970
-    assert cache.load(key(1)) is not None  # 1 is now the most recently used
-    cache.store(key(4), *attentions(4))
+    assert entries.load(key(1)) is not None  # 1 is now the most recently used
+    entries.store(key(4), *attentions(4))
     left = {p.name for p in cache_in_tmp.glob("*.npz")}
     assert left == {f"{key(n)}.npz" for n in (1, 3, 4)}  # 2 was the least recently used
-    state = cache.info()
+    state = contents.info()
     assert state.entries == 3
     assert state.bytes <= state.limit_bytes == int(3.5 * size)
     for n in (5, 6, 7, 8):
-        cache.store(key(n), *attentions(n))
-        assert cache.info().bytes <= state.limit_bytes
-    assert cache.load(key(8)) is not None  # the entry just written is kept
+        entries.store(key(n), *attentions(n))
+        assert contents.info().bytes <= state.limit_bytes
+    assert entries.load(key(8)) is not None  # the entry just written is kept
 
 
 def test_entry_bigger_than_the_limit_is_not_kept_and_evicts_nothing(
     cache_in_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     size = _entry_bytes()
-    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(1.5 * size / cache.MB))
-    cache.store(key(1), *attentions(1))
-    cache.store(key(2), *attentions(2, t=40))  # about 30 times bigger
-    assert cache.load(key(2)) is None
-    assert cache.load(key(1)) is not None
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(1.5 * size / settings.MB))
+    entries.store(key(1), *attentions(1))
+    entries.store(key(2), *attentions(2, t=40))  # about 30 times bigger
+    assert entries.load(key(2)) is None
+    assert entries.load(key(1)) is not None
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf", "1e999"])
@@ -284,16 +285,18 @@ def test_bad_size_limit_warns_and_uses_the_default(
     value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("ATTNVIZ_CACHE_MB", value)
-    assert cache.info().limit_bytes == 512 * 2**20
-    cache.store(key(1), *attentions(1))
-    assert cache.load(key(1)) is not None
+    assert contents.info().limit_bytes == 512 * 2**20
+    entries.store(key(1), *attentions(1))
+    assert entries.load(key(1)) is not None
     lines = warnings_of(capsys)
     assert len(lines) == 1 and lines[0].startswith("warning: ATTNVIZ_CACHE_MB"), lines
 
 
 @pytest.mark.parametrize(("value", "limit"), [("0.05", int(0.05 * 2**20)), (" 2 ", 2 * 2**20)])
 def test_size_limit_is_in_mebibytes(value: str, limit: int) -> None:
-    assert cache.info({"ATTNVIZ_CACHE_DIR": "/x", "ATTNVIZ_CACHE_MB": value}).limit_bytes == limit
+    assert (
+        contents.info({"ATTNVIZ_CACHE_DIR": "/x", "ATTNVIZ_CACHE_MB": value}).limit_bytes == limit
+    )
 
 
 @pytest.mark.parametrize(
@@ -309,29 +312,29 @@ def test_size_limit_is_in_mebibytes(value: str, limit: int) -> None:
     ],
 )
 def test_cache_enabled(flag: bool, env: dict[str, str], enabled: bool) -> None:
-    assert cache.cache_enabled(flag, env) is enabled
+    assert settings.cache_enabled(flag, env) is enabled
 
 
 def test_no_cache_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTNVIZ_NO_CACHE", "1")
-    assert cache.cache_enabled(False) is False
+    assert settings.cache_enabled(False) is False
 
 
 def test_cache_dir_precedence(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert cache.cache_dir({"HOME": str(home)}) == home / ".cache" / "attnviz"
-    assert cache.cache_dir({"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/attnviz")
+    assert settings.cache_dir({"HOME": str(home)}) == home / ".cache" / "attnviz"
+    assert settings.cache_dir({"XDG_CACHE_HOME": "/xdg"}) == Path("/xdg/attnviz")
     relative = {"HOME": str(home), "XDG_CACHE_HOME": "relative"}
-    assert cache.cache_dir(relative) == home / ".cache" / "attnviz"
+    assert settings.cache_dir(relative) == home / ".cache" / "attnviz"
     both = {"XDG_CACHE_HOME": "/xdg", "ATTNVIZ_CACHE_DIR": str(tmp_path / "mine")}
-    assert cache.cache_dir(both) == tmp_path / "mine"
+    assert settings.cache_dir(both) == tmp_path / "mine"
 
 
 def _unusable_store_and_load(capsys: pytest.CaptureFixture[str]) -> None:
     att, ids = attentions(1)
-    cache.store(key(1), att, ids)
-    cache.store(key(2), *attentions(2))
-    assert cache.load(key(1), expect_ids=ids) is None
+    entries.store(key(1), att, ids)
+    entries.store(key(2), *attentions(2))
+    assert entries.load(key(1), expect_ids=ids) is None
     lines = warnings_of(capsys)
     assert len(lines) == 1 and lines[0].startswith("warning: cannot use the attention cache")
     assert "ATTNVIZ_CACHE_DIR" in lines[0]
@@ -345,9 +348,9 @@ def test_cache_dir_that_is_a_file(
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(a_file))
     _unusable_store_and_load(capsys)
     assert a_file.read_text() == "mine"
-    assert cache.info().entries == 0 and cache.clear() == (0, 0)
+    assert contents.info().entries == 0 and contents.clear() == (0, 0)
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(a_file / "below"))
-    cache.store(key(1), *attentions(1))
+    entries.store(key(1), *attentions(1))
     assert warnings_of(capsys)[0].startswith("warning: cannot use the attention cache")
 
 
@@ -363,20 +366,20 @@ def test_read_only_cache_dir(cache_in_tmp: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_info_and_clear_touch_only_cache_files(cache_in_tmp: Path) -> None:
-    cache.store(key(1), *attentions(1))
-    cache.store(key(2), *attentions(2))
+    entries.store(key(1), *attentions(1))
+    entries.store(key(2), *attentions(2))
     sizes = sum(p.stat().st_size for p in cache_in_tmp.glob("*.npz"))
     leftover = cache_in_tmp / f".{key(3)}.npz.abc123.tmp"  # a crashed write
     leftover.write_bytes(b"x" * 10)
     others = ["notes.txt", "results.npz", f"{key(4)}.npy", f"{key(5)}.npz.bak"]
     for name in others:
         (cache_in_tmp / name).write_text("user data")
-    state = cache.info()
+    state = contents.info()
     assert (state.folder, state.entries, state.bytes) == (cache_in_tmp, 2, sizes)
-    assert cache.clear() == (2, sizes + 10)
+    assert contents.clear() == (2, sizes + 10)
     assert sorted(p.name for p in cache_in_tmp.iterdir()) == sorted(others)
-    assert cache.info().entries == 0
-    assert cache.clear() == (0, 0)
+    assert contents.info().entries == 0
+    assert contents.clear() == (0, 0)
 
 
 def test_store_removes_only_stale_temp_files(cache_in_tmp: Path) -> None:
@@ -386,18 +389,18 @@ def test_store_removes_only_stale_temp_files(cache_in_tmp: Path) -> None:
     for path in (stale, fresh):
         path.write_bytes(b"x")
     os.utime(stale, (0, 0))
-    cache.store(key(1), *attentions(1))
+    entries.store(key(1), *attentions(1))
     assert not stale.exists() and fresh.exists()
 
 
 def test_clear_of_a_missing_folder(tmp_path: Path) -> None:
-    assert cache.clear({"ATTNVIZ_CACHE_DIR": str(tmp_path / "none")}) == (0, 0)
+    assert contents.clear({"ATTNVIZ_CACHE_DIR": str(tmp_path / "none")}) == (0, 0)
 
 
 @pytest.mark.slow  # subprocess
 def test_importing_the_cache_does_not_import_torch_or_transformers() -> None:
     code = (
-        "import sys, attnviz.cache; "
+        "import sys, attnviz.cache.entries, attnviz.cache.contents, attnviz.cache.tokenizers; "
         "print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -408,7 +411,7 @@ def test_an_entry_of_another_shape_is_refused_from_its_header(
     cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     att, ids = attentions(1)  # 2 layers, 3 heads
-    cache.store(key(1), att, ids)
-    assert cache.load(key(1), expect_ids=ids, expect_shape=(2, 3)) is not None
-    assert cache.load(key(1), expect_ids=ids, expect_shape=(6, 12)) is None
+    entries.store(key(1), att, ids)
+    assert entries.load(key(1), expect_ids=ids, expect_shape=(2, 3)) is not None
+    assert entries.load(key(1), expect_ids=ids, expect_shape=(6, 12)) is None
     assert "expected (6, 12, 7, 7)" in warnings_of(capsys)[0]

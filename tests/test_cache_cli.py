@@ -287,14 +287,14 @@ def test_a_tokenizer_the_cache_cannot_keep_is_a_warning(
 def test_cache_clear_that_cannot_remove_fails_in_one_line(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnviz import cache
+    from attnviz.cache import contents, entries
 
-    cache.store("ab" * 32, np.full((1, 1, 2, 2), 0.5, np.float32), [1, 2])
+    entries.store("ab" * 32, np.full((1, 1, 2, 2), 0.5, np.float32), [1, 2])
 
     def refuse(path: object, *, dir_fd: int | None = None) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(cache.os, "unlink", refuse)  # unlinks relative to the folder's fd
+    monkeypatch.setattr(contents.os, "unlink", refuse)  # unlinks relative to the folder's fd
     result = runner.invoke(app, ["cache", "clear"])
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: cannot remove 1 of the cache's 1 files in")

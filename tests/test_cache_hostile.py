@@ -24,7 +24,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnviz import cache
+from attnviz.cache import contents, entries, keys, names, notices, settings, tokenizers
+from attnviz.cache.arrays import entry_mac
+from attnviz.cache.secret import SECRET, SECRET_BYTES
 from attnviz.cli import app
 from tests.conftest import TinyFactory
 
@@ -40,9 +42,9 @@ as_root = pytest.mark.skipif(
 def cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
-    for name in ("ATTNVIZ_CACHE_MB", "ATTNVIZ_NO_CACHE", cache.SHARED_ENV):
+    for name in ("ATTNVIZ_CACHE_MB", "ATTNVIZ_NO_CACHE", settings.SHARED_ENV):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(notices, "warned", set())
     return folder
 
 
@@ -86,13 +88,13 @@ def warnings_of(capsys: pytest.CaptureFixture[str]) -> list[str]:
 def _refused(folder: Path, capsys: pytest.CaptureFixture[str], problem: str) -> None:
     """Nothing is read from or written to `folder`; one warning says why and what to do."""
     before = snapshot(folder)
-    assert cache.load(key(1)) is None  # a genuine entry is there, but not to be trusted
-    cache.store(key(2), *attentions(2))
+    assert entries.load(key(1)) is None  # a genuine entry is there, but not to be trusted
+    entries.store(key(2), *attentions(2))
     assert snapshot(folder) == before
     lines = warnings_of(capsys)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"warning: not using the attention cache in {folder}: ")
-    assert problem in lines[0] and cache.SHARED_ENV in lines[0]
+    assert problem in lines[0] and settings.SHARED_ENV in lines[0]
     result = runner.invoke(app, ["cache", "clear"])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"Error: not clearing the attention cache in {folder}")
@@ -106,7 +108,7 @@ def _refused(folder: Path, capsys: pytest.CaptureFixture[str], problem: str) -> 
 def test_a_folder_others_can_write_is_not_used(
     cache_in_tmp: Path, capsys: pytest.CaptureFixture[str], mode: int, who: str
 ) -> None:
-    cache.store(key(1), *attentions(1))
+    entries.store(key(1), *attentions(1))
     cache_in_tmp.chmod(mode)
     _refused(cache_in_tmp, capsys, f"it is writable by {who}")
     assert "chmod go-w" in runner.invoke(app, ["cache", "clear"]).stderr
@@ -116,7 +118,7 @@ def test_a_folder_others_can_write_is_not_used(
 def test_a_folder_owned_by_someone_else_is_not_used(
     cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache.store(key(1), *attentions(1))
+    entries.store(key(1), *attentions(1))
     os.chown(cache_in_tmp, OTHER_UID, -1)
     _refused(cache_in_tmp, capsys, f"it is owned by uid {OTHER_UID}, not by you")
 
@@ -140,12 +142,12 @@ def test_a_shared_folder_is_used_when_asked_for(
     att, ids = attentions(1)
     cache_in_tmp.mkdir(mode=0o700)
     cache_in_tmp.chmod(0o770)
-    monkeypatch.setenv(cache.SHARED_ENV, "1")
-    cache.store(key(1), att, ids)
-    got = cache.load(key(1), expect_ids=ids)
+    monkeypatch.setenv(settings.SHARED_ENV, "1")
+    entries.store(key(1), att, ids)
+    got = entries.load(key(1), expect_ids=ids)
     assert got is not None and np.array_equal(got, att)
     assert warnings_of(capsys) == []
-    assert stat.S_IMODE((cache_in_tmp / cache.SECRET).stat().st_mode) == 0o640  # the group's
+    assert stat.S_IMODE((cache_in_tmp / SECRET).stat().st_mode) == 0o640  # the group's
     assert runner.invoke(app, ["cache", "clear"]).exit_code == 0
     assert not (cache_in_tmp / f"{key(1)}.npz").exists()
 
@@ -155,14 +157,14 @@ def test_the_folder_entries_and_secret_are_private(
 ) -> None:
     old = os.umask(0o002)  # a user-private-group umask: mkdir would give 0775
     try:
-        cache.store(key(1), *attentions(1))
+        entries.store(key(1), *attentions(1))
     finally:
         os.umask(old)
     modes = {
         p.name: stat.S_IMODE(p.stat().st_mode) for p in (cache_in_tmp, *cache_in_tmp.iterdir())
     }
-    assert modes == {"cache": 0o700, f"{key(1)}.npz": 0o600, cache.SECRET: 0o600}
-    assert cache.load(key(1)) is not None and warnings_of(capsys) == []
+    assert modes == {"cache": 0o700, f"{key(1)}.npz": 0o600, SECRET: 0o600}
+    assert entries.load(key(1)) is not None and warnings_of(capsys) == []
 
 
 @pytest.mark.parametrize("how", ["readable", "wrong size", "link", "fifo", "not mine"])
@@ -171,8 +173,8 @@ def test_a_secret_that_is_not_private_is_not_used(
 ) -> None:
     if how == "not mine" and os.geteuid() != 0:
         pytest.skip("chown to another uid needs root")
-    cache.store(key(1), *attentions(1))
-    secret = cache_in_tmp / cache.SECRET
+    entries.store(key(1), *attentions(1))
+    secret = cache_in_tmp / SECRET
     if how == "readable":
         secret.chmod(0o644)
     elif how == "wrong size":
@@ -187,16 +189,16 @@ def test_a_secret_that_is_not_private_is_not_used(
     else:
         os.chown(secret, OTHER_UID, -1)
     before = snapshot(outside)
-    assert cache.load(key(1)) is None  # quickly: a FIFO never blocks
-    cache.store(key(2), *attentions(2))
+    assert entries.load(key(1)) is None  # quickly: a FIFO never blocks
+    entries.store(key(2), *attentions(2))
     assert not (cache_in_tmp / f"{key(2)}.npz").exists()
     lines = warnings_of(capsys)
-    assert len(lines) == 1 and f"its {cache.SECRET} cannot be trusted" in lines[0], lines
+    assert len(lines) == 1 and f"its {SECRET} cannot be trusted" in lines[0], lines
     assert "attnviz cache clear" in lines[0]
     assert runner.invoke(app, ["cache", "clear"]).exit_code == 0  # the way out it names
     assert snapshot(outside) == before
-    cache.store(key(3), *attentions(3))
-    assert cache.load(key(3)) is not None
+    entries.store(key(3), *attentions(3))
+    assert entries.load(key(3)) is not None
 
 
 # --- links: never followed ------------------------------------------------------------------
@@ -206,13 +208,13 @@ def test_an_entry_that_is_a_link_is_never_followed(
     cache_in_tmp: Path, outside: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     att, ids = attentions(1)
-    cache.store(key(1), att, ids)
+    entries.store(key(1), att, ids)
     genuine = cache_in_tmp / f"{key(1)}.npz"
     shutil.copy(genuine, outside / "copy.npz")  # a valid, signed entry, but outside
     genuine.unlink()
     genuine.symlink_to(outside / "copy.npz")
     before = snapshot(outside)
-    assert cache.load(key(1), expect_ids=ids) is None
+    assert entries.load(key(1), expect_ids=ids) is None
     (line,) = warnings_of(capsys)
     assert "symbolic link" in line and "discarded" in line
     assert not genuine.is_symlink() and snapshot(outside) == before  # the link went, not its target
@@ -228,28 +230,28 @@ def test_a_planted_link_survives_with_its_target(
     """`x.npz -> passwd`: clearing, evicting or writing that entry never deletes or truncates
     the file it points to."""
     for n in (1, 2, 3):
-        cache.store(key(n), *attentions(n))
+        entries.store(key(n), *attentions(n))
     planted = cache_in_tmp / f"{key(9)}.npz"
     planted.symlink_to(outside / "passwd")
     os.utime(planted, ns=(0, 0), follow_symlinks=False)  # the oldest: evicted first if followed
     (cache_in_tmp / f".{key(8)}.npz.x.tmp").symlink_to(outside / "passwd")  # a "stale temp"
     before = snapshot(outside)
     if operation == "clear":
-        assert cache.clear()[0] == 3
+        assert contents.clear()[0] == 3
     elif operation == "cli clear":
         result = runner.invoke(app, ["cache", "clear"])
         assert result.exit_code == 0 and "removed 3 entries" in result.stdout
     elif operation == "evict":
         size = (cache_in_tmp / f"{key(1)}.npz").stat().st_size
-        monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(1.5 * size / cache.MB))
-        cache.store(key(4), *attentions(4))
+        monkeypatch.setenv("ATTNVIZ_CACHE_MB", repr(1.5 * size / settings.MB))
+        entries.store(key(4), *attentions(4))
         assert len(list(cache_in_tmp.glob("*.npz"))) == 2  # key 4, and the link
     else:
-        cache.store(key(9), *attentions(9))
-        assert not planted.is_symlink() and cache.load(key(9)) is not None
+        entries.store(key(9), *attentions(9))
+        assert not planted.is_symlink() and entries.load(key(9)) is not None
     assert snapshot(outside) == before
     assert (outside / "passwd").read_text().startswith("root:")
-    assert cache.info().entries == len(list(cache_in_tmp.glob("*.npz"))) - planted.is_symlink()
+    assert contents.info().entries == len(list(cache_in_tmp.glob("*.npz"))) - planted.is_symlink()
 
 
 def test_a_tokenizers_folder_that_is_a_link_is_never_followed(
@@ -258,27 +260,27 @@ def test_a_tokenizers_folder_that_is_a_link_is_never_followed(
     name = "ab" * 32 + ".json"
     victim = outside / name
     victim.write_text("the user's own file, named like a converted tokenizer")
-    cache.store(key(1), *attentions(1))
-    (cache_in_tmp / cache.TOKENIZERS).symlink_to(outside)
+    entries.store(key(1), *attentions(1))
+    (cache_in_tmp / names.TOKENIZERS).symlink_to(outside)
     before = snapshot(outside)
-    path = cache_in_tmp / cache.TOKENIZERS / name
-    cache.store_tokenizer_json(path, '{"model": "planted"}')  # not written through the link
-    assert cache.load_tokenizer_json(path) is None  # nor read through it
-    assert cache.clear()[0] == 1
+    path = cache_in_tmp / names.TOKENIZERS / name
+    tokenizers.store_tokenizer_json(path, '{"model": "planted"}')  # not written through the link
+    assert tokenizers.load_tokenizer_json(path) is None  # nor read through it
+    assert contents.clear()[0] == 1
     assert snapshot(outside) == before
     lines = warnings_of(capsys)
     assert lines and all("tokenizers" in line and "symbolic link" in line for line in lines)
 
 
 def test_a_converted_tokenizer_is_signed(cache_in_tmp: Path) -> None:
-    path = cache.tokenizer_path(cache_in_tmp.parent)  # any folder will do for a name
-    cache.store_tokenizer_json(path, '{"model": "real"}')
-    assert cache.load_tokenizer_json(path) == '{"model": "real"}'
+    path = tokenizers.tokenizer_path(cache_in_tmp.parent)  # any folder will do for a name
+    tokenizers.store_tokenizer_json(path, '{"model": "real"}')
+    assert tokenizers.load_tokenizer_json(path) == '{"model": "real"}'
     first, body = path.read_bytes().split(b"\n", 1)
     path.write_bytes(first + b"\n" + body.replace(b"real", b"fake"))  # tampered
-    assert cache.load_tokenizer_json(path) is None
+    assert tokenizers.load_tokenizer_json(path) is None
     path.write_bytes(b'{"model": "fake"}')  # planted without a signature
-    assert cache.load_tokenizer_json(path) is None
+    assert tokenizers.load_tokenizer_json(path) is None
 
 
 # --- forged and tampered entries ------------------------------------------------------------
@@ -313,7 +315,7 @@ def _forge_with_a_guessed_mac(path: Path) -> None:
 def _another_keys_entry(path: Path) -> None:
     """A genuine, signed entry of another text copied under this key."""
     att, _ = attentions(1)
-    cache.store(key(7), att, list(range(101, 108)))  # the same ids, other numbers
+    entries.store(key(7), att, list(range(101, 108)))  # the same ids, other numbers
     shutil.copy(path.parent / f"{key(7)}.npz", path)
 
 
@@ -321,7 +323,7 @@ def _another_users_secret(path: Path) -> None:
     """An entry signed with a secret of its own (another user's cache, copied in)."""
     att, _ = attentions(42)
     arrays = {"attentions": att, "ids": np.asarray(list(range(101, 108)), np.int64)}
-    mac = cache._mac(os.urandom(cache.SECRET_BYTES), key(1), arrays)
+    mac = entry_mac(os.urandom(SECRET_BYTES), key(1), arrays)
     with path.open("wb") as handle:
         np.savez(handle, **arrays, mac=mac)
 
@@ -353,16 +355,16 @@ def test_a_forged_or_tampered_entry_is_discarded_and_computed_again(
     forge, cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     att, ids = attentions(1)
-    cache.store(key(1), att, ids)
+    entries.store(key(1), att, ids)
     path = cache_in_tmp / f"{key(1)}.npz"
     forge(path)
-    assert cache.load(key(1), expect_ids=ids, expect_shape=(2, 3)) is None
+    assert entries.load(key(1), expect_ids=ids, expect_shape=(2, 3)) is None
     lines = warnings_of(capsys)
     assert len(lines) == 1 and lines[0].startswith(f"warning: cached attentions {path}"), lines
     assert "discarded, computing again" in lines[0]
     assert not path.exists()
-    cache.store(key(1), att, ids)
-    got = cache.load(key(1), expect_ids=ids)
+    entries.store(key(1), att, ids)
+    got = entries.load(key(1), expect_ids=ids)
     assert got is not None and np.array_equal(got, att)
 
 
@@ -433,17 +435,17 @@ def test_a_big_weight_file_is_keyed_by_its_header_and_samples(tmp_path: Path, wh
     weights = folder / "model.safetensors"
     weights.write_bytes(bytes(blob))
     st = weights.stat()
-    first = cache.cache_key(folder, **KEY_ARGS)
+    first = keys.cache_key(folder, **KEY_ARGS)
     at = {
         "safetensors header": 20,
         "first byte of data": data_start,
-        "middle sample": (len(blob) - cache.SAMPLE_BYTES) * 8 // (cache.SAMPLES - 1),
+        "middle sample": (len(blob) - keys.SAMPLE_BYTES) * 8 // (keys.SAMPLES - 1),
         "last byte": len(blob) - 1,
     }[where]
     blob[at] ^= 0xFF
     weights.write_bytes(bytes(blob))
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert cache.cache_key(folder, **KEY_ARGS) != first
+    assert keys.cache_key(folder, **KEY_ARGS) != first
 
 
 def test_a_key_is_the_content_not_the_place_nor_the_time(tmp_path: Path) -> None:
@@ -451,14 +453,14 @@ def test_a_key_is_the_content_not_the_place_nor_the_time(tmp_path: Path) -> None
     folder.mkdir()
     (folder / "config.json").write_text('{"num_hidden_layers": 2}')
     (folder / "model.safetensors").write_bytes(os.urandom(5 * 2**20))
-    first = cache.cache_key(folder, **KEY_ARGS)
+    first = keys.cache_key(folder, **KEY_ARGS)
     os.utime(folder / "model.safetensors", ns=(0, 0))  # touched
-    assert cache.cache_key(folder, **KEY_ARGS) == first
+    assert keys.cache_key(folder, **KEY_ARGS) == first
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)  # the same files elsewhere
-    assert cache.cache_key(copy, **KEY_ARGS) == first
+    assert keys.cache_key(copy, **KEY_ARGS) == first
     (copy / "config.json").write_text('{"num_hidden_layers": 3}')
-    assert cache.cache_key(copy, **KEY_ARGS) != first
+    assert keys.cache_key(copy, **KEY_ARGS) != first
 
 
 def test_a_fifo_in_the_model_folder_does_not_block_the_key(tmp_path: Path) -> None:
@@ -466,4 +468,4 @@ def test_a_fifo_in_the_model_folder_does_not_block_the_key(tmp_path: Path) -> No
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     os.mkfifo(folder / "model.safetensors")
-    assert len(cache.cache_key(folder, **KEY_ARGS)) == 64  # skipped, as before: no hang
+    assert len(keys.cache_key(folder, **KEY_ARGS)) == 64  # skipped, as before: no hang

@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz import cache
+from attnviz.cache import keys, settings
 from tests.conftest import TinyFactory
 
 TEXT = "The cat sat. The dog ran."
 
 
 def _entry(folder: str) -> Path:
-    key = cache.cache_key(
+    key = keys.cache_key(
         Path(folder), text=TEXT, pair=None, causal=False, dtype="float32", truncate=False
     )
-    return cache.cache_dir() / f"{key}.npz"
+    return settings.cache_dir() / f"{key}.npz"
 
 
 def _rewrite(path: Path, **changes: np.ndarray) -> None:

@@ -32,7 +32,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnviz import cache
+from attnviz.cache import contents, entries, names, notices, tokenizers
+from attnviz.cache.arrays import entry_mac
+from attnviz.cache.secret import SECRET, SECRET_BYTES
+from attnviz.cache.settings import MB, SHARED_ENV
 from attnviz.errors import AttnvizError
 
 LONG = os.environ.get("ATTNVIZ_FUZZ") == "long"
@@ -138,15 +141,15 @@ def _plant(folder: Path, outside: Path, key: str, kind: str) -> None:
         else:
             path.unlink()
     if kind == "genuine":
-        cache.store(key, *_truth(key), _Pieces())
+        entries.store(key, *_truth(key), _Pieces())
         return
     att, ids = _truth(key)
     other = np.roll(att, 1, axis=-1)  # still attention, not this key's
     arrays = {"attentions": other, "ids": np.asarray(ids, np.int64)}
     if kind == "forged":
-        np.savez(path, **arrays, mac=cache._mac(b"\0" * 32, KEYS[0], arrays))
+        np.savez(path, **arrays, mac=entry_mac(b"\0" * 32, KEYS[0], arrays))
     elif kind == "foreign":
-        np.savez(path, **arrays, mac=cache._mac(os.urandom(32), key, arrays))
+        np.savez(path, **arrays, mac=entry_mac(os.urandom(32), key, arrays))
     elif kind == "link-file":
         path.symlink_to(outside / "passwd")
     elif kind == "link-dir":
@@ -166,7 +169,7 @@ def _plant(folder: Path, outside: Path, key: str, kind: str) -> None:
 
 
 def _make_secret(folder: Path, outside: Path, how: str) -> None:
-    secret = folder / cache.SECRET
+    secret = folder / SECRET
     if how == "ok":
         return
     if secret.exists() or secret.is_symlink():
@@ -176,20 +179,20 @@ def _make_secret(folder: Path, outside: Path, how: str) -> None:
     elif how == "short":
         secret.write_bytes(b"1234")
     elif how == "readable":
-        secret.write_bytes(os.urandom(cache.SECRET_BYTES))
+        secret.write_bytes(os.urandom(SECRET_BYTES))
         secret.chmod(0o644)
     elif how == "fifo":
         os.mkfifo(secret)
     elif how == "folder":
         secret.mkdir()
     elif how == "other-owner" and ROOT:
-        secret.write_bytes(os.urandom(cache.SECRET_BYTES))
+        secret.write_bytes(os.urandom(SECRET_BYTES))
         secret.chmod(0o600)
         os.chown(secret, OTHER_UID, -1)
 
 
 def _make_tokenizers(folder: Path, outside: Path, how: str) -> None:
-    sub = folder / cache.TOKENIZERS
+    sub = folder / names.TOKENIZERS
     if how == "absent":
         return
     if how == "link":
@@ -225,11 +228,11 @@ def test_a_hostile_cache_folder_harms_nothing_and_shows_nothing_forged(state: di
             "ATTNVIZ_CACHE_DIR": str(folder),
             "ATTNVIZ_CACHE_MB": None,
             "ATTNVIZ_NO_CACHE": None,
-            cache.SHARED_ENV: None,
+            SHARED_ENV: None,
         }
         with _environment(**env):
-            cache._warned.clear()
-            cache.store(KEYS[-1], *_truth(KEYS[-1]), _Pieces())  # a genuine one, and the secret
+            notices.warned.clear()
+            entries.store(KEYS[-1], *_truth(KEYS[-1]), _Pieces())  # a genuine one, and the secret
             for key, kind in state["plants"]:
                 _plant(folder, outside, key, kind)
             _make_secret(folder, outside, state["secret"])
@@ -242,10 +245,10 @@ def test_a_hostile_cache_folder_harms_nothing_and_shows_nothing_forged(state: di
         shared = "1" if state["shared"] else None
         stderr = io.StringIO()
         with (
-            _environment(**{**env, cache.SHARED_ENV: shared}),
+            _environment(**{**env, SHARED_ENV: shared}),
             contextlib.redirect_stderr(stderr),
         ):
-            cache._warned.clear()
+            notices.warned.clear()
             for op, key in state["ops"]:
                 _run(op, key, folder)
         for line in stderr.getvalue().splitlines():
@@ -260,29 +263,29 @@ def test_a_hostile_cache_folder_harms_nothing_and_shows_nothing_forged(state: di
 
 def _run(op: str, key: str, folder: Path) -> None:
     att, ids = _truth(key)
-    tokenizer = folder / cache.TOKENIZERS / ("cd" * 32 + ".json")
+    tokenizer = folder / names.TOKENIZERS / ("cd" * 32 + ".json")
     if op == "load":
-        got = cache.load(key, expect_ids=ids, expect_shape=(2, 2))
+        got = entries.load(key, expect_ids=ids, expect_shape=(2, 2))
         assert got is None or np.array_equal(got, att), "a forged entry was shown"
     elif op == "load-analysed":
         text = "".join(f"{i}" for i in range(T))
-        hit = cache.load_analysed(key, text=text, pair=None, shape=(2, 2))
+        hit = entries.load_analysed(key, text=text, pair=None, shape=(2, 2))
         assert hit is None or np.array_equal(hit[0], att), "a forged entry was shown"
     elif op == "store":
-        cache.store(key, att, ids, _Pieces())
+        entries.store(key, att, ids, _Pieces())
     elif op == "evict":
-        with _environment(ATTNVIZ_CACHE_MB=repr(1.5 * 2000 / cache.MB)):
-            cache.store(key, att, ids)
+        with _environment(ATTNVIZ_CACHE_MB=repr(1.5 * 2000 / MB)):
+            entries.store(key, att, ids)
     elif op == "info":
-        state = cache.info()
+        state = contents.info()
         assert state.entries >= 0 and state.bytes >= 0
     elif op == "clear":
         try:
-            cache.clear()
+            contents.clear()
         except AttnvizError as exc:
             assert "\n" not in str(exc)
     elif op == "tok-load":
-        text = cache.load_tokenizer_json(tokenizer)
+        text = tokenizers.load_tokenizer_json(tokenizer)
         assert text is None or text == '{"model": "ours"}', "a planted tokenizer was read"
     else:
-        cache.store_tokenizer_json(tokenizer, '{"model": "ours"}')
+        tokenizers.store_tokenizer_json(tokenizer, '{"model": "ours"}')

@@ -328,7 +328,7 @@ def test_control_characters_in_names_are_shown_escaped(tmp_path: Path) -> None:
 
 
 def test_an_empty_home_does_not_put_the_cache_at_the_root() -> None:
-    from attnviz.cache import cache_dir
+    from attnviz.cache.settings import cache_dir
 
     folder = cache_dir({"HOME": ""})
     assert folder.is_absolute() and folder != Path("/.cache/attnviz")

@@ -594,24 +594,24 @@ def cache_info(console: Console) -> None:
     """The cache's folder, entries, size and limit."""
     import os
 
-    from attnviz import cache
+    from attnviz.cache import contents, folder, settings
     from attnviz.render.cells import visible
 
-    state = cache.info()
-    folder = state.folder
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    problem = cache.folder_problem()
-    if not cache.cache_enabled(False):
+    state = contents.info()
+    where = state.folder
+    existing = next(p for p in (where, *where.parents) if p.exists())
+    problem = folder.folder_problem()
+    if not settings.cache_enabled(False):
         status = "off (ATTNVIZ_NO_CACHE is set)"
-    elif problem and existing == folder and existing.is_dir():
-        status = f"not used: {problem} (set {cache.SHARED_ENV}=1 if you trust who can write it)"
+    elif problem and existing == where and existing.is_dir():
+        status = f"not used: {problem} (set {settings.SHARED_ENV}=1 if you trust who can write it)"
     elif not existing.is_dir() or not os.access(existing, os.W_OK):
         status = f"unusable: {existing} is not a writable folder (set ATTNVIZ_CACHE_DIR)"
     else:
         status = "on"
     console.print(
         Text(
-            f"folder   {visible(str(folder))}\n"
+            f"folder   {visible(str(where))}\n"
             f"entries  {state.entries}\n"
             f"size     {_megabytes(state.bytes)} of {_megabytes(state.limit_bytes)}\n"
             f"status   {visible(status)}"
@@ -620,16 +620,16 @@ def cache_info(console: Console) -> None:
 
 
 def _megabytes(size: int) -> str:
-    from attnviz.cache import MB
+    from attnviz.cache.settings import MB
 
     return f"{size / MB:.1f} MB" if size < 100 * MB else f"{size / MB:.0f} MB"
 
 
 def cache_clear(console: Console) -> None:
     """Remove every cache entry."""
-    from attnviz import cache
+    from attnviz.cache import contents, settings
     from attnviz.render.cells import visible
 
-    entries, size = cache.clear()
-    folder = visible(str(cache.cache_dir()))
+    entries, size = contents.clear()
+    folder = visible(str(settings.cache_dir()))
     console.print(Text(f"removed {entries} entries ({_megabytes(size)}) from {folder}"))

@@ -80,15 +80,15 @@ def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
     """
     from tokenizers import Tokenizer
 
-    from attnviz import cache
+    from attnviz.cache import settings, tokenizers
 
     saved = None
-    if use_cache and cache.cache_enabled(False):
+    if use_cache and settings.cache_enabled(False):
         with contextlib.suppress(OSError):
-            saved = cache.tokenizer_path(folder)
+            saved = tokenizers.tokenizer_path(folder)
     if saved is not None:
         with contextlib.suppress(Exception):  # missing or unreadable: convert again below
-            text = cache.load_tokenizer_json(saved)
+            text = tokenizers.load_tokenizer_json(saved)
             if text is not None:
                 with quiet_panics():
                     return Tokenizer.from_str(text)
@@ -103,7 +103,7 @@ def _tokenizer_from_transformers(folder: Path, use_cache: bool) -> Tokenizer:
             "add tokenizer.json (save the tokenizer with transformers)"
         )
     if saved is not None:
-        cache.store_tokenizer_json(saved, backend.to_str())
+        tokenizers.store_tokenizer_json(saved, backend.to_str())
     return backend
 
 

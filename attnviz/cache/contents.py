@@ -1,0 +1,169 @@
+"""What the cache's folder holds: its own files listed, the least recently used evicted,
+`attnviz cache info` and `attnviz cache clear`. Only regular files named like the cache's
+own are counted or removed, and unlinking never follows a link."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from attnviz.cache.folder import fix, folder_problem, open_folder, open_subfolder, unusable
+from attnviz.cache.names import ENTRY, TEMP, TEMP_TOKENIZER, TOKENIZER, TOKENIZERS
+from attnviz.cache.secret import SECRET
+from attnviz.cache.settings import SHARED_ENV, cache_dir, limit_bytes
+from attnviz.errors import AttnvizError
+
+STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    folder: Path
+    entries: int
+    bytes: int
+    limit_bytes: int
+
+
+class _File(NamedTuple):
+    """One of the cache's own files: an entry (or converted tokenizer), or a temp file."""
+
+    mtime_ns: int
+    size: int
+    where: str  # "" (the folder) or TOKENIZERS
+    name: str
+    entry: bool
+
+
+@contextlib.contextmanager
+def _listing(
+    *, check: bool, environ: Mapping[str, str] | None = None
+) -> Iterator[tuple[list[_File], Callable[[_File], bool]]]:
+    """The cache's own files (regular files named like entries or their temp files, found
+    with lstat; a link is never one) and a function that unlinks one, relative to its
+    folder's descriptor: never through a link. It says False if the file was gone
+    already, and raises OSError if it cannot."""
+    with contextlib.ExitStack() as stack:
+        folders: dict[str, int] = {}
+        top = stack.enter_context(open_folder(create=False, check=check, environ=environ))
+        if top is not None:
+            folders[""] = top
+            inner = stack.enter_context(
+                open_subfolder(top, TOKENIZERS, create=False, check=check, environ=environ)
+            )
+            if inner is not None:
+                folders[TOKENIZERS] = inner
+        files: list[_File] = []
+        for where, fd in folders.items():
+            entry, temp = (ENTRY, TEMP) if where == "" else (TOKENIZER, TEMP_TOKENIZER)
+            with contextlib.suppress(OSError), os.scandir(fd) as items:
+                for item in items:
+                    is_entry = bool(entry.fullmatch(item.name))
+                    if not is_entry and not temp.fullmatch(item.name):
+                        continue
+                    try:
+                        st = item.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # removed meanwhile by another attnviz
+                    if stat.S_ISREG(st.st_mode):
+                        files.append(_File(st.st_mtime_ns, st.st_size, where, item.name, is_entry))
+
+        def remove(file: _File) -> bool:
+            try:
+                os.unlink(file.name, dir_fd=folders[file.where])  # a link itself, if one now
+            except FileNotFoundError:
+                return False  # another attnviz got there first
+            return True
+
+        yield files, remove
+
+
+def evict(limit: int, *, keep: tuple[str, str]) -> None:
+    """Remove least recently used entries until the total fits `limit`, and stale temp files.
+
+    `keep` is the (subfolder, name) just written: removed last, only if it alone is too big.
+    """
+    with _listing(check=True) as (files, remove):
+        now = time.time_ns()
+        total = 0
+        for file in files:
+            if not file.entry:
+                if now - file.mtime_ns > STALE_TEMP_S * 1e9:
+                    _quietly(remove, file)
+            else:
+                total += file.size
+        kept = None
+        for file in sorted((f for f in files if f.entry), key=lambda f: (f.mtime_ns, f.name)):
+            if (file.where, file.name) == keep:
+                kept = file
+                continue
+            if total <= limit:
+                break
+            if _quietly(remove, file):
+                total -= file.size
+        if total > limit and kept is not None:  # the new entry alone is too big
+            _quietly(remove, kept)
+
+
+def _quietly(remove: Callable[[_File], bool], file: _File) -> bool:
+    try:
+        return remove(file)
+    except OSError as exc:
+        unusable(cache_dir(), exc.strerror or exc)
+        return False
+
+
+def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
+    """Where the cache is, how many entries it holds, their bytes, and the bound."""
+    entries = total = 0
+    with _listing(check=False, environ=environ) as (files, _):
+        for file in files:
+            if file.entry:
+                entries += 1
+                total += file.size
+    return CacheInfo(cache_dir(environ), entries, total, limit_bytes(environ))
+
+
+def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """Remove every entry (and leftover temp file) of the cache: (entries removed, bytes freed).
+
+    Only regular files named like entries are removed (a link is never followed); other
+    files in the folder are left alone, and so is a folder that is not to be trusted
+    (AttnvizError, one line: nothing is removed). Entries that cannot be removed (a
+    read-only folder) raise AttnvizError, one line, after the others are removed.
+    The secret goes too (a new one is made with the next entry).
+    """
+    folder = cache_dir(environ)
+    problem = folder_problem(environ)
+    if problem and problem != "it is a file, not a folder":
+        raise AttnvizError(
+            f"not clearing the attention cache in {folder}: {problem}; nothing removed "
+            f"({fix(folder, problem)}, or set {SHARED_ENV}=1 if you trust everyone who "
+            "can write it)"
+        )
+    removed = freed = failed = 0
+    reason = ""
+    with _listing(check=False, environ=environ) as (files, remove):
+        for file in files:
+            try:
+                if remove(file):
+                    removed += file.entry
+                    freed += file.size
+            except OSError as exc:
+                failed += 1
+                reason = exc.strerror or str(exc)
+        if failed:
+            raise AttnvizError(
+                f"cannot remove {failed} of the cache's {len(files)} files in "
+                f"{folder} ({reason}); removed {removed}: check the folder's permissions"
+            )
+    with open_folder(create=False, check=False, environ=environ) as fd:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(SECRET, dir_fd=fd)  # a link itself, never what it points to
+    return removed, freed

@@ -1,0 +1,20 @@
+"""Which files in the cache's folder are its own: entries, converted tokenizers, their temp
+files. Nothing else there is ever read, evicted or cleared."""
+
+from __future__ import annotations
+
+import re
+
+ENTRY = re.compile(r"[0-9a-f]{64}\.npz")  # <key>.npz
+TEMP = re.compile(r"\.[0-9a-f]{64}\.npz\..+\.tmp")  # a temp file of an entry being written
+TOKENIZERS = "tokenizers"  # subfolder for tokenizers that transformers had to convert
+TOKENIZER = re.compile(r"[0-9a-f]{64}\.json")
+TEMP_TOKENIZER = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")
+
+
+def entry_name(key: str) -> str:
+    """The file name of the entry for `key`; ValueError if `key` is not a cache key."""
+    name = f"{key}.npz"
+    if not ENTRY.fullmatch(name):
+        raise ValueError(f"not a cache key: {key!r}")
+    return name

@@ -1,0 +1,16 @@
+"""The cache's one-line warnings on stderr: the cache steps aside, it never fails a command."""
+
+from __future__ import annotations
+
+import sys
+
+warned: set[str] = set()  # messages already shown by warn(..., once=True)
+
+
+def warn(message: str, *, once: bool = False) -> None:
+    """Print `warning: <message>` on stderr (only the first time, if `once`)."""
+    if once:
+        if message in warned:
+            return
+        warned.add(message)
+    print(f"warning: {message}", file=sys.stderr)

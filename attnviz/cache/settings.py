@@ -1,0 +1,76 @@
+"""What the environment says of the cache: its folder, on or off, its size bound, shared or not."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from attnviz.cache.notices import warn
+
+DEFAULT_LIMIT_MB = 512.0
+MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
+SHARED_ENV = "ATTNVIZ_CACHE_SHARED"  # set: a folder others can write is used on purpose
+_OFF_VALUES = ("", "0", "false", "no", "off")
+
+
+def cache_enabled(no_cache_flag: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """False with `--no-cache` or when ATTNVIZ_NO_CACHE is set to anything but 0/false/no/off."""
+    env = os.environ if environ is None else environ
+    if no_cache_flag:
+        return False
+    return env.get("ATTNVIZ_NO_CACHE", "").strip().lower() in _OFF_VALUES
+
+
+def shared(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ATTNVIZ_CACHE_SHARED is set (to anything but 0/false/no/off)."""
+    env = os.environ if environ is None else environ
+    return env.get(SHARED_ENV, "").strip().lower() not in _OFF_VALUES
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The cache folder (not created here)."""
+    env = os.environ if environ is None else environ
+    if env.get("ATTNVIZ_CACHE_DIR"):
+        return Path(env["ATTNVIZ_CACHE_DIR"]).expanduser()
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg and Path(xdg).is_absolute():  # the XDG spec says to ignore a relative path
+        return Path(xdg) / "attnviz"
+    return _home(env) / ".cache" / "attnviz"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    """$HOME when it is an absolute path, else the user's home from the password database.
+
+    An empty HOME (HOME="") would otherwise put the cache in /.cache or ./.cache.
+    """
+    home = env.get("HOME", "")
+    if home and Path(home).is_absolute():
+        return Path(home)
+    try:
+        import pwd
+
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError, OSError):
+        return Path.home()
+
+
+def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The size bound in bytes; a bad ATTNVIZ_CACHE_MB is a warning and the default."""
+    env = os.environ if environ is None else environ
+    raw = env.get("ATTNVIZ_CACHE_MB")
+    if raw is None or not raw.strip():
+        return int(DEFAULT_LIMIT_MB * MB)
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = math.nan
+    if not math.isfinite(mb) or mb < 0:
+        warn(
+            f"ATTNVIZ_CACHE_MB={raw!r} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
+            f"using {DEFAULT_LIMIT_MB:g}",
+            once=True,
+        )
+        mb = DEFAULT_LIMIT_MB
+    return int(mb * MB)
