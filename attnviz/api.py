@@ -51,7 +51,7 @@ def prepare(
 
     model = _model(model)
     truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
-    _max_tokens(max_tokens)
+    max_tokens = _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
@@ -114,7 +114,7 @@ def from_cache(
 
     model = _model(model)
     truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
-    _max_tokens(max_tokens)
+    max_tokens = _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
@@ -181,7 +181,7 @@ def head_stats(
         )
     model = _model(model)
     truncate = _flag(truncate, "truncate")
-    _max_tokens(max_tokens)
+    max_tokens = _max_tokens(max_tokens)
     if progress is not None and not callable(progress):
         raise BadInput(
             f"progress must be a function of the sentences done, or None; got "
@@ -264,16 +264,21 @@ def _flag(value: object, param: str) -> bool:
         return value
     if type(value).__name__ == "bool_" or (isinstance(value, int) and value in (0, 1)):
         return bool(value)
-    raise BadInput(f"{{{param}}} must be True or False, got {type(value).__name__}", param=param)
+    # Named as is, not as the command line's flag: a flag cannot be given a non-bool.
+    raise BadInput(f"{param} must be True or False, got {type(value).__name__}")
 
 
-def _max_tokens(value: object) -> None:
-    """Refuse a `max_tokens` that is not None or a whole number (its range is the model's)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+def _max_tokens(value: object) -> int | None:
+    """`max_tokens` as an int (numpy's too) or None; BadInput for anything else (its range is
+    the model's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise BadInput(
             f"{{max_tokens}} must be a whole number of pieces, or None; got {type(value).__name__}",
             param="max_tokens",
         )
+    return int(value)
 
 
 def _model(model: object) -> str | None:

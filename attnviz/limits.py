@@ -109,7 +109,7 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
     array = numpy is not None and isinstance(heads, numpy.ndarray)
     if isinstance(heads, str | bytes) or not (isinstance(heads, Sequence) or array):
         raise BadInput(
-            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {_shown(heads)}",
+            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {shown(heads)}",
             param="heads",
         )
     if array and getattr(heads, "ndim", 1) != 1:
@@ -139,7 +139,7 @@ def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | No
     return resolved
 
 
-def _shown(value: object, limit: int = 60) -> str:
+def shown(value: object, limit: int = 60) -> str:
     """`repr(value)`, cut to `limit` characters (a value may be a huge list or string)."""
     try:
         text = reprlib.repr(value)

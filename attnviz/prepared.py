@@ -87,7 +87,8 @@ class Prepared(TokenizedInput):
                     f"{len(self.pieces):,} pieces is {amount(whole)}, more than attnviz keeps for "
                     f"one input ({amount(ATTENTION_BYTES)}): look at one layer (show or heads "
                     f"--layer L; in Python layers=[L]), or read at most {fits:,} pieces "
-                    f"(--max-tokens {fits} --truncate)"
+                    f"({{max_tokens}} {fits} with {{truncate}})",
+                    param=("max_tokens", "truncate"),
                 )
             return None
         if isinstance(layers, str) or not isinstance(layers, Sequence):
@@ -149,6 +150,7 @@ class Prepared(TokenizedInput):
         layer: int | None = None,
         head: int | None = None,
         heads: Sequence[int] | None = None,
+        upto: int | None = None,
         measure: str = "weight",
         view: str = "show",
         words: Mapping[str, str] | None = None,
@@ -161,7 +163,7 @@ class Prepared(TokenizedInput):
         arguments are for would refuse. The command line's one pre-check; from Python:
         `attnviz.prepare(text).check(layer=9)`.
 
-        - `layer`, `head`, `heads`: one this model does not have.
+        - `layer`, `head`, `heads`, `upto` (rollout's last layer): one this model does not have.
         - `measure` (see `Analysis.measure`): a per-layer measure asked for one head, a list
           of `heads` or the heads `view` ("show", "heads", "model"); any but the weight on a
           decoder. `compared`: the measures `Analysis.compare` sets side by side, which
@@ -186,6 +188,8 @@ class Prepared(TokenizedInput):
             resolve_index(layer, self.num_layers, "layer")
         if head is not None:
             resolve_index(head, self.num_heads, "head")
+        if upto is not None:
+            resolve_index(upto, self.num_layers, "layer", "upto")
         resolve_heads(heads, self.num_heads)
         check_model(self, measure)
         if compared:

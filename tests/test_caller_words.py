@@ -35,7 +35,7 @@ CALLS: dict[str, tuple[Callable[[Any], Any], str, str]] = {
     "per-layer head": (lambda a: a.view(-1, 2, measure="alti"), "head does not", "--head"),
     "layer": (lambda a: a.view(9), "layer 9 is out of range", "--layer 9 is out of range"),
     "heads": (lambda a: a.heads(0, [1, 1]), "heads names head 1 twice", "--heads names"),
-    "rollout upto": (lambda a: a.rollout(upto=9), "upto 9", "--layer 9"),
+    "rollout upto": (lambda a: a.rollout(upto=9), "upto 9", "--upto 9"),
     "explain lang": (lambda a: a.explain("he", lang="xx"), "lang 'xx'", "--lang 'xx'"),
     "explain token": (lambda a: a.explain("she"), "token 'she'", "--token 'she'"),
     "page of a measure": (

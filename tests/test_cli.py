@@ -268,7 +268,7 @@ BAD = [
     (["explain", SHORT, "--token", "Pedro"], 2, "Pedro"),
     (["explain", SHORT, "--index", "40"], 2, "40"),
     (["explain", SHORT], 2, "pass --token WORD or --index N"),
-    (["rollout", SHORT, "--upto", "-9"], 2, "layer -9 is out of range"),
+    (["rollout", SHORT, "--upto", "-9"], 2, "--upto -9 is out of range"),
     (["rollout", SHORT, "--top", "0"], 2, "Invalid value for '--top'"),
     (["stats", "--file", "{tmp}/none.txt"], 2, "no such file"),
     (["stats", "--file", "{tmp}"], 2, "it is a folder"),

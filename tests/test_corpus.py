@@ -137,7 +137,7 @@ def test_rollout_lists_what_each_word_draws_from() -> None:
 def test_rollout_upto_out_of_range() -> None:
     result = run("rollout", "O trem.", "--upto", "6")
     assert result.exit_code == 2
-    assert "layer 6 is out of range" in result.stderr
+    assert "--upto 6 is out of range" in result.stderr
 
 
 def test_long_sentences_run_in_smaller_batches() -> None:

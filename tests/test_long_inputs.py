@@ -83,7 +83,7 @@ def test_whole_attention_past_the_budget_is_refused_before_any_work(small_budget
     message = str(info.value)
     assert "\n" not in message
     assert "all 4 layers" in message and "layers=[L]" in message
-    fits = int(message.rsplit("--max-tokens ", 1)[1].split()[0])  # the most that fits
+    fits = int(message.rsplit("max_tokens ", 1)[1].split()[0])  # the most that fits (Python)
     assert 0 < fits < len(prepared.pieces)
     assert prepared.attention_bytes() * fits**2 // len(prepared.pieces) ** 2 <= (
         attnviz.limits.ATTENTION_BYTES

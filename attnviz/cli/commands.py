@@ -89,6 +89,7 @@ def _analyse(
     layer: int | None = None,
     head: int | None = None,
     heads: Sequence[int] | None = None,
+    upto: int | None = None,
     words: dict[str, str] | None = None,
     units: str = "words",
     view: str = "show",
@@ -103,8 +104,8 @@ def _analyse(
     if out is not None:
         check_output(out, allowed, style)
     prepared, hit = _prepare(request, cached=True)  # a text seen before: no tokenizer either
-    prepared.check(layer=layer, head=head, heads=heads, measure=request.measure, view=view,
-                   words=words, units=units, mask=request.mask, out=out,
+    prepared.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
+                   view=view, words=words, units=units, mask=request.mask, out=out,
                    compared=compared)  # fmt: skip
     if hit is not None:
         return hit
@@ -295,7 +296,7 @@ def rollout(
     """Attention rollout (or flow) through layer `upto`: what each token draws from each input."""
     if method == "flow" and request.measure != "weight":
         raise BadInput("--method flow runs on the attention weights: drop --measure")
-    analysis = _analyse(request, out, style, layer=upto)
+    analysis = _analyse(request, out, style, upto=upto)
     with _progress(len(analysis.pieces) ** 2, "maximum flows") as advance:
         view = analysis.rollout(
             upto,
@@ -632,4 +633,5 @@ def cache_clear(console: Console) -> None:
 
     entries, size = contents.clear()
     folder = visible(str(settings.cache_dir()))
-    console.print(Text(f"removed {entries} entries ({_megabytes(size)}) from {folder}"))
+    noun = "entry" if entries == 1 else "entries"
+    console.print(Text(f"removed {entries} {noun} ({_megabytes(size)}) from {folder}"))

@@ -25,7 +25,6 @@ FLAGS = {
     "source": "--from",  # Analysis.find
     "target": "--to",
     "subset": "--heads",
-    "upto": "--layer",  # rollout's --upto is a layer, and its errors say so
     "cache": "--no-cache",
     "as_json": "--json",
     "path": "--out",  # Analysis.save, HeadStats.save

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnviz.errors import AttnvizError
+from attnviz.limits import shown
 
 # The feed-forward activations the layers compute (`attnviz.model.layers.ACTIVATIONS`),
 # by their names in config.json; named here so that checking a config needs no torch (a
@@ -102,12 +103,6 @@ class DecoderConfig:
 
 # ---------------------------------------------------------------------------------------------
 # Checks on config.json values that both readers make.
-
-
-def shown(value: object, limit: int = 60) -> str:
-    """`repr(value)` cut to `limit` characters: a config's values are echoed, not dumped."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def whole(value: object, low: int, high: int) -> bool:

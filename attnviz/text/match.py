@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from attnviz.errors import BadInput
+from attnviz.limits import shown as echoed  # a typed word, cut: it may be megabytes
 
 __all__ = ["find_label", "match_key"]
 
@@ -52,7 +53,10 @@ def find_label(labels: Sequence[str], name: str, param: str = "token") -> int:
         else:
             fix = f"use {typed}#1..{typed}#{len(found)}"
         times = "once" if len(found) == 1 else f"{len(found)} times"
-        raise BadInput(f"{option} {name}: the text has {typed!r} {times}; {fix}", param=param)
+        raise BadInput(
+            f"{option} {echoed(name)[1:-1]}: the text has {echoed(typed)} {times}; {fix}",
+            param=param,
+        )
     return found[occurrence - 1]
 
 
@@ -71,6 +75,6 @@ def unknown_word(name: str, labels: list[str], option: str = "{token}") -> str:
     )
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return (
-        f"{option} {name!r} is not a word of the text{hint}: choose one of {shown}{more} "
+        f"{option} {echoed(name)} is not a word of the text{hint}: choose one of {shown}{more} "
         "(add #2 for a second occurrence)"
     )
