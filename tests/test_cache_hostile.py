@@ -469,3 +469,14 @@ def test_a_fifo_in_the_model_folder_does_not_block_the_key(tmp_path: Path) -> No
     (folder / "config.json").write_text("{}")
     os.mkfifo(folder / "model.safetensors")
     assert len(keys.cache_key(folder, **KEY_ARGS)) == 64  # skipped, as before: no hang
+
+
+def test_cache_info_says_a_secret_others_can_read_stops_the_cache(cache_in_tmp: Path) -> None:
+    entries.store(key(1), *attentions(1))
+    (cache_in_tmp / SECRET).chmod(0o644)
+    info = runner.invoke(app, ["cache", "info"], env={"COLUMNS": "200"})
+    assert info.exit_code == 0
+    assert "not used: its secret.key cannot be trusted" in info.stdout
+    assert "attnviz cache clear" in info.stdout and "status   on" not in info.stdout
+    assert runner.invoke(app, ["cache", "clear"]).exit_code == 0
+    assert "status   on" in runner.invoke(app, ["cache", "info"]).stdout

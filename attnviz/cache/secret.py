@@ -62,6 +62,22 @@ def _make_secret(fd: int) -> None:
             os.unlink(temp, dir_fd=fd)
 
 
+def secret_problem() -> str | None:
+    """Why the folder's SECRET cannot be trusted (the cache is then not used), or None;
+    for `attnviz cache info`. Warns about nothing."""
+    try:
+        fd = os.open(cache_dir(), os.O_RDONLY | CLOEXEC | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None  # no folder yet, or one `folder_problem` reports
+    try:
+        _read_secret(fd, create=False)
+    except (OSError, ValueError) as exc:
+        return f"its {SECRET} cannot be trusted ({getattr(exc, 'strerror', None) or exc})"
+    finally:
+        os.close(fd)
+    return None
+
+
 def checked_secret(fd: int, *, create: bool) -> bytes | None:
     """`_read_secret`, a bad one being a warning (and None): the cache is then not used."""
     try:

@@ -595,17 +595,20 @@ def cache_info(console: Console) -> None:
     """The cache's folder, entries, size and limit."""
     import os
 
-    from attnviz.cache import contents, folder, settings
+    from attnviz.cache import contents, folder, secret, settings
     from attnviz.render.cells import visible
 
     state = contents.info()
     where = state.folder
     existing = next(p for p in (where, *where.parents) if p.exists())
     problem = folder.folder_problem()
+    hint = f"set {settings.SHARED_ENV}=1 if you trust who can write it"
+    if problem is None and (problem := secret.secret_problem()) is not None:
+        hint = "run `attnviz cache clear`, which makes a new one"
     if not settings.cache_enabled(False):
         status = "off (ATTNVIZ_NO_CACHE is set)"
     elif problem and existing == where and existing.is_dir():
-        status = f"not used: {problem} (set {settings.SHARED_ENV}=1 if you trust who can write it)"
+        status = f"not used: {problem} ({hint})"
     elif not existing.is_dir() or not os.access(existing, os.W_OK):
         status = f"unusable: {existing} is not a writable folder (set ATTNVIZ_CACHE_DIR)"
     else:
