@@ -146,8 +146,11 @@ def open_subfolder(
                 link = stat.S_ISLNK(os.lstat(sub, dir_fd=top).st_mode)
             except OSError:
                 link = False
-            if link:
-                untrusted(where, "it is a symbolic link", f"remove {where}")
+            if link:  # only this subfolder goes unused: the entries beside it are fine
+                warn(
+                    f"not using {where}: it is a symbolic link, never followed; remove it",
+                    once=True,
+                )
             elif isinstance(exc, NotADirectoryError):
                 unusable(where, "it is a file, not a folder")
             else:
