@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -173,11 +174,14 @@ def os_error_line(exc: OSError) -> str:
 MAX_LINE = 2000  # characters of an error line; a value echoed from a hostile file is cut
 
 
+SPACES = re.compile(r"[ \t\n]+")  # what a message's lines are joined over; never a \r
+
+
 def one_line(message: str) -> str:
-    """`message` on one line (runs of whitespace, newlines included, become one space),
-    anything unsafe for a terminal (a file name's ANSI escape, a bidirectional override)
-    shown escaped by `printable`, and at most MAX_LINE characters."""
-    line = printable(" ".join(message[: MAX_LINE * 4].split()))
+    """`message` on one line (runs of spaces, tabs and newlines become one space), anything
+    unsafe for a terminal (a file name's carriage return or ANSI escape, a bidirectional
+    override) shown escaped by `printable`, and at most MAX_LINE characters."""
+    line = printable(" ".join(SPACES.split(message[: MAX_LINE * 4].strip(" \t\n"))))
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
