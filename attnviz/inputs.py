@@ -62,6 +62,13 @@ class ModelInfo:
         )
 
     @property
+    def language_list(self) -> str | None:
+        """The model card's languages on one line (the first dozen, then how many), or None."""
+        from attnviz.text.vocabulary import language_list
+
+        return language_list(self.languages) if self.languages else None
+
+    @property
     def kind(self) -> str:
         """`encoder`, or `decoder, causal` for a model that only looks back."""
         return "decoder, causal" if self.decoder else "encoder"
@@ -84,7 +91,7 @@ class ModelInfo:
             parts[0] += f" ({self.kind})"
         if self.grouping:
             parts.append(self.grouping)
-        parts.append(f"language {', '.join(self.languages) if self.languages else 'not stated'}")
+        parts.append(f"language {self.language_list or 'not stated'}")
         if self.tokenizer is not None:
             tok = self.tokenizer
             size = f"{tok.size:,} " if tok.size else ""

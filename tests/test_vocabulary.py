@@ -121,3 +121,12 @@ def test_a_too_long_text_from_stdin_says_where_it_came_from() -> None:
     assert result.stderr.count("\n") == 1
     assert "read from standard input" in result.stderr
     assert '"TEXT"' in result.stderr and "</dev/null" in result.stderr
+
+
+def test_a_card_listing_thousands_of_languages_is_one_short_line() -> None:
+    from attnviz.text.vocabulary import language_list
+
+    assert language_list(("pt", "en")) == "pt, en"
+    many = language_list(tuple(f"l{i}" for i in range(5000)))
+    assert many.startswith("l0, l1,") and many.endswith("… (5,000 languages)")
+    assert len(many) < 120

@@ -502,7 +502,7 @@ def info(console: Console, model: str | None) -> None:
     counted = "decoder, LM head not counted" if shape.causal else "encoder"
     rows: list[tuple[str, Any]] = [
         ("model", about.name),
-        ("language", ", ".join(languages) + " (model card)" if languages else "not stated"),
+        ("language", f"{about.language_list} (model card)" if languages else "not stated"),
         ("text", tokenizer.normalisation),
         ("tokenizer", tokenizer.kind + (f", {tokenizer.size:,} pieces" if tokenizer.size else "")),
         ("family", shape.family),

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
-from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES
-from attnviz.model.config import shown
+from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
 from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
 from attnviz.reading import open_regular, read_json
@@ -510,9 +509,15 @@ def _safetensors_header(path: Path) -> dict[str, tuple[str, list[int]]]:
         span = entry.get("data_offsets") if isinstance(entry, dict) else None
         dtype = entry.get("dtype") if isinstance(entry, dict) else None
         if not (_whole_numbers(shape) and _whole_numbers(span) and len(span) == 2):
-            raise ValueError(f"tensor {key!r} has no shape or byte range in the header")
+            raise ValueError(
+                f"tensor {shown(key, 60)} has no valid shape and byte range in the header (each "
+                "a list of whole numbers of at least 0)"
+            )
         if not isinstance(dtype, str) or dtype not in _DTYPE_BITS:
-            raise ValueError(f"tensor {key!r} has dtype {shown(dtype, 30)}, which is not one")
+            raise ValueError(
+                f"tensor {shown(key, 60)} has dtype {shown(dtype, 30)}, which is not a "
+                "safetensors dtype"
+            )
         bits = _DTYPE_BITS[dtype]
         for n in shape:
             bits *= n  # Python ints: a lying shape cannot wrap around

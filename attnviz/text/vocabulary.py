@@ -215,6 +215,14 @@ def model_languages(folder: Path) -> tuple[str, ...] | None:
     return None
 
 
+def language_list(languages: tuple[str, ...], limit: int = 12) -> str:
+    """The languages a card lists, for one line: the first `limit`, then how many in all
+    (a card may list thousands)."""
+    if len(languages) <= limit:
+        return ", ".join(languages)
+    return f"{', '.join(languages[:limit])}, … ({len(languages):,} languages)"
+
+
 @dataclass(frozen=True)
 class VocabularyFit:
     """How a text fits a model's vocabulary: pieces per word, and words it does not know."""
@@ -246,7 +254,7 @@ class VocabularyFit:
         if self.unknown:
             shown = ", ".join(self.unknown[:5]) + (" …" if len(self.unknown) > 5 else "")
             how.append(f"{len(self.unknown)} unknown word(s): {shown}")
-        speaks = f" (model language: {', '.join(languages)})" if languages else ""
+        speaks = f" (model language: {language_list(languages)})" if languages else ""
         if decoder:
             return (
                 f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
