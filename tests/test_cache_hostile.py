@@ -480,3 +480,13 @@ def test_cache_info_says_a_secret_others_can_read_stops_the_cache(cache_in_tmp: 
     assert "attnviz cache clear" in info.stdout and "status   on" not in info.stdout
     assert runner.invoke(app, ["cache", "clear"]).exit_code == 0
     assert "status   on" in runner.invoke(app, ["cache", "info"]).stdout
+
+
+def test_a_cache_of_zero_megabytes_is_off_without_a_word(
+    cache_in_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entries.store(key(1), *attentions(1))
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", "0")
+    assert settings.cache_enabled(False) is False
+    assert "off (ATTNVIZ_CACHE_MB is 0)" in runner.invoke(app, ["cache", "info"]).stdout
+    assert warnings_of(capsys) == []

@@ -82,8 +82,10 @@ def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) 
         size = math.prod(claimed) * dtype.itemsize  # Python ints: a lying shape cannot wrap
         if dtype.hasobject or (shape is not None and tuple(claimed) != shape):
             raise ValueError(f"{name} is {dtype} {tuple(claimed)}, expected {shape}")
-        if size > limit_bytes() or size > info.file_size:
+        if size > info.file_size:
             raise ValueError(f"{name} claims {size} bytes in a member of {info.file_size}")
+        if size > limit_bytes():
+            raise ValueError(f"{name} is {size:,} bytes, more than ATTNVIZ_CACHE_MB lets it keep")
     with archive.open(info) as member:
         return np.lib.format.read_array(member, allow_pickle=False)
 

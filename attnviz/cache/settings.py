@@ -16,11 +16,14 @@ _OFF_VALUES = ("", "0", "false", "no", "off")
 
 
 def cache_enabled(no_cache_flag: bool, environ: Mapping[str, str] | None = None) -> bool:
-    """False with `--no-cache` or when ATTNVIZ_NO_CACHE is set to anything but 0/false/no/off."""
+    """False with `--no-cache`, when ATTNVIZ_NO_CACHE is set to anything but 0/false/no/off,
+    or when ATTNVIZ_CACHE_MB is 0 (a cache that may keep nothing)."""
     env = os.environ if environ is None else environ
     if no_cache_flag:
         return False
-    return env.get("ATTNVIZ_NO_CACHE", "").strip().lower() in _OFF_VALUES
+    if env.get("ATTNVIZ_NO_CACHE", "").strip().lower() not in _OFF_VALUES:
+        return False
+    return limit_bytes(env) > 0
 
 
 def shared(environ: Mapping[str, str] | None = None) -> bool:

@@ -606,7 +606,8 @@ def cache_info(console: Console) -> None:
     if problem is None and (problem := secret.secret_problem()) is not None:
         hint = "run `attnviz cache clear`, which makes a new one"
     if not settings.cache_enabled(False):
-        status = "off (ATTNVIZ_NO_CACHE is set)"
+        why = "ATTNVIZ_CACHE_MB is 0" if settings.limit_bytes() == 0 else "ATTNVIZ_NO_CACHE is set"
+        status = f"off ({why})"
     elif problem and existing == where and existing.is_dir():
         status = f"not used: {problem} ({hint})"
     elif not existing.is_dir() or not os.access(existing, os.W_OK):
