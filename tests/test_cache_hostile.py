@@ -490,3 +490,20 @@ def test_a_cache_of_zero_megabytes_is_off_without_a_word(
     assert settings.cache_enabled(False) is False
     assert "off (ATTNVIZ_CACHE_MB is 0)" in runner.invoke(app, ["cache", "info"]).stdout
     assert warnings_of(capsys) == []
+
+
+def test_a_folder_under_an_entrys_name_is_one_warning_naming_it(
+    cache_in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    att, ids = attentions(1)
+    entries.store(key(1), att, ids)
+    entry = cache_in_tmp / f"{key(1)}.npz"
+    entry.unlink()
+    entry.mkdir()
+    for _ in range(2):  # a lookup before tokenizing, and one before computing
+        assert entries.load(key(1), expect_ids=ids) is None
+    entries.store(key(1), att, ids)
+    lines = warnings_of(capsys)
+    assert len(lines) == 1, lines
+    assert str(entry) in lines[0] and "remove it" in lines[0]
+    assert entry.is_dir()  # the user's to remove: never rmtree'd

@@ -92,12 +92,17 @@ def _discard(fd: int, name: str, exc: Exception) -> None:
     reason = getattr(exc, "strerror", None) or exc
     if "pickle" in str(reason):  # numpy's advice (allow_pickle) is not for us
         reason = "not an .npz archive of arrays"
-    warn(
-        f"cached attentions {cache_dir() / name} are unreadable ({reason}); "
-        "discarded, computing again"
-    )
-    with contextlib.suppress(OSError):
+    removable = True
+    try:
         os.unlink(name, dir_fd=fd)  # a link itself, never what it points to
+    except IsADirectoryError:  # a folder planted under an entry's name: left to the user
+        removable = False
+    except OSError:
+        pass
+    what = "discarded, computing again" if removable else "remove it (rm -r); computing without it"
+    # An entry removed is not met again; a folder in its place would be, at every lookup.
+    warn(f"cached attentions {cache_dir() / name} are unreadable ({reason}); {what}",
+         once=not removable)  # fmt: skip
 
 
 def load(
@@ -155,6 +160,8 @@ def store(
                 return
             signed = {**arrays, "mac": entry_mac(secret, key, arrays)}
             write_at(fd, name, lambda handle: np.savez(handle, **signed))  # type: ignore[arg-type]
+        except IsADirectoryError:  # a folder under the entry's name: said when it was read
+            return
         except OSError as exc:
             unusable(cache_dir(), exc.strerror or exc)
             return
