@@ -101,23 +101,31 @@ def resolve_index(value: object, size: int, what: str, param: str | None = None)
     return int(value) % size
 
 
+def number_list(value: object, param: str, what: str, example: str) -> Sequence[object]:
+    """`value` when it is a list (a sequence, or a 1-D numpy array) of `what` numbers, e.g.
+    `example`; BadInput naming `param` for anything else. Its entries are checked by the
+    caller."""
+    numpy = sys.modules.get("numpy")  # an array comes from a numpy already imported
+    array = numpy is not None and isinstance(value, numpy.ndarray)
+    if isinstance(value, str | bytes) or not (isinstance(value, Sequence) or array):
+        raise BadInput(
+            f"{{{param}}} must be a list of {what} numbers, e.g. {example}; got {shown(value)}",
+            param=param,
+        )
+    if array and getattr(value, "ndim", 1) != 1:
+        raise BadInput(
+            f"{{{param}}} must be a flat list of {what} numbers, e.g. {example}; got an array "
+            f"of shape {getattr(value, 'shape', '?')}",
+            param=param,
+        )
+    return value  # type: ignore[return-value]
+
+
 def resolve_heads(heads: Sequence[int] | None, num_heads: int) -> list[int] | None:
     """Head numbers (`--heads 0,3,-1`) as 0-based numbers in the order given; None: every head."""
     if heads is None:
         return None
-    numpy = sys.modules.get("numpy")  # an array of heads comes from a numpy already imported
-    array = numpy is not None and isinstance(heads, numpy.ndarray)
-    if isinstance(heads, str | bytes) or not (isinstance(heads, Sequence) or array):
-        raise BadInput(
-            f"{{heads}} must be a list of head numbers, e.g. [0, 3, 5]; got {shown(heads)}",
-            param="heads",
-        )
-    if array and getattr(heads, "ndim", 1) != 1:
-        raise BadInput(
-            f"{{heads}} must be a flat list of head numbers, e.g. [0, 3, 5]; got an array of "
-            f"shape {getattr(heads, 'shape', '?')}",
-            param="heads",
-        )
+    heads = number_list(heads, "heads", "head", "[0, 3, 5]")  # type: ignore[assignment]
     if len(heads) > num_heads:  # refused by its length, before any entry is read
         raise BadInput(
             f"{{heads}} lists {len(heads):,} heads, but this model has {num_heads} per layer: "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import BadInput, exhausted
 from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, resolve_heads, resolve_index
+from attnviz.limits import check_choice, number_list, resolve_heads, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -91,9 +91,8 @@ class Prepared(TokenizedInput):
                     param=("max_tokens", "truncate"),
                 )
             return None
-        if isinstance(layers, str) or not isinstance(layers, Sequence):
-            raise BadInput(f"layers must be a list of layer numbers, e.g. [3]; got {layers!r}")
-        kept = tuple(sorted({resolve_index(layer, self.num_layers, "layer") for layer in layers}))
+        listed = number_list(layers, "layers", "layer", "[3]")
+        kept = tuple(sorted({resolve_index(n, self.num_layers, "layer") for n in listed}))
         if not kept:
             raise BadInput("the list of layers is empty: name at least one layer, e.g. [3]")
         size = self.attention_bytes(len(kept))

@@ -76,3 +76,14 @@ def test_a_too_long_text_says_truncate_in_each_vocabulary() -> None:
     result = runner.invoke(app, ["tokens", text])
     assert result.exit_code == 2
     assert "pass --truncate to keep the first 512" in result.stderr
+
+
+def test_layers_and_heads_take_the_same_kinds_of_list() -> None:
+    import numpy as np
+
+    kept = attnviz.analyse(TEXT, layers=np.array([1, 2]))  # as heads= takes an array
+    assert kept.layers == (1, 2)
+    assert kept.heads(1, np.array([0, 3])).heads == [0, 3]
+    for bad in ("3", np.zeros((2, 2), dtype=int)):
+        with pytest.raises(attnviz.BadInput, match="^layers must be a"):
+            attnviz.analyse(TEXT, layers=bad)  # type: ignore[arg-type]
