@@ -29,6 +29,7 @@ from attnviz.cache.arrays import entry_mac
 from attnviz.cache.secret import SECRET, SECRET_BYTES
 from attnviz.cli import app
 from tests.conftest import TinyFactory
+from tests.test_cache import attentions, key  # an entry's arrays, and a key
 
 runner = CliRunner()
 TEXT = "O trem estava cheio, mas ele conseguiu uma cadeira livre."
@@ -55,17 +56,6 @@ def outside(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     return folder
-
-
-def attentions(seed: int, t: int = 7) -> tuple[np.ndarray, list[int]]:
-    rng = np.random.default_rng(seed)
-    att = rng.random((2, 3, t, t), dtype=np.float32)  # (L, H, T, T)
-    att /= att.sum(-1, keepdims=True)
-    return att, list(range(100 + seed, 100 + seed + t))
-
-
-def key(n: int) -> str:
-    return f"{n:064x}"
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
