@@ -11,6 +11,7 @@ head.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,32 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "phi3: fused weights, window 5": ("phi3", {"sliding_window": 5}),
     "phi3: partial rotation": ("phi3", {"partial_rotary_factor": 0.5}),
+    "phi3: longrope, the input longer than the trained length": (
+        "phi3",
+        {
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "short_factor": [1.0, 1.5, 2.0, 1.0, 3.0, 1.2, 1.0, 4.0],
+                "long_factor": [2.0, 3.0, 1.0, 5.0, 8.0, 2.5, 9.0, 16.0],
+                "original_max_position_embeddings": 8,
+            },
+            "original_max_position_embeddings": 8,
+            "partial_rotary_factor": 1.0,
+        },
+    ),
+    "phi3: longrope (su), the input within the trained length, partial": (
+        "phi3",
+        {
+            "rope_scaling": {
+                "type": "su",
+                "short_factor": [1.0, 1.5, 2.0, 3.0],
+                "long_factor": [2.0, 3.0, 8.0, 16.0],
+                "original_max_position_embeddings": 64,
+            },
+            "original_max_position_embeddings": 64,
+            "partial_rotary_factor": 0.5,
+        },
+    ),
 }
 
 
@@ -311,3 +338,49 @@ def test_the_new_families_are_named_and_read_as_configured() -> None:
     assert phi3 is not None and phi3.rotary_dims == 8
     multimodal = describe({"model_type": "gemma3", "text_config": _raw("gemma3_text")})
     assert multimodal.family == "Gemma 3" and multimodal.decoder == gemma3.decoder
+
+
+@pytest.mark.slow
+def test_a_multimodal_gemma3_checkpoint_gives_its_language_model(tmp_path: Path) -> None:
+    """Gemma3ForConditionalGeneration: the text model's weights, the vision tower left out."""
+    import transformers
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    vocab = decoder_tokenizer(folder, bos=True)
+    settings = {k: v for k, v in FAMILIES["gemma3_text"][2].items()}
+    text = transformers.Gemma3TextConfig(**{**_SIZES, **settings, "vocab_size": vocab})
+    vision = dict(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=28,
+        patch_size=14,
+    )
+    config = transformers.Gemma3Config(
+        text_config=text.to_dict(),
+        vision_config=vision,
+        mm_tokens_per_image=4,
+        image_token_index=vocab - 1,
+        boi_token_index=vocab - 2,
+        eoi_token_index=vocab - 3,
+    )
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
+    assert describe(json.loads((folder / "config.json").read_text())).family == "Gemma 3"
+    pieces = tokenize(load_tokenizer(folder), TEXT, max_positions=128)
+    ids = torch.tensor([pieces.ids])
+    reference = transformers.Gemma3ForConditionalGeneration.from_pretrained(
+        folder, attn_implementation="eager"
+    ).eval()
+    with torch.inference_mode():
+        ours = load_encoder(folder)(ids).attentions[:, 0]
+        theirs = torch.stack(reference(input_ids=ids, output_attentions=True).attentions)[:, 0]
+    assert ours.shape == theirs.shape
+    assert float((ours - theirs).abs().max()) <= 1e-5

@@ -157,10 +157,11 @@ def rope_setting(
             conflict(where, (f"{key}.{inner}", value), (outer, top))
         return value if value is not None else top
 
-    named = agreed(params, ("rope_type", "type"), f"{where} ({key})")
+    names = {name: params.get(name) for name in ("rope_type", "type")}
+    if phi3:  # Phi3Config renames su and yarn to longrope (and saves both spellings)
+        names = {k: _PHI3_ALIASES.get(v, v) if isinstance(v, str) else v for k, v in names.items()}
+    named = agreed(names, ("rope_type", "type"), f"{where} ({key})")
     kind = "default" if named is None else named[1]
-    if phi3 and isinstance(kind, str):
-        kind = _PHI3_ALIASES.get(kind, kind)
     theta = twice("rope_theta", "rope_theta")
     theta = default_theta if theta is None else positive(theta, "rope_theta", where, _ROTARY)
     partial = _partial(raw, params, key, where, phi3, head_dim)
