@@ -157,9 +157,10 @@ class Analysis(TokenizedInput):
 
         Layers and heads count from 0; negative numbers count from the end. `units` is
         "words" (pieces merged back into the words of the text) or "tokens".
-        `exclude` ("special", "punct" or both) drops those tokens and renormalises
-        each row over the keys left. `measure` draws a contribution measure instead of
-        the weights (see `measure()`); a per-layer measure takes no `head`.
+        `exclude` ("special", "punct", "first" (alias "sink") or a list of them) drops
+        those tokens and renormalises each row over the keys left. `measure` draws a
+        contribution measure instead of the weights (see `measure()`); a per-layer measure
+        takes no `head`.
         """
         return layer_view(self._measured(measure, head=head), layer, head, units, exclude)
 

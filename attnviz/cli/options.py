@@ -198,8 +198,9 @@ ExcludeOpt = Annotated[
     typer.Option(
         "--exclude",
         "-x",
-        help="Drop special tokens ([CLS], [SEP]) or punctuation, or both (special,punct), "
-        "as keys and queries, and renormalise each row over the keys left.",
+        help="Drop special tokens ([CLS], [SEP], <bos>), punctuation, or the first token "
+        "(first, alias sink: a decoder's attention sink), or several (special,punct), as keys "
+        "and queries, and renormalise each row over the keys left.",
         show_default=False,
     ),
 ]

@@ -47,17 +47,25 @@ class Link(Protocol):
     def top_weight(self) -> float: ...  # its weight
     @property
     def others_above(self) -> int: ...  # other words weighing the target more
+    @property
+    def sink(self) -> float: ...  # share of queries putting over half their weight on the target
 
 
 class LinkTable:
     """The `links` given (already ranked) from `source` to `target`, as a table."""
 
     def __init__(
-        self, links: Sequence[Link], source: str, target: str, title: str | None = None
+        self,
+        links: Sequence[Link],
+        source: str,
+        target: str,
+        title: str | None = None,
+        note: str = "",
     ) -> None:
         self.links = list(links)
         self.source, self.target = visible(source), visible(target)
         self.title = title
+        self.note = visible(note)
 
     def _table(self, bars: bool = True) -> Table:
         table = Table(
@@ -65,7 +73,10 @@ class LinkTable:
             caption=Text(
                 f"weight: {self.source} → {self.target}. rank: of {self.target} among "
                 f"{self.source}'s keys (1 = its largest). others: words other than these two "
-                f"that attend to {self.target} more (many = a broad column, not a link).",
+                f"that attend to {self.target} more (many = a broad column, not a link). "
+                f"sink: share of the words that see {self.target} putting over half their "
+                f"weight on it (high = the attention sink)."
+                + (f"\n{self.note}" if self.note else ""),
                 _DIM,
             ),
             caption_justify="left",
@@ -83,6 +94,7 @@ class LinkTable:
         table.add_column("rank", justify="right", no_wrap=True)
         table.add_column("top key", no_wrap=True)
         table.add_column("others", justify="right", no_wrap=True)
+        table.add_column("sink", justify="right", no_wrap=True)
         largest = max((link.weight for link in self.links), default=0.0) or 1.0
         for link in self.links:
             cells: list[str | Text] = [str(link.layer), str(link.head), f"{link.weight:.2f}"]
@@ -96,6 +108,7 @@ class LinkTable:
             )
             cells.append(Text(top, style=_DIM if link.rank == 1 else ""))
             cells.append(str(link.others_above))
+            cells.append(f"{link.sink:.0%}")
             table.add_row(*cells)
         return table
 

@@ -10,6 +10,7 @@ size before it is tokenized, and cut at a space when truncation is asked for.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +185,35 @@ def tokenize(
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
-    return _pieces(encoding, text, pair, dropped, cut)
+    typed = typed_special(tokenizer, encoding, text, pair)
+    return _pieces(encoding, text, pair, dropped, cut, typed)
+
+
+def typed_special(
+    tokenizer: Tokenizer, encoding: Encoding, text: str, pair: str | None
+) -> set[int]:
+    """Positions of special tokens typed in the text (`<|endoftext|>`, `[SEP]`).
+
+    The tokenizer keeps such a token whole but gives it the text's sequence id, as if it
+    were a word; it is the model's special token all the same (a decoder parks attention
+    on a typed `<|endoftext|>` as it does on its start token), so attnviz counts it as
+    special: its own unit, dropped by `exclude="special"`. Only a token the text spells
+    out counts: an unknown character's [UNK] stays the text's.
+    """
+    special = {
+        i: added.content
+        for i, added in tokenizer.get_added_tokens_decoder().items()
+        if added.special
+    }
+    typed = set()
+    for t, (token_id, seq) in enumerate(zip(encoding.ids, encoding.sequence_ids, strict=True)):
+        if seq is None or token_id not in special:
+            continue
+        start, end = encoding.offsets[t]
+        source = pair if seq == 1 and pair is not None else text
+        if source[start:end].strip() == special[token_id]:
+            typed.add(t)
+    return typed
 
 
 def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
@@ -225,7 +254,18 @@ def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
         ) from None
 
 
-def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: int = 0) -> Pieces:
+def _pieces(
+    encoding: Encoding,
+    text: str,
+    pair: str | None,
+    dropped: int,
+    cut: int = 0,
+    special: Collection[int] = (),
+) -> Pieces:
+    """The Pieces of `encoding`; positions in `special` (typed special tokens) count as
+    special: no word, no sequence."""
+    word_ids = [None if t in special else w for t, w in enumerate(encoding.word_ids)]
+    sequence_ids = [None if t in special else s for t, s in enumerate(encoding.sequence_ids)]
     return Pieces(
         text=text,
         pair=pair,
@@ -233,8 +273,8 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: 
         ids=list(encoding.ids),
         type_ids=list(encoding.type_ids),
         offsets=[tuple(o) for o in encoding.offsets],  # type: ignore[misc]
-        word_ids=list(encoding.word_ids),
-        sequence_ids=list(encoding.sequence_ids),
+        word_ids=word_ids,
+        sequence_ids=sequence_ids,
         dropped=dropped,
         cut=cut,
     )
