@@ -123,6 +123,12 @@ _EN: dict[str, str] = {
         "Here weight and contribution agree on the top key, {label}: weight {weight}, "
         "contribution {contribution}."
     ),
+    "step7_sink": (
+        "{label} looks like an attention sink: it takes weight {weight}, but its transformed "
+        "value is small (‖f(x)‖ {norm}, against a median of {median} for the other keys), so "
+        "the head parks there and adds little: read the contributions, not the weight, or "
+        "drop it with --exclude first."
+    ),
     "step7_top": "Top {n} by weight: {by_weight}. Top {n} by contribution: {by_contribution}.",
     # 8. join and output projection
     "step8": "8. Join the heads, then the output projection",
@@ -378,6 +384,12 @@ _PT: dict[str, str] = {
     "step7_agree": (
         "Aqui peso e contribuição concordam sobre a key principal, {label}: peso {weight}, "
         "contribuição {contribution}."
+    ),
+    "step7_sink": (
+        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas o "
+        "seu value transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} nas "
+        "outras keys); a cabeça estaciona ali e acrescenta pouco: leia as contribuições, não "
+        "o peso, ou retire-o com --exclude first."
     ),
     "step7_top": (
         "As {n} maiores por peso: {by_weight}. As {n} maiores por contribuição: {by_contribution}."

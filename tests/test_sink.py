@@ -114,3 +114,33 @@ def test_the_command_line_takes_sink_and_shows_the_column(tiny_decoder: TinyFact
     )
     assert result.exit_code == 0, result.stderr
     assert "without the first token" in " ".join(result.stdout.split())
+
+
+def test_explain_names_a_sink_by_its_small_value(decoder: attnviz.Analysis) -> None:
+    import dataclasses
+
+    from rich.console import Console
+
+    x = decoder.explain("she", layer=1, head=2)
+    T = len(x.weights)
+    seen = np.flatnonzero(~x.hidden)  # the keys up to the query
+    weights = np.zeros(T, dtype=np.float32)
+    weights[seen] = 0.1 / (len(seen) - 1)
+    weights[0] = 0.9  # most of the weight on the first token ...
+    norms = np.full(T, 10.0, dtype=np.float32)
+    norms[0] = 1.0  # ... whose transformed value is small: a sink
+    sunk = dataclasses.replace(x, weights=weights, transformed_norms=norms)
+    assert sunk.sink == 0 and sunk.others_median_norm == pytest.approx(10.0)
+    assert dataclasses.replace(sunk, transformed_norms=np.full(T, 10.0)).sink is None
+    assert dataclasses.replace(sunk, weights=np.full(T, 1 / T)).sink is None
+
+    def text(explanation: object) -> str:
+        console = Console(width=100, file=None, record=True, color_system=None)
+        with console.capture() as capture:
+            console.print(explanation)
+        return " ".join(capture.get().split())
+
+    assert "looks like an attention sink" in text(sunk)
+    assert "--exclude first" in text(sunk)
+    assert "sumidouro de atenção" in text(dataclasses.replace(sunk, lang="pt"))
+    assert ("looks like an attention sink" in text(x)) == (x.sink is not None)
