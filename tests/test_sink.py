@@ -18,8 +18,9 @@ TEXT = "Alice gave the book to Bob because she had finished reading it."
 
 @pytest.fixture(scope="module")
 def decoder(tiny_decoder: TinyFactory) -> attnviz.Analysis:
-    """A Qwen2-style decoder whose tokenizer adds no start token: the first word is position 0."""
-    return attnviz.analyse(TEXT, model=str(tiny_decoder("qwen2")))
+    """A Qwen2-style decoder whose tokenizer adds no start token, read as typed (`bos=False`):
+    the first word is position 0."""
+    return attnviz.analyse(TEXT, model=str(tiny_decoder("qwen2")), bos=False)
 
 
 def _renormalised(matrix: np.ndarray, kept: np.ndarray) -> np.ndarray:
@@ -90,12 +91,12 @@ def test_a_sink_in_most_strong_heads_is_named_even_when_not_first(
 
 def test_typed_special_tokens_count_as_special(tiny_decoder: TinyFactory) -> None:
     folder = str(tiny_decoder("qwen2"))
-    analysis = attnviz.analyse("</s>" + TEXT, model=folder)
+    analysis = attnviz.analyse("</s>" + TEXT, model=folder, bos=False)
     assert analysis.tokens[0] == "</s>"
     view = analysis.view(0, 0, exclude="special")
     assert "</s>" not in view.labels and view.labels[0] == "Alice"
     args = ["find", "</s>" + TEXT, "--model", folder, "--from", "she", "--to", "Alice"]
-    code = CliRunner().invoke(app, [*args, "--exclude", "special", "--json"])
+    code = CliRunner().invoke(app, [*args, "--exclude", "special", "--json", "--no-bos"])
     assert code.exit_code == 0, code.stderr
     record = json.loads(code.stdout)
     assert record["excluded"] == ["special"]
@@ -105,7 +106,7 @@ def test_typed_special_tokens_count_as_special(tiny_decoder: TinyFactory) -> Non
 def test_the_command_line_takes_sink_and_shows_the_column(tiny_decoder: TinyFactory) -> None:
     folder = str(tiny_decoder("qwen2"))
     result = CliRunner().invoke(
-        app, ["find", TEXT, "--model", folder, "--from", "she", "--to", "Alice"]
+        app, ["find", TEXT, "--model", folder, "--from", "she", "--to", "Alice", "--no-bos"]
     )
     assert result.exit_code == 0, result.stderr
     assert "sink" in result.stdout and "first token" in " ".join(result.stdout.split())
@@ -144,3 +145,69 @@ def test_explain_names_a_sink_by_its_small_value(decoder: attnviz.Analysis) -> N
     assert "--exclude first" in text(sunk)
     assert "sumidouro de atenção" in text(dataclasses.replace(sunk, lang="pt"))
     assert ("looks like an attention sink" in text(x)) == (x.sink is not None)
+
+
+def test_the_start_token_is_added_where_the_tokenizer_adds_none(
+    tiny_decoder: TinyFactory, decoder: attnviz.Analysis
+) -> None:
+    folder = str(tiny_decoder("qwen2"))
+    with_start = attnviz.analyse(TEXT, model=folder)
+    assert with_start.tokens == ["<s>", *decoder.tokens]  # exactly one token more, in front
+    assert with_start.pieces.ids[1:] == decoder.pieces.ids
+    assert with_start.words[0].label == "<s>" and with_start.pieces.sequence_ids[0] is None
+    # the start token changes what every later token computes: the arrays differ
+    assert not np.allclose(with_start.attentions[:, :, 1:, 1:].sum(-1), 1.0, atol=1e-4)
+    # a start token is special: excluding it gives back rows over the text alone
+    assert with_start.view(0, 0, exclude="special").labels == decoder.view(0, 0).labels
+    links = with_start.find("she", "Alice")
+    assert "first token" not in links.note  # Alice is not first any more; <s> is
+
+
+def test_a_tokenizer_that_adds_its_own_start_token_gets_no_second(
+    tiny_decoder: TinyFactory,
+) -> None:
+    folder = str(tiny_decoder("llama"))  # its tokenizer puts <s> in front itself
+    typed = attnviz.analyse(TEXT, model=folder, bos=False)
+    default = attnviz.analyse(TEXT, model=folder)
+    assert typed.tokens == default.tokens and typed.tokens[0] == "<s>"
+    assert typed.tokens.count("<s>") == 1
+
+
+def test_no_bos_on_the_command_line_and_the_cache_keep_the_two_apart(
+    tiny_decoder: TinyFactory, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(tmp_path))
+    folder = str(tiny_decoder("qwen2"))
+    runs: dict[tuple[str, ...], list[dict]] = {}
+    for flags in ([], ["--no-bos"], [], ["--no-bos"]):  # the second pair from the cache
+        args = ["show", TEXT, "--model", folder, "--json", "--layer", "0", "--units", "tokens"]
+        result = CliRunner().invoke(app, [*args, *flags])
+        assert result.exit_code == 0, result.stderr
+        runs.setdefault(tuple(flags), []).append(json.loads(result.stdout))
+    with_start, typed = runs[()], runs[("--no-bos",)]
+    assert with_start[0] == with_start[1] and typed[0] == typed[1]
+    assert with_start[0]["tokens"] == ["<s>", *typed[0]["tokens"]]
+    assert len(with_start[0]["weights"]) == len(typed[0]["weights"]) + 1
+
+
+def test_bos_is_checked_and_named_in_the_callers_words(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("qwen2"))
+    with pytest.raises(attnviz.BadInput, match="bos"):
+        attnviz.analyse(TEXT, model=folder, bos="no")  # type: ignore[arg-type]
+    with pytest.raises(attnviz.BadInput, match=r"max_tokens 2 or more, or bos=False"):
+        attnviz.prepare(TEXT, model=folder, max_tokens=1)
+    result = CliRunner().invoke(app, ["show", TEXT, "--model", folder, "--max-tokens", "1"])
+    assert result.exit_code == 2 and "--no-bos" in result.stderr
+
+
+@pytest.mark.parametrize(("family", "by"), [("qwen2", "attnviz"), ("llama", "tokenizer")])
+def test_info_says_who_puts_the_start_token_in_front(
+    tiny_decoder: TinyFactory, family: str, by: str
+) -> None:
+    folder = str(tiny_decoder(family))
+    details = attnviz.model_info(folder)
+    assert (details.start_token, details.start_by) == ("<s>", by)
+    result = CliRunner().invoke(app, ["info", "--model", folder], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("start token"))
+    assert ("--no-bos" in line) == (by == "attnviz")

@@ -61,6 +61,7 @@ from attnviz.cli.options import (
     MeasureOpt,
     Method,
     ModelOpt,
+    NoBosOpt,
     NoCacheOpt,
     OutOpt,
     PairOpt,
@@ -187,6 +188,7 @@ def show(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -207,7 +209,7 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, no_bos=no_bos)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -237,6 +239,7 @@ def heads(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -254,7 +257,7 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, no_bos=no_bos)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -281,6 +284,7 @@ def model_view(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -298,7 +302,7 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, no_bos=no_bos)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -346,6 +350,7 @@ def explain(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -367,7 +372,7 @@ def explain(
                 "'attnviz tokens TEXT' lists them"
             )
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask)  # fmt: skip
+                               max_tokens=max_tokens, mask=mask, no_bos=no_bos)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -413,6 +418,7 @@ def rollout(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -434,7 +440,7 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, no_bos=no_bos)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -483,6 +489,7 @@ def find(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -505,7 +512,7 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, no_bos=no_bos)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -544,6 +551,7 @@ def compare_measures(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -564,7 +572,7 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, no_bos=no_bos)  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -619,6 +627,7 @@ def stats(
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -687,6 +696,7 @@ def stats(
             quiet=quiet,
             shared_scale=not own_scales,
             max_tokens=max_tokens,
+            bos=not no_bos,
         )
 
 
@@ -697,6 +707,7 @@ def tokens(
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -706,7 +717,7 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens)  # fmt: skip
+                               max_tokens=max_tokens, no_bos=no_bos)  # fmt: skip
         commands.tokens(_console(), request)
 
 
@@ -746,6 +757,7 @@ def export(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -766,7 +778,7 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, no_bos=no_bos)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -53,12 +53,14 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         hit = None
         if cached and request.cache:
             hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=request.mask,
-                                 dtype=request.dtype, max_tokens=request.max_tokens)  # fmt: skip
+                                 dtype=request.dtype, max_tokens=request.max_tokens,
+                                 bos=request.bos)  # fmt: skip
         if hit is not None:
             prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
-                                   cache=request.cache, max_tokens=request.max_tokens)  # fmt: skip
+                                   cache=request.cache, max_tokens=request.max_tokens,
+                                   bos=request.bos)  # fmt: skip
     except BadInput as exc:
         if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -388,6 +390,7 @@ def stats(
     quiet: bool = False,
     shared_scale: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -402,6 +405,7 @@ def stats(
             model=model,
             truncate=truncate,
             max_tokens=max_tokens,
+            bos=bos,
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,
@@ -522,6 +526,7 @@ def info(console: Console, model: str | None) -> None:
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
+        rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -536,6 +541,18 @@ def info(console: Console, model: str | None) -> None:
     # and a copy of it pastes whole.
     folder = visible(str(about.folder))
     console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
+
+
+def _start(details: api.ModelDetails) -> str:
+    """Who puts the decoder's start token in front, for `info`."""
+    if details.start_token is None:
+        return "none (the model defines none: the first word is the first token)"
+    if details.start_by == "tokenizer":
+        return f"{details.start_token} (the tokenizer puts it in front)"
+    return (
+        f"{details.start_token} (the tokenizer adds none: attnviz puts it in front, as "
+        "interpretability tools do; --no-bos reads the text as typed)"
+    )
 
 
 def _weights(files: tuple[str, ...]) -> str:

@@ -36,6 +36,7 @@ class Request:
     from_stdin: bool = False  # the text was read from standard input
     measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
+    bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
 
 
 def read_request(
@@ -50,6 +51,7 @@ def read_request(
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
     measure: Measure = Measure.weight,
+    no_bos: bool = False,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last four have their defaults on a command that does not take them."""
@@ -70,6 +72,7 @@ def read_request(
         from_stdin=from_stdin,
         measure=measure.value,
         max_tokens=max_tokens,
+        bos=not no_bos,
     )
 
 

@@ -204,6 +204,15 @@ ExcludeOpt = Annotated[
         show_default=False,
     ),
 ]
+NoBosOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-bos",
+        help="Read a decoder's text exactly as typed. By default a decoder whose tokenizer "
+        "adds no start token gets the model's own (<|endoftext|>, <s>) in front, as "
+        "interpretability tools read decoders; without it the first word is the attention sink.",
+    ),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
 ]

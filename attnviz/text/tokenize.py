@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import TOKENIZER_BYTES, max_text_chars
-from attnviz.reading import read_bounded
+from attnviz.reading import read_bounded, read_json
 from attnviz.text.pieces import Pieces
 
 if TYPE_CHECKING:
@@ -214,6 +214,47 @@ def typed_special(
         if source[start:end].strip() == special[token_id]:
             typed.add(t)
     return typed
+
+
+def start_token(
+    tokenizer: Tokenizer, folder: Path, config: dict[str, Any]
+) -> tuple[str, int] | None:
+    """The model's start token (BOS) as (token, id) when its tokenizer does not add one
+    itself; None when it does, or when the model defines none.
+
+    The start token is the tokenizer's `bos_token` (tokenizer_config.json), else
+    config.json's `bos_token_id`, when the vocabulary has it. Interpretability tools read a
+    decoder with it in front (TransformerLens prepends it by default): the model was
+    trained on texts that follow one, and without it the first word takes the role of the
+    attention sink.
+    """
+    token = _configured_bos(folder)
+    token_id = tokenizer.token_to_id(token) if token is not None else None
+    if token_id is None:
+        raw = config.get("bos_token_id")
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            token, token_id = tokenizer.id_to_token(raw), raw
+    if token is None or token_id is None:
+        return None
+    with contextlib.suppress(Exception):  # a tokenizer that fails on "" adds nothing we know of
+        if token_id in _encode(tokenizer, "", None).ids[:1]:
+            return None  # the tokenizer adds it itself (Llama, Gemma)
+    return token, token_id
+
+
+def _configured_bos(folder: Path) -> str | None:
+    """tokenizer_config.json's `bos_token` (a string, or an object with `content`), if any."""
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = read_json(path, TOKENIZER_BYTES, "tokenizer file")
+    except AttnvizError:
+        return None  # a broken tokenizer_config.json: config.json's bos_token_id may say
+    bos = config.get("bos_token") if isinstance(config, dict) else None
+    if isinstance(bos, dict):
+        bos = bos.get("content")
+    return bos if isinstance(bos, str) and 0 < len(bos) <= 100 else None
 
 
 def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
