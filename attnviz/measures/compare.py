@@ -32,6 +32,7 @@ class Comparison(Drawn):
     measures: list[str]
     values: np.ndarray  # (M, N): each measure's row as computed
     top: int = 5
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     @property
     def shares(self) -> np.ndarray:
