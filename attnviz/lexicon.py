@@ -61,6 +61,7 @@ _EN: dict[str, str] = {
     "measure_value-zeroing": "value zeroing (Mohebbi et al. 2023); rows sum to 1",
     # the terminal
     "corner": "query \\ key",
+    "corner_short": "query \\ key",  # where the corner above the row labels is narrow
     "keys_page": "keys {first}–{last} of {n}",
     "keys_list": "keys:",
     "tokens_list": "tokens:",
@@ -203,6 +204,7 @@ _PT: dict[str, str] = {
     "measure_value-zeroing": "zerar o valor (Mohebbi et al. 2023); as linhas somam 1",
     # o terminal
     "corner": "consulta \\ chave",
+    "corner_short": "cons \\ chave",
     "keys_page": "chaves {first}–{last} de {n}",
     "keys_list": "chaves:",
     "tokens_list": "peças:",

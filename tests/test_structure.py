@@ -1,9 +1,10 @@
 """The house in floors: imports point down, no loops, no private names across modules.
 
 Every import counts: at module level, inside functions and under TYPE_CHECKING. The floors,
-bottom to top, are the ground (errors, limits, reading, perf, i18n, lexicon, cache, output, version), text/,
-model/, render/, measures/, the face (the package's `__init__`, api, analysis, prepared,
-pipeline) and cli/. An arrow from a module to a higher floor is an arrow running back up.
+bottom to top, are the ground (errors, limits, reading, perf, i18n, lexicon, cache, output,
+version), text/, model/, render/, measures/, the face (the package's `__init__`, api,
+analysis, prepared, pipeline) and cli/. An arrow from a module to a higher floor is an arrow
+running back up.
 """
 
 from __future__ import annotations

@@ -371,15 +371,14 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with _running(debug) as commands:
-        from attnviz.i18n import default_lang
-
         if (token is None) == (index is None):
             raise BadInput(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
+        language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask)  # fmt: skip
+                               max_tokens=max_tokens, mask=mask, lang=language)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -387,7 +386,7 @@ def explain(
             index=index,
             layer=layer,
             head=head,
-            lang=lang.value if lang is not None else default_lang(),
+            lang=language,
         )
 
 

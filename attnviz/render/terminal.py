@@ -367,8 +367,8 @@ class Heatmap:
         levels: int (Tq, len(cols)), colour levels (0..255) or shade levels (0..4), -1 = NaN.
         """
         header = _column_header(cols, layout.cell_w)
-        corner = lexicon.label(self.lang, "corner")
-        corner = corner if cell_len(corner) < layout.left_w else ""
+        corners = [lexicon.label(self.lang, key) for key in ("corner", "corner_short")]
+        corner = next((c for c in corners if cell_len(c) < layout.left_w), "")
         lines: list[Line] = [[Segment(" " * layout.left_w), Segment(h, _DIM)] for h in header]
         lines[-1][0] = Segment(corner.rjust(layout.left_w - 1) + " ", _DIM)
         for i, label in enumerate(self.row_labels):
