@@ -177,7 +177,7 @@ _PT: dict[str, str] = {
     "head_n": "cabeça {head}",
     "query_named": "consulta {label}",
     "mean_of_heads": "média das {n} cabeças",
-    "all_heads_n": "as {n} cabeças",
+    "all_heads_n": "todas as {n} cabeças",
     "heads_listed": "cabeças {heads}",
     "all_heads": "todas as cabeças",
     "all_heads_together": "todas as cabeças juntas",

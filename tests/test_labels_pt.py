@@ -119,7 +119,13 @@ def test_head_mean_and_model_titles_in_portuguese(analysis: attnviz.Analysis) ->
 def test_svg_grid_keeps_its_portuguese_as_text(analysis: attnviz.Analysis, tmp_path: Path) -> None:
     out = analysis.save(tmp_path / "heads.svg", "heads", layer=2, lang="pt")
     svg = out.read_text(encoding="utf-8")
-    for words in ("camada 2 · as 12 cabeças", "cabeça 11", "consulta", "chave", "peso de atenção"):
+    for words in (
+        "camada 2 · todas as 12 cabeças",
+        "cabeça 11",
+        "consulta",
+        "chave",
+        "peso de atenção",
+    ):
         assert words in svg, words
     assert "attention weight" not in svg and ">query<" not in svg
 
