@@ -69,6 +69,14 @@ _EN: dict[str, str] = {
     "bars_header": "key, weight (bars: share of the largest, {top})",
     "sources_title": "what each token draws most from",
     "sources_header": "token ← draws most from (input, share)",
+    # tokens
+    "tokens_title": "{pieces} pieces, {words} words",
+    "tokens_index": "index",
+    "tokens_piece": "piece",
+    "tokens_text": "text",
+    "tokens_id": "id",
+    "tokens_word": "word",
+    "tokens_span": "span",
     # find
     "find_caption": (
         "weight: {source} → {target}. rank: of {target} among {source}'s keys (1 = its "
@@ -120,6 +128,22 @@ _EN: dict[str, str] = {
     "panel_self": "to itself",
     "panel_prev": "to previous token",
     "panel_next": "to next token",
+    # a head's label in the stats table (the JSON keeps the English name), and its short form
+    "head_label_previous-token": "previous-token",
+    "head_label_next-token": "next-token",
+    "head_label_self": "self",
+    "head_label_[CLS]": "[CLS]",
+    "head_label_[SEP]": "[SEP]",
+    "head_label_first-token": "first-token",
+    "head_label_punctuation": "punctuation",
+    "head_label_broad": "broad",
+    "head_label_mixed": "mixed",
+    "head_label_short_previous-token": "prev",
+    "head_label_short_next-token": "next",
+    "head_label_short_punctuation": "punct",
+    "head_label_short_[CLS]": "CLS",
+    "head_label_short_[SEP]": "SEP",
+    "head_label_short_first-token": "first",
     # the HTML page (its script fills the {placeholders})
     "page_view_heads": "Head view",
     "page_view_matrix": "Matrix",
@@ -212,6 +236,14 @@ _PT: dict[str, str] = {
     "bars_header": "chave, peso (barras: fração do maior, {top})",
     "sources_title": "de onde cada peça mais tira",
     "sources_header": "peça ← tira mais de (entrada, fração)",
+    # tokens
+    "tokens_title": "{pieces} peças, {words} palavras",
+    "tokens_index": "índice",
+    "tokens_piece": "peça",
+    "tokens_text": "texto",
+    "tokens_id": "id",
+    "tokens_word": "palavra",
+    "tokens_span": "trecho",
     # find
     "find_caption": (
         "peso: {source} → {target}. posição: de {target} entre as chaves de {source} (1 = a "
@@ -267,6 +299,22 @@ _PT: dict[str, str] = {
     "panel_self": "em si mesma",
     "panel_prev": "na peça anterior",
     "panel_next": "na peça seguinte",
+    # o rótulo de uma cabeça na tabela (o JSON guarda o nome em inglês), e a forma curta
+    "head_label_previous-token": "peça-anterior",
+    "head_label_next-token": "peça-seguinte",
+    "head_label_self": "si-mesma",
+    "head_label_[CLS]": "[CLS]",
+    "head_label_[SEP]": "[SEP]",
+    "head_label_first-token": "primeira-peça",
+    "head_label_punctuation": "pontuação",
+    "head_label_broad": "ampla",
+    "head_label_mixed": "mista",
+    "head_label_short_previous-token": "ant",
+    "head_label_short_next-token": "próx",
+    "head_label_short_punctuation": "pont",
+    "head_label_short_[CLS]": "CLS",
+    "head_label_short_[SEP]": "SEP",
+    "head_label_short_first-token": "primeira",
     # a página HTML (o seu script preenche os {campos})
     "page_view_heads": "Cabeças",
     "page_view_matrix": "Matriz",

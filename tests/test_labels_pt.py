@@ -209,6 +209,7 @@ def test_terminal_tables_in_portuguese(analysis: attnviz.Analysis) -> None:
     )
     assert "entropia" in table and "primeira" in table and "rótulo" in table
     assert "Um decoder: cada peça vê só a si mesma" in table and "<bos>" in table
+    assert "primeira-peça" in table and "first-token" not in table  # the JSON keeps it
 
 
 # ---------------------------------------------------------------- the page
@@ -249,6 +250,8 @@ def test_a_portuguese_locale_labels_the_command_line_in_portuguese() -> None:
     assert "query \\ key" in english and "layer 2" in english
     asked = _cli("find", PT, "--from", "ele", "--to", "João", "--top", "3", "--lang", "pt")
     assert "maior chave" in asked and "em cada cabeça" in asked
+    pieces = _cli("tokens", PT, lang="pt_BR.UTF-8")
+    assert "28 peças, 17 palavras" in pieces and "palavra" in pieces and "trecho" in pieces
 
 
 def test_lang_reaches_images_and_pages_from_the_command_line(tmp_path: Path) -> None:

@@ -713,6 +713,7 @@ def tokens(
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -722,7 +723,7 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang))  # fmt: skip
         commands.tokens(_console(), request)
 
 

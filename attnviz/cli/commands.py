@@ -475,12 +475,14 @@ def tokens(console: Console, request: Request) -> None:
     """
     from rich.table import Table
 
+    from attnviz import lexicon
     from attnviz.render.cells import visible
 
     pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
-    table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
+    lang = request.lang
+    table = Table(title=lexicon.label(lang, "tokens_title", pieces=len(pieces), words=len(words)))
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
@@ -489,7 +491,7 @@ def tokens(console: Console, request: Request) -> None:
         ("word", "left"),
         ("span", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(lexicon.label(lang, f"tokens_{name}"), justify=justify)  # type: ignore[arg-type]
     for i, piece in enumerate(pieces.tokens):
         w, label = word_of[i]
         start, end = pieces.offsets[i]

@@ -37,7 +37,7 @@ from attnviz.render.cells import (
     wrap_items,
 )
 
-__all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable", "stats_headers"]
+__all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable", "head_label", "stats_headers"]
 
 # Column headers of StatsTable (73 columns wide in all); explained in its caption. On a
 # terminal narrower than that, the first three shrink to L, H, ent (64 columns).
@@ -68,16 +68,18 @@ _HEADER_KEYS = {
 }
 _NOT_SHARES = ("layer", "head", "label")  # the columns of STATS_HEADERS that are no statistic
 _COMPACT_HEADERS = {"layer": "L", "head": "H", "entropy": "ent"}
-# Below 64 columns: short labels, then shares without their leading zero (.95), then the
-# label and the share columns are dropped from the right, so no value is ever cut.
-_SHORT_LABELS = {
-    "previous-token": "prev",
-    "next-token": "next",
-    "punctuation": "punct",
-    "[CLS]": "CLS",
-    "[SEP]": "SEP",
-    "first-token": "first",
-}
+# Below 64 columns: short labels (`prev`: attnviz.lexicon's head_label_short_*), then shares
+# without their leading zero (.95), then the label and the share columns are dropped from the
+# right, so no value is ever cut.
+
+
+def head_label(lang: str, label: str, short: bool = False) -> str:
+    """A head's label ("previous-token") as the table writes it in `lang`, or its short form
+    ("prev"); a label attnviz did not give is written as it is."""
+    words = lexicon.LABELS[lang]
+    if short and f"head_label_short_{label}" in words:
+        return words[f"head_label_short_{label}"]
+    return words.get(f"head_label_{label}", label)
 
 
 def stats_headers(lang: str, compact: bool = False) -> dict[str, str]:
@@ -179,8 +181,8 @@ class StatsTable:
                     shown = shown[1:]
                 cells.append(Text(shown, style=_BOLD if key == named else ""))
             if "label" not in dropped:
-                label = visible(str(record["label"]))
-                cells.append(Text(_SHORT_LABELS.get(label, label) if short else label))
+                label = head_label(self.lang, str(record["label"]), short)
+                cells.append(Text(visible(label)))
             table.add_row(*cells)
         return table
 
