@@ -93,6 +93,10 @@ _EN: dict[str, str] = {
     # compare-measures
     "compare_share": "share of the query's row",
     "compare_shares_note": "shares: each measure's row divided by its sum",
+    "compare_all_first": "every measure puts {word} first",
+    "compare_puts_first": "{measures} puts {word} first",
+    "compare_put_first": "{measures} put {word} first",
+    "compare_shares": "{measure} shares {shared} of {first}'s top {top} keys",
     "compare_title": "{title} · layer {layer} · query {query}",
     # stats
     "stats_title": "{model} · head statistics over {n} sentences ({queries} query positions)",
@@ -260,6 +264,10 @@ _PT: dict[str, str] = {
     # compare-measures
     "compare_share": "fração da linha da consulta",
     "compare_shares_note": "frações: a linha de cada medida dividida pela sua soma",
+    "compare_all_first": "todas as medidas põem {word} em primeiro",
+    "compare_puts_first": "{measures} põe {word} em primeiro",
+    "compare_put_first": "{measures} põem {word} em primeiro",
+    "compare_shares": "{measure} tem {shared} das {top} maiores chaves de {first}",
     "compare_title": "{title} · camada {layer} · consulta {query}",
     # stats
     "stats_title": (
@@ -378,7 +386,7 @@ def resolve_lang(lang: object = None, environ: Mapping[str, str] | None = None) 
     return lang
 
 
-def label(lang: str, key: str, **values: object) -> str:
+def label(lang: str, key: str, /, **values: object) -> str:
     """The label `key` in `lang` (already resolved), filled with `values`."""
     return LABELS[lang][key].format(**values)
 

@@ -198,6 +198,14 @@ def test_terminal_tables_in_portuguese(analysis: attnviz.Analysis) -> None:
     rollout = _rendered(analysis.rollout(lang="pt"))
     assert "de onde cada peça mais tira" in rollout and "peça ← tira mais de" in rollout
     assert _english(bars + links + rollout) == []
+    compared = analysis.compare("ele", 2, measures=["weight", "norm"], lang="pt")
+    table = _rendered(compared)
+    assert "posição" in table and "frações: a linha de cada medida" in table
+    assert "em primeiro" in table or "das 5 maiores chaves de weight" in table
+    assert "camada 2 · consulta ele" in " ".join(table.split())
+    assert _english(table) == []
+    assert "put" in " ".join(compared.to_dict()["disagreements"])  # JSON stays English
+    assert "fração da linha da consulta" in _texts(compared.figure())
 
     from attnviz.measures.stats import LABEL_SHARES
     from attnviz.render.stats import StatsTable

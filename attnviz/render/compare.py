@@ -35,7 +35,7 @@ class Compared(Protocol):
     def shares(self) -> np.ndarray: ...  # (M, N) each measure's row divided by its sum
 
     def ranking(self, measure: str) -> list[int]: ...  # keys from the largest, by `measure`
-    def disagreements(self) -> list[str]: ...  # sentences on where the measures differ
+    def disagreements(self, lang: str = ...) -> list[str]: ...  # where the measures differ
     @property
     def lang(self) -> str: ...  # the language of the headers and names: "en" or "pt"
 
@@ -61,7 +61,7 @@ class ComparisonTable:
                 j = order[rank]
                 cells.append(Text(f"{visible(c.labels[j])} {shares[m, j]:.2f}"))
             table.add_row(str(rank + 1), *cells)
-        notes = [Text(visible(line), style="dim") for line in c.disagreements()]
+        notes = [Text(visible(line), style="dim") for line in c.disagreements(c.lang)]
         shares_note = Text(lexicon.label(c.lang, "compare_shares_note"))
         yield Group(table, shares_note, *notes)
 
