@@ -91,6 +91,7 @@ SHARED = {
     "--no-cache": (["--no-cache"], "cache", False),
     "--dtype": (["--dtype", "bfloat16"], "dtype", "bfloat16"),
     "--measure": (["--measure", "alti"], "measure", "alti"),
+    "--lang": (["--lang", "pt"], "lang", "pt"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.
 REQUIRED = {

@@ -53,6 +53,7 @@ from attnviz.cli.options import (
     HeadsOpt,
     ImageOutOpt,
     Lang,
+    LangOpt,
     LayerOpt,
     Mask,
     MaskOpt,
@@ -141,6 +142,13 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
+def _lang(lang: Lang | None) -> str:
+    """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
+    from attnviz.lexicon import resolve_lang
+
+    return resolve_lang(None if lang is None else lang.value)
+
+
 def _images(
     ctx: typer.Context,
     out: Path | None,
@@ -194,6 +202,7 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -207,7 +216,7 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang))  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -244,6 +253,7 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -254,7 +264,7 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang))  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -288,6 +298,7 @@ def model_view(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -298,7 +309,7 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang))  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -337,7 +348,8 @@ def explain(
         Lang | None,
         typer.Option(
             "--lang",
-            help="Language of the explanation. Default: pt when $LANG starts with pt, else en.",
+            help="Language of the explanation. Default: pt when $LC_ALL, $LC_MESSAGES or "
+            "$LANG starts with pt, else en.",
             show_default=False,
         ),
     ] = None,
@@ -359,15 +371,14 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with _running(debug) as commands:
-        from attnviz.i18n import default_lang
-
         if (token is None) == (index is None):
             raise BadInput(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
+        language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask)  # fmt: skip
+                               max_tokens=max_tokens, mask=mask, lang=language)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -375,7 +386,7 @@ def explain(
             index=index,
             layer=layer,
             head=head,
-            lang=lang.value if lang is not None else default_lang(),
+            lang=language,
         )
 
 
@@ -420,6 +431,7 @@ def rollout(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -434,7 +446,7 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang))  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -490,6 +502,7 @@ def find(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -505,7 +518,7 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang))  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -551,6 +564,7 @@ def compare_measures(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -564,7 +578,7 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang))  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -655,6 +669,7 @@ def stats(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -687,6 +702,7 @@ def stats(
             quiet=quiet,
             shared_scale=not own_scales,
             max_tokens=max_tokens,
+            lang=_lang(lang),
         )
 
 
@@ -697,6 +713,7 @@ def tokens(
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -706,7 +723,7 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang))  # fmt: skip
         commands.tokens(_console(), request)
 
 
@@ -753,6 +770,7 @@ def export(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -766,7 +784,7 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang))  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -203,6 +203,15 @@ ExcludeOpt = Annotated[
         show_default=False,
     ),
 ]
+LangOpt = Annotated[
+    Lang | None,
+    typer.Option(
+        "--lang",
+        help="Language of titles, axis names, legends, tables and pages: en or pt. Default: "
+        "pt when $LC_ALL, $LC_MESSAGES or $LANG starts with pt, else en.",
+        show_default=False,
+    ),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
 ]

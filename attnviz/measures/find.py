@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.limits import TOP, check_range
 from attnviz.measures.drawn import Drawn
@@ -76,6 +77,7 @@ class HeadLinks(Drawn):
     units: str
     excluded: tuple[str, ...] = ()
     top: int = 10
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     def best(self, top: int | None = None) -> list[HeadLink]:
         """The `top` strongest heads (None: `self.top`)."""
@@ -95,7 +97,7 @@ class HeadLinks(Drawn):
     def _renderable(self) -> Any:
         from attnviz.render.find import LinkTable
 
-        return LinkTable(self.best(), self.source, self.target, title=self.title)
+        return LinkTable(self.best(), self.source, self.target, title=self.title, lang=self.lang)
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -113,6 +115,7 @@ class HeadLinks(Drawn):
             theme=theme,
             annotate=annotate,
             axis_names=("layer", "head"),
+            lang=self.lang,
         )
 
 
@@ -185,10 +188,12 @@ def find_links(
         target_index=k,
         weights=weights,
         links=links,
-        title=f"{src.model} · {labels[q]} → {labels[k]} in every head"
-        + exclusion_note(unit_map.exclude),
+        title=f"{src.model} · "
+        + lexicon.label(src.lang, "in_every_head", source=labels[q], target=labels[k])
+        + exclusion_note(unit_map.exclude, src.lang),
         model=src.model,
         units=units,
         excluded=unit_map.exclude,
         top=top,
+        lang=src.lang,
     )
