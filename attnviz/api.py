@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from attnviz import perf
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES, MASKS
+from attnviz.lexicon import resolve_lang
 from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
 from attnviz.prepared import Prepared
 
@@ -175,6 +176,7 @@ def head_stats(
     progress: Callable[[int], None] | None = None,
     max_tokens: int | None = None,
     bos: bool = True,
+    lang: str | None = None,
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
@@ -190,6 +192,8 @@ def head_stats(
     `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
     torch's choice). Only running sums are kept, never the attention arrays.
     `progress(n)` is called after each batch with the number of sentences it held.
+    `lang` ("en" or "pt"; None: Portuguese when LC_ALL, LC_MESSAGES or LANG starts with pt)
+    is the language of the table's and the figure's labels.
     A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
     `next`, and leave out each sentence's first query, which sees only itself.
     """
@@ -206,6 +210,7 @@ def head_stats(
     model = _model(model)
     truncate, bos = _flag(truncate, "truncate"), _flag(bos, "bos")
     max_tokens = _max_tokens(max_tokens)
+    lang = resolve_lang(lang)
     if progress is not None and not callable(progress):
         raise BadInput(
             f"progress must be a function of the sentences done, or None; got "
@@ -272,6 +277,7 @@ def head_stats(
         queries=sums.queries,
         dropped=dropped,
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
+        lang=lang,
     )
 
 

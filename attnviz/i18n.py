@@ -545,9 +545,16 @@ CATALOGUE: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}
 
 
 def default_lang(environ: Mapping[str, str] | None = None) -> str:
-    """ "pt" when LANG starts with pt (pt_BR.UTF-8, pt_PT), else "en"."""
+    """ "pt" when the locale's messages are Portuguese (pt_BR.UTF-8, pt_PT), else "en".
+
+    The locale is read as POSIX reads it for messages: the first of LC_ALL, LC_MESSAGES
+    and LANG that is set and not empty."""
     env = os.environ if environ is None else environ
-    return "pt" if env.get("LANG", "").strip().lower().startswith("pt") else "en"
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(name, "").strip().lower()
+        if value:
+            return "pt" if value.startswith("pt") else "en"
+    return "en"
 
 
 def check_lang(lang: str) -> str:

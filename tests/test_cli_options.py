@@ -92,6 +92,7 @@ SHARED = {
     "--dtype": (["--dtype", "bfloat16"], "dtype", "bfloat16"),
     "--measure": (["--measure", "alti"], "measure", "alti"),
     "--no-bos": (["--no-bos"], "bos", False),
+    "--lang": (["--lang", "pt"], "lang", "pt"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.
 REQUIRED = {

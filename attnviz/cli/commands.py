@@ -143,9 +143,11 @@ def _save(
     """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
     or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, view, **where, theme=style.theme)
+        analysis.save(out, view, **where, theme=style.theme, lang=request.lang)
     else:
-        analysis.save(out, view, **where, measure=request.measure, **asdict(style))
+        analysis.save(
+            out, view, **where, measure=request.measure, lang=request.lang, **asdict(style)
+        )
 
 
 def _show_result(console: Console, result: Any, as_json: bool, out: Path | None) -> None:
@@ -200,10 +202,14 @@ def show(
         units=units,
         one_layer=True,
     )
-    view = analysis.view(layer, head, units, exclude=exclude, measure=request.measure)
+    view = analysis.view(
+        layer, head, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme)
+        analysis.save(
+            out, "show", layer=layer, head=head, units=units, theme=style.theme, lang=request.lang
+        )
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
@@ -225,7 +231,9 @@ def heads(
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
-    view = analysis.heads(layer, subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.heads(
+        layer, subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(
             analysis,
@@ -255,7 +263,9 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.model_view(
+        subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
@@ -308,6 +318,7 @@ def rollout(
             measure=request.measure,
             method=method,
             progress=advance if method == "flow" else None,
+            lang=request.lang,
         )
     if out is not None:
         view.save(out, **asdict(style))
@@ -330,7 +341,7 @@ def compare_measures(
     analysis = _analyse(
         request, out, style, layer=layer, words={"query": query}, units=units, compared=True
     )
-    comparison = analysis.compare(query, layer, units=units, top=top)
+    comparison = analysis.compare(query, layer, units=units, top=top, lang=request.lang)
     if out is not None:
         comparison.save(out, **asdict(style))
     _show_result(console, comparison, as_json, out)
@@ -352,7 +363,7 @@ def find(
     """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
     words = {"source": source, "target": target}
     analysis = _analyse(request, out, style, words=words, units=units)
-    links = analysis.find(source, target, units=units, exclude=exclude, top=top)
+    links = analysis.find(source, target, units=units, exclude=exclude, top=top, lang=request.lang)
     if out is not None:
         links.save(out, **asdict(style))
     _show_result(console, links, as_json, out)
@@ -391,6 +402,7 @@ def stats(
     shared_scale: bool = True,
     max_tokens: int | None = None,
     bos: bool = True,
+    lang: str = "en",
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -411,6 +423,7 @@ def stats(
             threads=batching.threads,
             dtype=batching.dtype,
             progress=advance,
+            lang=lang,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
@@ -466,12 +479,14 @@ def tokens(console: Console, request: Request) -> None:
     """
     from rich.table import Table
 
+    from attnviz import lexicon
     from attnviz.render.cells import visible
 
     pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
-    table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
+    lang = request.lang
+    table = Table(title=lexicon.label(lang, "tokens_title", pieces=len(pieces), words=len(words)))
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
@@ -480,7 +495,7 @@ def tokens(console: Console, request: Request) -> None:
         ("word", "left"),
         ("span", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(lexicon.label(lang, f"tokens_{name}"), justify=justify)  # type: ignore[arg-type]
     for i, piece in enumerate(pieces.tokens):
         w, label = word_of[i]
         start, end = pieces.offsets[i]

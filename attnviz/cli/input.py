@@ -37,6 +37,7 @@ class Request:
     measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
+    lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
 
 
 def read_request(
@@ -52,9 +53,11 @@ def read_request(
     dtype: Dtype = Dtype.float32,
     measure: Measure = Measure.weight,
     no_bos: bool = False,
+    lang: str = "en",
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
-    last four have their defaults on a command that does not take them."""
+    last five have their defaults on a command that does not take them. `lang` is
+    resolved already (`attnviz.lexicon.resolve_lang`)."""
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
@@ -73,6 +76,7 @@ def read_request(
         measure=measure.value,
         max_tokens=max_tokens,
         bos=not no_bos,
+        lang=lang,
     )
 
 

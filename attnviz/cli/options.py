@@ -213,6 +213,15 @@ NoBosOpt = Annotated[
         "interpretability tools read decoders; without it the first word is the attention sink.",
     ),
 ]
+LangOpt = Annotated[
+    Lang | None,
+    typer.Option(
+        "--lang",
+        help="Language of titles, axis names, legends, tables and pages: en or pt. Default: "
+        "pt when $LC_ALL, $LC_MESSAGES or $LANG starts with pt, else en.",
+        show_default=False,
+    ),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
 ]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.limits import TOP, check_range
 from attnviz.measures.drawn import Drawn
@@ -79,6 +80,7 @@ class HeadLinks(Drawn):
     excluded: tuple[str, ...] = ()
     top: int = 10
     note: str = ""  # why the ranking may mislead (the target is a sink), and what to do
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     def best(self, top: int | None = None) -> list[HeadLink]:
         """The `top` strongest heads (None: `self.top`)."""
@@ -99,7 +101,9 @@ class HeadLinks(Drawn):
     def _renderable(self) -> Any:
         from attnviz.render.find import LinkTable
 
-        return LinkTable(self.best(), self.source, self.target, title=self.title, note=self.note)
+        return LinkTable(
+            self.best(), self.source, self.target, title=self.title, note=self.note, lang=self.lang
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -117,6 +121,7 @@ class HeadLinks(Drawn):
             theme=theme,
             annotate=annotate,
             axis_names=("layer", "head"),
+            lang=self.lang,
         )
 
 
@@ -192,13 +197,15 @@ def find_links(
         target_index=k,
         weights=weights,
         links=links,
-        title=f"{src.model} · {labels[q]} → {labels[k]} in every head"
-        + exclusion_note(unit_map.exclude),
+        title=f"{src.model} · "
+        + lexicon.label(src.lang, "in_every_head", source=labels[q], target=labels[k])
+        + exclusion_note(unit_map.exclude, src.lang),
         model=src.model,
         units=units,
         excluded=unit_map.exclude,
         top=top,
         note=sink_note(labels[k], k == 0 and bool(unit_map.keep()[0]), links[:top]),
+        lang=src.lang,
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import label
 from attnviz.limits import check_choice, resolve_index
 from attnviz.text.pieces import Pieces, token_kinds
 
@@ -51,7 +52,6 @@ UNITS: tuple[str, ...] = ("words", "tokens")
 EXCLUDABLE: tuple[str, ...] = ("special", "punct", "first")  # what `exclude=` can drop
 ALIASES = {"sink": "first"}  # other names `exclude=` takes
 PAIR_MARK = "B:"
-_EXCLUDED_NAMES = {"special": "special tokens", "punct": "punctuation", "first": "the first token"}
 _CHOICES = "'special', 'punct' or 'first' (alias 'sink')"
 
 
@@ -97,12 +97,12 @@ def excluded_pieces(pieces: Pieces, exclude: Sequence[str], *, words: bool = Fal
     return dropped
 
 
-def exclusion_note(exclude: Sequence[str]) -> str:
+def exclusion_note(exclude: Sequence[str], lang: str = "en") -> str:
     """What a title adds for `exclude`: ` · without special tokens (rows renormalised)`."""
     if not exclude:
         return ""
-    names = " and ".join(_EXCLUDED_NAMES[name] for name in exclude)
-    return f" · without {names} (rows renormalised)"
+    names = label(lang, "and").join(label(lang, f"excluded_{name}") for name in exclude)
+    return label(lang, "without", names=names)
 
 
 def renormalise(matrix: np.ndarray) -> np.ndarray:
