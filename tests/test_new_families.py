@@ -417,3 +417,17 @@ def test_the_real_gemma3_270m_matches_transformers_on_every_layer(tmp_path: Path
         theirs = torch.stack(model(ids, output_attentions=True).attentions)[:, 0]
     assert ours.shape == theirs.shape == (18, 4, len(pieces), len(pieces))
     assert float((ours - theirs).abs().max()) <= 1e-5
+
+
+@pytest.mark.slow
+def test_phi3_weight_errors_name_the_fused_tensors_as_stored(tmp_path: Path) -> None:
+    """A config that does not fit the weights: the fused qkv_proj is named with its shapes."""
+    folder = write_checkpoint(tmp_path / "model", "phi3")
+    config = json.loads((folder / "config.json").read_text())
+    config["num_key_value_heads"] = 4  # the weights hold 2 key/value heads
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(AttnvizError) as info:
+        load_encoder(folder)
+    message = str(info.value)
+    assert "\n" not in message and "Phi-3 decoder" in message
+    assert "layers.0.self_attn.qkv_proj.weight (128, 64) (expected (192, 64))" in message
