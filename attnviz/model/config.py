@@ -80,6 +80,7 @@ class DecoderConfig:
     qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
     out_bias: bool = False
     mlp_bias: bool = False
+    tie_word_embeddings: bool = False  # the LM head is the token embedding (else lm_head)
     # Llama family: rotary frequencies, and per layer how far back a token may look.
     rope_theta: float = 10000.0
     rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none

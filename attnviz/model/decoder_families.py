@@ -184,6 +184,7 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         qkv_bias=True,
         out_bias=True,
         mlp_bias=True,
+        tie_word_embeddings=flag("tie_word_embeddings", True),
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
     )
@@ -250,6 +251,7 @@ def _llama(
         qkv_bias=bias,
         out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
         mlp_bias=llama and flag("mlp_bias", False),
+        tie_word_embeddings=flag("tie_word_embeddings", False),
         rope_theta=theta,
         rope_scaling=scaling,
         sliding_windows=_windows(raw, model_type, layers, where, size, flag),
