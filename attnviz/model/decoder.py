@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnviz.model.attention import MultiHeadAttention, PastKeys, Rotary
@@ -216,7 +217,7 @@ class Decoder(nn.Module):
         if not self.can_write:
             raise ValueError("this decoder has no LM head (untied, and none was loaded)")
         weight = self.tokens.weight if self.lm_head is None else self.lm_head.weight  # (V, C)
-        logits = hidden @ weight.T  # (B, T, V): each token's score against every vocabulary row
+        logits = F.linear(hidden, weight)  # (B, T, V): hidden · each vocabulary row
         # (A family's final soft-capping of the logits, Gemma's, would apply here.)
         return logits
 
