@@ -122,7 +122,7 @@ def generate(
     from the softmax of the logits / `temperature`, among the `top_k` likeliest (None:
     all), with `seed` for a repeatable draw. Stops after an end token or `max_new` tokens
     (1 to 512; each step keeps a row per layer and head over everything before it, so
-    512 steps after 100 pieces on a 30-layer, 9-head model keep about 200 MB; more than
+    512 steps after 100 pieces on a 30-layer, 9-head model keep about 210 MB; more than
     `attnviz.limits.attention_budget()` is refused before any work). `model` must be a
     decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head. `on_text(s)` receives the
     continuation as it is written. The prompt is bounded as in `prepare`.

@@ -52,7 +52,7 @@ __all__ = ["MAX_NEW", "Generation"]
 
 # The most tokens one call writes. Each step keeps one attention row per layer and head
 # over everything before it: for a 30-layer, 9-head model after a 100-piece prompt, 512
-# new tokens keep 270 × (512·100 + 512²/2) float32 numbers, about 200 MB.
+# new tokens keep 270 × (100² + 512·100 + 512²/2) float32 numbers, about 210 MB.
 MAX_NEW = 512
 
 
