@@ -441,7 +441,7 @@ def _eos_ids(prepared: Prepared) -> list[int]:
     if path.is_file():
         try:
             data = json.loads(read_bounded(path, CONFIG_BYTES, "generation_config.json"))
-        except (ValueError, AttnvizError):
+        except (ValueError, RecursionError, AttnvizError):  # unreadable: config.json's
             data = {}
         if isinstance(data, dict) and "eos_token_id" in data:
             value = data["eos_token_id"]

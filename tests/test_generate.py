@@ -155,3 +155,21 @@ def test_the_lens_at_the_last_layer_is_the_models_own_guess(
     assert top[-1].tolist() == logits.argmax(-1).tolist()
     assert np.allclose(p[-1].numpy(), torch.softmax(logits, -1).max(-1).values.numpy(), atol=1e-6)
     assert bool(((p > 0) & (p <= 1)).all())
+
+
+def test_the_lens_equals_transformers_hidden_states_read_by_its_own_head(
+    tiny_decoder: TinyFactory,
+) -> None:
+    folder = tiny_decoder("llama", arch="lm", num_hidden_layers=4)
+    ids = _prompt(folder)
+    reference = _reference(folder)
+    with torch.inference_mode():
+        states = reference(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        # hidden_states[l + 1] is layer l's output; the last one already went through the norm
+        theirs = [
+            reference.lm_head(reference.model.norm(h) if l < 3 else h)[0].argmax(-1)
+            for l, h in enumerate(states[1:])
+        ]
+    top, _ = logit_lens(load_encoder(folder), ids)
+    assert top.tolist() == [t.tolist() for t in theirs]
+    assert top[0].tolist() != top[-1].tolist()  # the layers do guess differently

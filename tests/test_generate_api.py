@@ -213,3 +213,14 @@ def test_the_slider_steps_through_the_tokens_and_shows_their_weights(
             view.close()
         finally:
             browser.close()
+
+
+@pytest.mark.slow  # runs the command line
+def test_a_hostile_prompt_is_shown_never_obeyed(folder: Path) -> None:
+    prompt = "John [bold]thought\x1b[2J: the \u202etrain"
+    code, out, err = _run("generate", prompt, "--model", str(folder), "--max-new", "3", "--lens")
+    assert code == 0, err
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "\\x1b[2J" in out and "U+202E" in out
+    assert "John [bold]thought" in out  # the streamed prompt: text, not markup
+    assert "│ [ " in out or "│ [" in out  # the lens's rows show the piece `[` too

@@ -57,16 +57,9 @@ def lens_table(
             guess = clean_labels([guesses[layer][i]])[0]
             final = layer == L - 1
             strong = float(probabilities[layer, i]) >= 0.5
-            style = "bold" if final else ("" if strong else "dim")
-            cells.append(f"[{style}]{_escape(guess)}[/]" if style else _escape(guess))
-        table.add_row(str(i), label, *cells)
-    return Group(Text(title + note, style="bold"), table)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+            cells.append(Text(guess, style="bold" if final else ("" if strong else "dim")))
+        table.add_row(Text(str(i)), Text(label), *cells)  # Text: never read as markup
+    return Group(Text(clean_labels([title + note])[0], style="bold"), table)
 
 
 def lens_figure(
