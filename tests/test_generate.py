@@ -167,8 +167,8 @@ def test_the_lens_equals_transformers_hidden_states_read_by_its_own_head(
         states = reference(torch.tensor([ids]), output_hidden_states=True).hidden_states
         # hidden_states[l + 1] is layer l's output; the last one already went through the norm
         theirs = [
-            reference.lm_head(reference.model.norm(h) if l < 3 else h)[0].argmax(-1)
-            for l, h in enumerate(states[1:])
+            reference.lm_head(reference.model.norm(h) if layer < 3 else h)[0].argmax(-1)
+            for layer, h in enumerate(states[1:])
         ]
     top, _ = logit_lens(load_encoder(folder), ids)
     assert top.tolist() == [t.tolist() for t in theirs]
