@@ -86,6 +86,7 @@ def test_greedy_writing_equals_transformers_generate(tiny_decoder: TinyFactory, 
         assert float((row[:, :, 0] - full[:, :, query, : query + 1]).abs().max()) <= 1e-5
 
 
+@pytest.mark.slow  # writes checkpoints or runs several generations
 def test_a_tied_head_is_the_embedding_and_an_untied_one_is_loaded(
     tiny_decoder: TinyFactory,
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_wrong_shaped_lm_head_is_refused_by_name(
         load_encoder(copy)
 
 
+@pytest.mark.slow  # writes checkpoints or runs several generations
 def test_sampling_with_a_seed_repeats_and_top_k_1_is_greedy(tiny_decoder: TinyFactory) -> None:
     folder = tiny_decoder("llama", arch="lm")
     ids = _prompt(folder)
@@ -157,6 +159,7 @@ def test_the_lens_at_the_last_layer_is_the_models_own_guess(
     assert bool(((p > 0) & (p <= 1)).all())
 
 
+@pytest.mark.slow  # writes checkpoints or runs several generations
 def test_the_lens_equals_transformers_hidden_states_read_by_its_own_head(
     tiny_decoder: TinyFactory,
 ) -> None:

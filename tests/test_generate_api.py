@@ -82,6 +82,7 @@ def test_the_steps_view_has_a_row_per_new_token_and_blank_future_keys(
     assert np.allclose(mean.matrix[0, :P], written.step_attentions[0][1, :, 0].mean(0))
 
 
+@pytest.mark.slow  # writes checkpoints or runs several generations
 def test_top_k_1_is_greedy_and_a_seed_repeats_through_the_api(
     folder: Path, written: attnviz.Generation
 ) -> None:
