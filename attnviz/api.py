@@ -135,6 +135,7 @@ def generate(
     seed: int | None = None,
     dtype: str = "float32",
     max_tokens: int | None = None,
+    bos: bool = True,
     on_text: Callable[[str], None] | None = None,
 ) -> Generation:
     """A decoder writes after `prompt`, and keeps what it attended to at each step.
@@ -146,7 +147,8 @@ def generate(
     512 steps after 100 pieces on a 30-layer, 9-head model keep about 210 MB; more than
     `attnviz.limits.attention_budget()` is refused before any work). `model` must be a
     decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head. `on_text(s)` receives the
-    continuation as it is written. The prompt is bounded as in `prepare`.
+    continuation as it is written. The prompt is bounded, and `bos` puts the model's start
+    token in front where the tokenizer adds none, as in `prepare`.
     """
     from attnviz.generation import MAX_NEW, check_generation, run
 
@@ -173,7 +175,7 @@ def generate(
     check_choice(dtype, DTYPES, "dtype")
     if on_text is not None and not callable(on_text):
         raise BadInput(f"on_text must be a function of a str, got {type(on_text).__name__}")
-    prepared = prepare(prompt, model=model, max_tokens=_max_tokens(max_tokens))
+    prepared = prepare(prompt, model=model, max_tokens=_max_tokens(max_tokens), bos=bos)
     check_generation(prepared, max_new, dtype=dtype)
     return run(
         prepared,

@@ -148,7 +148,7 @@ class Generation:
         from attnviz.analysis import Analysis
 
         read = _cut(self.pieces, len(self.pieces) - 1)
-        prepared = Prepared(self.prompt.source, self.prompt.config, read)
+        prepared = Prepared(self.prompt.source, self.prompt.config, read, bos=self.prompt.bos)
         return Analysis(prepared, self.attentions(), False, self.dtype)
 
     # ------------------------------------------------------------ views

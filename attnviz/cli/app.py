@@ -804,6 +804,7 @@ def generate(
         typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
     ] = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -823,7 +824,7 @@ def generate(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype)  # fmt: skip
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
         commands.generate(
             _console(),
             request,

@@ -441,6 +441,7 @@ def generate(
         seed=seed,
         dtype=request.dtype,
         max_tokens=request.max_tokens,
+        bos=request.bos,
         on_text=on_text if stream else None,
     )
     if as_json:
