@@ -682,9 +682,20 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
     else:
         rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
         scaling = dict(cfg.rope_scaling)
-        if cfg.rope_type != "default":
+        if cfg.rope_type == "longrope":
+            rotary += (
+                f", longrope scaling (trained on {scaling['original_max_position_embeddings']:,}"
+                f" tokens, cos and sin ×{scaling['attention_factor']:.4g})"
+            )
+        elif cfg.rope_type != "default":
             rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+        if cfg.local_rope_theta is not None:
+            rotary += f" (full layers); θ = {cfg.local_rope_theta:g} in the sliding layers"
+        if cfg.rotary_dims is not None:
+            rotary += f"; the first {cfg.rotary_dims} of each head's {cfg.head_size} numbers"
         rows.append(("positions", rotary))
+    if cfg.qk_norm:
+        rows.append(("QK-norm", "each head's q and k RMS-normalised before the rotation"))
     windows = cfg.sliding_windows
     if any(w is not None for w in windows):
         sizes = {w for w in windows if w is not None}
@@ -697,6 +708,11 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
         rows.append(
             ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
         )
+    if cfg.query_pre_attn_scalar is not None:
+        scale = f"1/√{cfg.query_pre_attn_scalar:g} (query_pre_attn_scalar) = {cfg.scale(0):.4g}"
+        rows.append(("score scale", scale))
+    if cfg.softcap is not None:
+        rows.append(("soft-capping", f"scores become tanh(s / {cfg.softcap:g}) × {cfg.softcap:g}"))
     if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
         scale = "1/√d_k" if cfg.scale_attn_weights else "none"
         if cfg.scale_by_inverse_layer:

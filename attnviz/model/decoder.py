@@ -10,7 +10,13 @@ differ around that attention:
   embeddings (RoPE) turn q and k by their position's angle after the split into heads.
   Fewer key/value heads than query heads (grouped-query attention), RMSNorm, and a
   gated SiLU feed-forward (SwiGLU). Mistral, and some Qwen2 layers, look back at most
-  `sliding_window` tokens.
+  `sliding_window` tokens. Qwen3 normalises each head's q and k (QK-norm); Phi-3 may turn
+  only part of each head, and stretch its rotation for long inputs (LongRoPE);
+- Gemma 2 and 3, the Llama kind with: embeddings scaled by sqrt(C), RMSNorm gains of
+  1 + weight, a norm after the attention and after the feed-forward as well as before,
+  a GELU-gated feed-forward, a scale set by query_pre_attn_scalar, sliding windows in some
+  layers; Gemma 2 soft-caps the scores, Gemma 3 has QK-norm and its sliding layers their
+  own rotary base.
 
 Names as in attnviz.model.attention: B batch, T tokens, C hidden size, nh query heads,
 n_kv key/value heads, hs head size, L layers.
@@ -30,16 +36,25 @@ from attnviz.model.config import DecoderConfig
 from attnviz.model.layers import ACTIVATIONS, EncoderOutput, run_layers
 
 
-def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
-    """inv_freq (hs/2,): the angle per position of each feature pair, with `rope_scaling`.
+def rotary_frequencies(cfg: DecoderConfig, local: bool = False, length: int = 0) -> torch.Tensor:
+    """inv_freq (r/2,): the angle per position of each feature pair, with `rope_scaling`.
 
-    "default" is theta^(-2i/hs). "linear" divides every frequency by `factor`; "llama3"
-    (Llama 3.1) divides only the slow ones, blending in between.
+    "default" is theta^(-2i/r), r the features turned (hs, or Phi-3's share of it). "linear"
+    divides every frequency by `factor`; "llama3" (Llama 3.1) divides only the slow ones,
+    blending in between; "longrope" (Phi-3) divides each by its own short factor, or long
+    factor when the input (`length` tokens) is longer than the trained length. `local`:
+    Gemma 3's sliding layers, with their own base.
     """
-    hs = cfg.head_size
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
-    scaling = dict(cfg.rope_scaling)
+    r = cfg.turned
+    theta = cfg.local_rope_theta if local and cfg.local_rope_theta is not None else cfg.rope_theta
+    scaling = dict(cfg.local_rope_scaling if local else cfg.rope_scaling)
+    exponents = torch.arange(0, r, 2, dtype=torch.int64).float() / r  # (r/2,)
     kind = scaling.get("rope_type", "default")
+    if kind == "longrope":
+        long = length > scaling["original_max_position_embeddings"]
+        factors = torch.tensor(scaling["long_factor" if long else "short_factor"])  # (r/2,)
+        return 1.0 / (factors * theta**exponents)
+    inv_freq = 1.0 / (theta**exponents)
     if kind == "linear":
         return inv_freq / scaling["factor"]
     if kind == "llama3":
@@ -55,42 +70,65 @@ def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
     return inv_freq
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x²) + eps) times a learned gain; no mean subtracted, no bias (Llama)."""
+def rope_attention_factor(cfg: DecoderConfig, local: bool = False) -> float:
+    """LongRoPE's factor on cos and sin (1 for every other rotation)."""
+    return float(
+        dict(cfg.local_rope_scaling if local else cfg.rope_scaling).get("attention_factor", 1.0)
+    )
 
-    def __init__(self, width: int, eps: float) -> None:
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x²) + eps) times a learned gain; no mean subtracted, no bias (Llama).
+
+    `plus_one` (Gemma): the gain is 1 + weight, applied in float32 before the cast back.
+    """
+
+    def __init__(self, width: int, eps: float, plus_one: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(width))
         self.eps = eps
+        self.plus_one = plus_one
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()  # (B, T, C), the mean of squares in float32 as the reference does
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.plus_one:  # Gemma: x · (1 + w), in float32
+            return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (B, T, C)
         return self.weight * x32.to(x.dtype)  # (B, T, C)
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm: x + attention(norm(x)), then x + feed-forward(norm(x))."""
+    """Pre-norm: x + attention(norm(x)), then x + feed-forward(norm(x)).
+
+    Gemma also normalises what each sub-layer returns: x + norm(attention(norm(x))).
+    """
 
     def __init__(self, cfg: DecoderConfig, index: int) -> None:
         super().__init__()
-        C = cfg.hidden_size
+        C, hs = cfg.hidden_size, cfg.head_size
         self.gpt2 = cfg.kind == "gpt2"
+        gemma = cfg.kind == "gemma"
         self.attention = MultiHeadAttention(
             C,
             cfg.num_heads,
             bias=cfg.qkv_bias,
             num_kv_heads=cfg.num_kv_heads,
-            head_size=cfg.head_size,
+            head_size=hs,
             out_bias=cfg.out_bias,
             scale=cfg.scale(index),
+            q_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
+            k_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
+            softcap=cfg.softcap,
         )
         if self.gpt2:
             self.norm1: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
             self.norm2: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
         else:
-            self.norm1 = RMSNorm(C, cfg.norm_eps)
-            self.norm2 = RMSNorm(C, cfg.norm_eps)
+            self.norm1 = RMSNorm(C, cfg.norm_eps, gemma)
+            self.norm2 = RMSNorm(C, cfg.norm_eps, gemma)
+        # Gemma: norms on the attention's and the feed-forward's outputs too.
+        self.attention_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
+        self.ff_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
         self.ff_gate = None if self.gpt2 else nn.Linear(C, cfg.intermediate_size, cfg.mlp_bias)
         self.ff_in = nn.Linear(C, cfg.intermediate_size, bias=self.gpt2 or cfg.mlp_bias)
         self.ff_out = nn.Linear(cfg.intermediate_size, C, bias=self.gpt2 or cfg.mlp_bias)
@@ -106,13 +144,18 @@ class DecoderLayer(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.norm1(x)  # (B, T, C)
         attended, weights = self.attention(h, h, h, mask, weights_out, rotary, past)  # (B, T, C)
+        if self.attention_out_norm is not None:  # Gemma
+            attended = self.attention_out_norm(attended)  # (B, T, C)
         x = x + attended  # (B, T, C)
         h = self.norm2(x)  # (B, T, C)
         if self.ff_gate is None:  # GPT-2: act(h W_in) W_out
             hidden = self.activation(self.ff_in(h))  # (B, T, I)
         else:  # SwiGLU: act(h W_gate) * (h W_up), then W_down
             hidden = self.activation(self.ff_gate(h)) * self.ff_in(h)  # (B, T, I)
-        return x + self.ff_out(hidden), weights  # (B, T, C)
+        out = self.ff_out(hidden)  # (B, T, C)
+        if self.ff_out_norm is not None:  # Gemma
+            out = self.ff_out_norm(out)  # (B, T, C)
+        return x + out, weights  # (B, T, C)
 
 
 def decoder_mask(
@@ -157,10 +200,9 @@ class Decoder(nn.Module):
         self.final_norm: nn.Module = (
             nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
             if cfg.kind == "gpt2"
-            else RMSNorm(cfg.hidden_size, cfg.norm_eps)
+            else RMSNorm(cfg.hidden_size, cfg.norm_eps, cfg.kind == "gemma")
         )
-        self.inv_freq: torch.Tensor | None
-        self.register_buffer("inv_freq", None, persistent=False)
+        self.inv_freqs: dict[tuple[bool, int], torch.Tensor] = {}  # see _frequencies
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) if head else None
         self.tied = cfg.tie_word_embeddings
 
@@ -187,17 +229,23 @@ class Decoder(nn.Module):
         start = len(past[0]) if past else 0  # tokens already read, whose keys are cached
         positions = torch.arange(start, start + T, device=input_ids.device)  # (T,)
         x = self.tokens(input_ids)  # (B, T, C)
-        rotary = None
+        if cfg.kind == "gemma":  # Gemma: embeddings times sqrt(C), rounded to their dtype
+            x = x * torch.tensor(cfg.hidden_size**0.5).to(x.dtype)  # (B, T, C)
+        rotaries: dict[bool, Rotary] = {}  # Gemma 3's sliding layers (True) have their own
         if self.positions is not None:  # GPT-2: a learned vector per position
             x = x + self.positions(positions)[None]  # (B, T, C)
         else:  # Llama: positions enter as rotations of q and k in every layer
-            rotary = Rotary(self._frequencies(), positions, x.dtype)
+            for local in {cfg.local_rope(i) for i in range(cfg.num_layers)}:
+                factor = rope_attention_factor(cfg, local)
+                inv_freq = self._frequencies(local, start + T).to(positions.device)  # (r/2,)
+                rotaries[local] = Rotary(inv_freq, positions, x.dtype, factor)
         masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
 
         def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
             window = cfg.window(i)
             if window not in masks:
                 masks[window] = decoder_mask(T, window, attention_mask, input_ids.device, start)
+            rotary = rotaries.get(cfg.local_rope(i))
             cache = past[i] if past else None
             return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
 
@@ -221,10 +269,15 @@ class Decoder(nn.Module):
         # (A family's final soft-capping of the logits, Gemma's, would apply here.)
         return logits
 
-    def _frequencies(self) -> torch.Tensor:
-        if self.inv_freq is None or self.inv_freq.device.type == "meta":
-            self.inv_freq = rotary_frequencies(self.config)
-        return self.inv_freq
+    def _frequencies(self, local: bool, length: int) -> torch.Tensor:
+        """inv_freq for the sliding (`local`) or other layers, computed once per kind (Phi-3's
+        LongRoPE: once for inputs up to its trained length and once for longer ones)."""
+        scaling = dict(self.config.local_rope_scaling if local else self.config.rope_scaling)
+        long = length > scaling.get("original_max_position_embeddings", length)
+        key = (local, long)
+        if key not in self.inv_freqs:
+            self.inv_freqs[key] = rotary_frequencies(self.config, local, length)
+        return self.inv_freqs[key]
 
     def fuse_projections(self) -> None:
         """One Q/K/V matmul per layer from now on (see MultiHeadAttention.fuse_projections)."""
