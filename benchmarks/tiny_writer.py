@@ -31,10 +31,10 @@ def train(folder: Path, steps: int = 400) -> Path:
     import torch
     import transformers
 
-    from tests.conftest import _decoder_tokenizer
+    from tests.conftest import decoder_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = _decoder_tokenizer(folder, bos=True)
+    vocab = decoder_tokenizer(folder, bos=True)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     config = transformers.LlamaConfig(
         vocab_size=vocab,

@@ -266,7 +266,9 @@ class Decoder(nn.Module):
             raise ValueError("this decoder has no LM head (untied, and none was loaded)")
         weight = self.tokens.weight if self.lm_head is None else self.lm_head.weight  # (V, C)
         logits = F.linear(hidden, weight)  # (B, T, V): hidden · each vocabulary row
-        # (A family's final soft-capping of the logits, Gemma's, would apply here.)
+        cap = self.config.final_softcap
+        if cap is not None:  # Gemma 2: squashed into (-cap, cap), the order unchanged
+            logits = torch.tanh(logits / cap) * cap  # (B, T, V)
         return logits
 
     def _frequencies(self, local: bool, length: int) -> torch.Tensor:
