@@ -100,10 +100,13 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
         rotary: Rotary | None = None,
+        past: PastKeys | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy).
 
         `rotary` holds the angles of the positions (queries and keys are the same tokens).
+        `past` (generation) holds the keys and values of the tokens before these: the new
+        ones are added to it, and the queries score every key, earlier and new.
         """
         B, Tq, _ = queries.shape
         if self._can_fuse(queries, keys, values):  # speed-up: the same q, k, v in one matmul
@@ -116,6 +119,8 @@ class MultiHeadAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)  # (B, nh, Tq, hs), (B, n_kv, Tk, hs)
         if rotary is not None:
             q, k = rotary.rotate(q), rotary.rotate(k)  # each pair of features turned by its angle
+        if past is not None:  # generation: the cached keys and values of the earlier tokens
+            k, v = past.extend(k, v)  # (B, n_kv, T_past + Tq, hs) each
         if self.groups > 1:  # grouped-query attention: query head h reads key/value head h // g
             k = k.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
             v = v.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
@@ -206,6 +211,30 @@ class MultiHeadAttention(nn.Module):
             self.fused_weight = None
             self.fuse_projections()
         return self
+
+
+class PastKeys:
+    """One layer's key/value cache: the keys and values of the tokens read so far.
+
+    Generation reads one new token per step; its key and value are appended here
+    (keys already turned by their positions), so its query scores every earlier key
+    without running the earlier tokens again.
+    """
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (B, n_kv, T_past, hs)
+        self.values: torch.Tensor | None = None  # (B, n_kv, T_past, hs)
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' k and v (B, n_kv, Tq, hs); return all of them so far."""
+        if self.keys is not None and self.values is not None:
+            k = torch.cat([self.keys, k], dim=2)  # (B, n_kv, T_past + Tq, hs)
+            v = torch.cat([self.values, v], dim=2)  # (B, n_kv, T_past + Tq, hs)
+        self.keys, self.values = k, v
+        return k, v
 
 
 class Rotary:

@@ -82,6 +82,7 @@ class DecoderConfig:
     qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
     out_bias: bool = False
     mlp_bias: bool = False
+    tie_word_embeddings: bool = False  # the LM head is the token embedding (else lm_head)
     # Llama family: rotary frequencies, and per layer how far back a token may look.
     rope_theta: float = 10000.0
     rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none
@@ -92,6 +93,7 @@ class DecoderConfig:
     # Steps that Gemma 2 and 3, Qwen3 and Phi-3 add to the Llama decoder.
     qk_norm: bool = False  # Qwen3, Gemma 3: RMSNorm over each head's q and k before rotating
     softcap: float | None = None  # Gemma 2: scores squashed to tanh(s / cap) · cap
+    final_softcap: float | None = None  # Gemma 2: logits squashed to tanh(z / cap) · cap
     query_pre_attn_scalar: float | None = None  # Gemma: the scale is its ** -0.5, not hs's
     local_rope_theta: float | None = None  # Gemma 3: the rotary base of the sliding layers
     local_rope_scaling: tuple[tuple[str, Any], ...] = ()  # Gemma 3: their rotary scaling

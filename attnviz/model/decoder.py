@@ -28,9 +28,10 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnviz.model.attention import MultiHeadAttention, Rotary
+from attnviz.model.attention import MultiHeadAttention, PastKeys, Rotary
 from attnviz.model.config import DecoderConfig
 from attnviz.model.layers import ACTIVATIONS, EncoderOutput, run_layers
 
@@ -139,9 +140,10 @@ class DecoderLayer(nn.Module):
         mask: torch.Tensor | None,
         weights_out: torch.Tensor | None = None,
         rotary: Rotary | None = None,
+        past: PastKeys | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.norm1(x)  # (B, T, C)
-        attended, weights = self.attention(h, h, h, mask, weights_out, rotary)  # (B, T, C)
+        attended, weights = self.attention(h, h, h, mask, weights_out, rotary, past)  # (B, T, C)
         if self.attention_out_norm is not None:  # Gemma
             attended = self.attention_out_norm(attended)  # (B, T, C)
         x = x + attended  # (B, T, C)
@@ -157,14 +159,19 @@ class DecoderLayer(nn.Module):
 
 
 def decoder_mask(
-    T: int, window: int | None, attention_mask: torch.Tensor | None, device: torch.device
+    T: int,
+    window: int | None,
+    attention_mask: torch.Tensor | None,
+    device: torch.device,
+    past: int = 0,
 ) -> torch.Tensor:
     """True hides a key: every key after the query, those `window` or more tokens back, padding.
 
-    (T, T), or (B, 1, T, T) with `attention_mask` (B, T), 1 for real tokens.
+    (T, T), or (B, 1, T, T) with `attention_mask` (B, T), 1 for real tokens. With `past`
+    cached tokens before the T queries: (T, past + T), the queries at past, past + 1, ...
     """
-    query = torch.arange(T, device=device)[:, None]  # (T, 1)
-    key = torch.arange(T, device=device)[None, :]  # (1, T)
+    query = torch.arange(past, past + T, device=device)[:, None]  # (T, 1)
+    key = torch.arange(past + T, device=device)[None, :]  # (1, past + T)
     hidden = key > query  # (T, T): the causal mask
     if window is not None:
         hidden |= key <= query - window  # the sliding window: only the last `window` tokens
@@ -176,11 +183,13 @@ def decoder_mask(
 class Decoder(nn.Module):
     """A GPT-2 or Llama-family decoder that returns the attention weights of its layers.
 
-    Only what attention needs is built: no LM head, and `upto` stops after a layer, since
-    a later layer cannot change an earlier one's attention.
+    `layers` stops after a layer, since a later layer cannot change an earlier one's
+    attention. The LM head (`logits`) is the token embedding read backwards when the
+    model ties them, else its own `lm_head` (`head=True`, from the checkpoint); a decoder
+    built with neither computes attention but cannot write (`can_write`).
     """
 
-    def __init__(self, cfg: DecoderConfig) -> None:
+    def __init__(self, cfg: DecoderConfig, head: bool = False) -> None:
         super().__init__()
         self.config = cfg
         self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
@@ -194,6 +203,8 @@ class Decoder(nn.Module):
             else RMSNorm(cfg.hidden_size, cfg.norm_eps, cfg.kind == "gemma")
         )
         self.inv_freqs: dict[tuple[bool, int], torch.Tensor] = {}  # see _frequencies
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) if head else None
+        self.tied = cfg.tie_word_embeddings
 
     def forward(
         self,
@@ -203,41 +214,62 @@ class Decoder(nn.Module):
         causal: bool = True,
         keep_inputs: bool = False,
         layers: Sequence[int] | None = None,
+        past: list[PastKeys] | None = None,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) 1 for real tokens (right padding).
 
         Returns the attentions of `layers` (default: all), in that order, as (len, B, nh, T, T);
         the layers after the last of them are not run. `token_type_ids` and `causal` are
         accepted for the encoder's signature: a decoder has no segments and is always causal.
+        `past` (generation: one `PastKeys` per layer) holds the tokens read before these;
+        they sit at the positions after them, and the attentions are (L, B, nh, T, past + T).
         """
         cfg = self.config
         T = input_ids.shape[1]
+        start = len(past[0]) if past else 0  # tokens already read, whose keys are cached
+        positions = torch.arange(start, start + T, device=input_ids.device)  # (T,)
         x = self.tokens(input_ids)  # (B, T, C)
         if cfg.kind == "gemma":  # Gemma: embeddings times sqrt(C), rounded to their dtype
             x = x * torch.tensor(cfg.hidden_size**0.5).to(x.dtype)  # (B, T, C)
         rotaries: dict[bool, Rotary] = {}  # Gemma 3's sliding layers (True) have their own
         if self.positions is not None:  # GPT-2: a learned vector per position
-            x = x + self.positions(torch.arange(T, device=input_ids.device))[None]  # (B, T, C)
+            x = x + self.positions(positions)[None]  # (B, T, C)
         else:  # Llama: positions enter as rotations of q and k in every layer
-            positions = torch.arange(T, device=input_ids.device)
             for local in {cfg.local_rope(i) for i in range(cfg.num_layers)}:
                 factor = rope_attention_factor(cfg, local)
-                inv_freq = self._frequencies(local, T).to(positions.device)  # (r/2,)
+                inv_freq = self._frequencies(local, start + T).to(positions.device)  # (r/2,)
                 rotaries[local] = Rotary(inv_freq, positions, x.dtype, factor)
         masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
 
         def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
             window = cfg.window(i)
             if window not in masks:
-                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device)
+                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device, start)
             rotary = rotaries.get(cfg.local_rope(i))
-            return self.layers[i](x, masks[window], out, rotary)  # (B, T, C), (B, nh, T, T)
+            cache = past[i] if past else None
+            return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
 
-        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs)
+        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs, start)
         last = cfg.num_layers - 1 if layers is None else max(layers, default=-1)
         if last == cfg.num_layers - 1:  # the whole stack ran: its final norm closes it
             out = out._replace(hidden_states=self.final_norm(out.hidden_states))  # (B, T, C)
         return out
+
+    @property
+    def can_write(self) -> bool:
+        """Whether the decoder has an LM head: tied to the embedding, or its own."""
+        return self.tied or self.lm_head is not None
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head: final-normed hidden states (B, T, C) -> next-token scores (B, T, V)."""
+        if not self.can_write:
+            raise ValueError("this decoder has no LM head (untied, and none was loaded)")
+        weight = self.tokens.weight if self.lm_head is None else self.lm_head.weight  # (V, C)
+        logits = F.linear(hidden, weight)  # (B, T, V): hidden · each vocabulary row
+        cap = self.config.final_softcap
+        if cap is not None:  # Gemma 2: squashed into (-cap, cap), the order unchanged
+            logits = torch.tanh(logits / cap) * cap  # (B, T, V)
+        return logits
 
     def _frequencies(self, local: bool, length: int) -> torch.Tensor:
         """inv_freq for the sliding (`local`) or other layers, computed once per kind (Phi-3's

@@ -143,12 +143,14 @@ _DEFAULTS["gemma2"] = {
     "hidden_activation": "gelu_pytorch_tanh",
     "sliding_window": 4096,
     "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
 }
 _DEFAULTS["gemma3_text"] = {
     **_DEFAULTS["gemma2"],
     "vocab_size": 262208,
     "max_position_embeddings": 131072,
     "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
 }
 # GPT-2's config keys and the names transformers also accepts for them (its attribute_map).
 _GPT2_ALIASES = {
@@ -241,6 +243,7 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         qkv_bias=True,
         out_bias=True,
         mlp_bias=True,
+        tie_word_embeddings=flag("tie_word_embeddings", True),
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
     )
@@ -313,11 +316,13 @@ def _llama(
         qkv_bias=bias,
         out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
         mlp_bias=llama and flag("mlp_bias", False),
+        tie_word_embeddings=flag("tie_word_embeddings", gemma),  # Gemma ties by default
         rope_theta=rope.theta,
         rope_scaling=rope.scaling,
         sliding_windows=_windows(raw, model_type, layers, where, size, flag),
         qk_norm=model_type in ("qwen3", "gemma3_text"),
         softcap=_softcap(raw, model_type, where) if gemma else None,
+        final_softcap=_final_softcap(raw, model_type, where) if gemma else None,
         query_pre_attn_scalar=number("query_pre_attn_scalar", 256) if gemma else None,
         local_rope_theta=local.theta if local is not None else None,
         local_rope_scaling=local.scaling if local is not None else (),
@@ -340,6 +345,12 @@ def _softcap(raw: dict[str, Any], model_type: str, where: str) -> float | None:
             "and Gemma 3 models have none, so attnviz does not guess: set it to null"
         )
     return positive(cap, "attn_logit_softcapping", where)
+
+
+def _final_softcap(raw: dict[str, Any], model_type: str, where: str) -> float | None:
+    """Gemma's final_logit_softcapping (Gemma 2: 30 when left out; none when null)."""
+    cap = raw.get("final_logit_softcapping", _DEFAULTS[model_type].get("final_logit_softcapping"))
+    return None if cap is None else positive(cap, "final_logit_softcapping", where)
 
 
 def _windows(

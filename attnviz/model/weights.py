@@ -232,6 +232,9 @@ def _third(value: Any, i: int, weight: bool) -> Any:
     return value[i * rows : (i + 1) * rows]
 
 
+# A *ForCausalLM checkpoint's LM head, beside the decoder's prefix: (V, C), as nn.Linear.
+_LM_HEAD = "lm_head.weight"
+
 # Phi-3 keeps q, k and v in one qkv_proj, and the feed-forward's gate and up in one
 # gate_up_proj (gate first): split here, by the config's widths, into Llama's names.
 _PHI3_FUSED = r"^(layers\.\d+\.)(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$"
@@ -300,13 +303,17 @@ def convert_state_dict(
     A `*For*` checkpoint keeps its encoder under the family's prefix (`bert.`,
     `roberta.`, `distilbert.`, `electra.`, `albert.`); everything else in it (MLM,
     classification, QA, discriminator heads, Gemma 3's vision tower) is not the encoder
-    and is dropped. Unknown keys are kept under their own name so that the strict check
-    reports them. Phi-3's fused weights are split by `decoder`'s widths.
+    and is dropped; a decoder's `lm_head.weight` is kept (`load_encoder` decides whether
+    the model reads it). Unknown keys are kept under their own name so that the strict
+    check reports them. Phi-3's fused weights are split by `decoder`'s widths.
     """
     prefix, ignored = _prefix(state, model_type), _layout(model_type)[3]
     prefixed = any(key.startswith(prefix) for key in state)
     converted: dict[str, V] = {}
     for key, tensor in state.items():
+        if key == _LM_HEAD and model_type not in FAMILIES:  # a decoder's own LM head, if any
+            converted[key] = tensor
+            continue
         if prefixed and not key.startswith(prefix):
             continue
         name = key.removeprefix(prefix)
@@ -481,13 +488,20 @@ def load_encoder(
     raw_config = config if config is not None else read_config(folder)
     shape = describe(raw_config)
     cfg = encoder_config_for(shape)
-    encoder: Encoder | Decoder
-    with torch.device("meta"), _without_random_init():
-        # no memory, no random initialisation
-        encoder = Decoder(shape.decoder) if shape.decoder is not None else Encoder(cfg)
     stored = read_state_dict(folder)
     state = convert_state_dict(stored, shape.model_type, shape.decoder)
     original = convert_state_dict({key: key for key in stored}, shape.model_type, shape.decoder)
+    # A decoder reads the checkpoint's LM head unless it ties the head to the embedding
+    # (as transformers does); a checkpoint without one still gives every attention weight.
+    head = shape.decoder is not None and not shape.decoder.tie_word_embeddings
+    head = head and _LM_HEAD in state
+    if not head:
+        state.pop(_LM_HEAD, None)
+        original.pop(_LM_HEAD, None)
+    encoder: Encoder | Decoder
+    with torch.device("meta"), _without_random_init():
+        # no memory, no random initialisation
+        encoder = Decoder(shape.decoder, head) if shape.decoder is not None else Encoder(cfg)
     expected = encoder.state_dict()
     if cfg.shared_layers:  # one stored layer fills every slot
         expected = {k: v for k, v in expected.items() if not re.match(_LATER_SLOT, k)}
