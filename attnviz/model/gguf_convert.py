@@ -1,0 +1,210 @@
+"""A GGUF file as a Hugging Face style model folder, so the rest of attnviz reads it as any other:
+config.json, tokenizer.json, tokenizer_config.json and `gguf.json` (where the file is, its
+identity, its quantization and its tensors' shapes) always; the weights dequantized to
+float32 on first use, and kept as model.safetensors when the cache's bound allows.
+
+The folder lives in the cache (`attnviz.cache.converted`), keyed by the file's identity: its
+path, size, mtime, whole header and 16 samples of its data (a millisecond or two, where a
+SHA-256 of Gemma 3 270M's 253 MB costs 0.2 s on every run). Without the cache it is a
+private temporary folder, removed when the process ends, and the weights are dequantized
+on every run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnviz import version as release
+from attnviz.errors import AttnvizError
+from attnviz.limits import megabytes
+from attnviz.model.gguf_arch import config_dict, model_type, tensor_names, undo_converter
+from attnviz.model.gguf_read import BadGguf, GgufHeader, dequantized, read_header, unsupported
+from attnviz.model.gguf_tokenizer import tokenizer_json
+from attnviz.reading import read_json
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+SOURCE = "gguf.json"  # in a converted folder: what it was converted from
+_SAMPLES, _SAMPLE_BYTES = 16, 64 * 1024
+_folders: dict[str, Path] = {}  # identity -> converted folder, this process
+_noted: set[str] = set()
+
+
+def is_gguf(path: Path) -> bool:
+    """Whether `path` names a file to read as GGUF: a .gguf name, or the magic `GGUF`."""
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def identity(path: Path, header: GgufHeader) -> str:
+    """A hex digest naming this file as it is now (see the module's docstring)."""
+    st = os.stat(path)
+    digest = hashlib.sha256(b"attnviz gguf %s\0" % release.__version__.encode())
+    digest.update(os.fsencode(str(path.resolve())) + b"\0%d\0%d\0" % (st.st_size, st.st_mtime_ns))
+    with open(path, "rb") as handle:
+        digest.update(handle.read(header.data_start))
+        for i in range(_SAMPLES):
+            handle.seek(max(0, (st.st_size - _SAMPLE_BYTES) * i // (_SAMPLES - 1)))
+            digest.update(handle.read(_SAMPLE_BYTES))
+    return digest.hexdigest()
+
+
+def converted_folder(path: Path, *, use_cache: bool = True) -> Path:
+    """The model folder for the GGUF file at `path`: found in the cache, or converted now.
+
+    Everything that can be refused is refused here, before any weight is dequantized: the
+    header (`gguf_read`), the architecture, a tensor attnviz cannot place or dequantize, the
+    config's sizes (as any config.json's), the tokenizer.
+    """
+    from attnviz.cache import converted, settings
+
+    header = read_header(path)
+    ident = identity(path, header)
+    if ident in _folders and (_folders[ident] / SOURCE).is_file():
+        return _folders[ident]
+    cached = use_cache and settings.cache_enabled(False)
+    folder = converted.find(ident) if cached else None
+    if folder is None:
+        files = _convert(path, header, ident)
+        folder = converted.store(ident, files) if cached else None
+        if folder is None:
+            folder = _private_folder(files)
+    _folders[ident] = folder
+    return folder
+
+
+def _convert(path: Path, header: GgufHeader, ident: str) -> dict[str, bytes]:
+    from attnviz.model.families import describe
+
+    kind = model_type(header)
+    names = tensor_names(header, kind)
+    odd = unsupported(header)
+    if odd is not None:
+        raise BadGguf(
+            f"tensor {odd.name} in {path} is of type {odd.type_name}, which attnviz does not "
+            "dequantize: use a file quantized to F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 "
+            "or Q2_K to Q6_K"
+        )
+    config = config_dict(header)
+    describe(config, where=f"the metadata of {path}")  # sizes checked before anything else
+    text, tokenizer_config = tokenizer_json(header, header.metadata["general.architecture"])
+    source = {
+        "gguf": str(path.resolve()),
+        "identity": ident,
+        "size": header.size,
+        "file_type": header.file_type,
+        "types": header.type_counts(),
+        "shapes": {names[t.name]: list(t.shape) for t in header.tensors},
+        "dtypes": {names[t.name]: t.type_name for t in header.tensors},
+    }
+    return {
+        "config.json": json.dumps(config, indent=1).encode(),
+        "tokenizer.json": text.encode(),
+        "tokenizer_config.json": json.dumps(tokenizer_config, indent=1).encode(),
+        SOURCE: json.dumps(source, indent=1).encode(),
+    }
+
+
+def _private_folder(files: dict[str, bytes]) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="attnviz-gguf-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def source(folder: Path) -> dict[str, Any] | None:
+    """A converted folder's `gguf.json`, or None for a folder that is not one."""
+    if not (folder / SOURCE).is_file():
+        return None
+    found = read_json(folder / SOURCE, 64 * 2**20, SOURCE)
+    if not isinstance(found, dict) or not isinstance(found.get("shapes"), dict):
+        raise AttnvizError(f"{folder / SOURCE} is corrupt: remove {folder} and run again")
+    return found
+
+
+def state_dict(folder: Path, about: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The converted model's float32 tensors under transformers' names: the kept weights, or
+    dequantized from the GGUF file now (and kept when the cache's bound allows)."""
+    import torch
+
+    from attnviz.cache import converted, settings
+
+    ident = str(about["identity"])
+    cached = settings.cache_enabled(False) and folder == converted.folder_path(ident)
+    if cached:
+        kept = converted.load_weights(ident, _load_safetensors)
+        if isinstance(kept, dict):
+            return kept
+    path = Path(str(about["gguf"]))
+    try:
+        header = read_header(path)
+        same = identity(path, header) == ident
+    except OSError as exc:
+        raise AttnvizError(
+            f"cannot read {path} ({exc.strerror or exc}): the GGUF file moved? run again"
+        ) from exc
+    if not same:
+        raise AttnvizError(f"{path} changed since attnviz read it: run again")
+    arrays = _dequantized(header, json.loads((folder / "config.json").read_text()))
+    if cached:
+        _keep(ident, arrays, path)
+    return {name: torch.from_numpy(values) for name, values in arrays.items()}
+
+
+def _dequantized(header: GgufHeader, config: dict[str, Any]) -> dict[str, np.ndarray]:
+    kind = model_type(header)
+    names = tensor_names(header, kind)
+    return {
+        names[name]: undo_converter(name, values, kind, config)
+        for name, values in dequantized(header)
+    }
+
+
+def _load_safetensors(path: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
+    """Keep the dequantized weights, or say once which ATTNVIZ_CACHE_MB would."""
+    from attnviz.cache import converted, settings
+
+    size = sum(a.nbytes for a in arrays.values())
+    if not converted.weights_fit(size):
+        if ident not in _noted:
+            _noted.add(ident)
+            need = -(-(size + 96 * 2**20) // 2**20 // 100) * 100
+            limit = settings.limit_bytes()
+            print(
+                f"note: the weights of {path.name} dequantized to float32 take "
+                f"{megabytes(size)}, more than the cache's {megabytes(limit)}; they are "
+                f"dequantized again on each run (ATTNVIZ_CACHE_MB={need} would keep them)",
+                file=sys.stderr,
+            )
+        return
+
+    def write(out: Any) -> None:
+        from safetensors.numpy import save
+
+        out.write(save(arrays))
+
+    with contextlib.suppress(OSError):
+        converted.store_weights(ident, size, write)
