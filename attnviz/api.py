@@ -320,6 +320,8 @@ class ModelDetails:
     shape: ModelShape  # every size its config gives, a decoder's positions and window
     parameters: int  # the encoder's (a decoder's LM head not counted)
     weights: tuple[str, ...]  # the weight files' names, shards in order; () when there are none
+    quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
+    computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
 
 
 def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
@@ -338,7 +340,16 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
     except AttnvizError:
         weights = ()
     info = ModelInfo.read(source, shape)
-    return ModelDetails(info, shape, count_parameters(source.folder), weights)
+    parameters = count_parameters(source.folder)
+    if source.gguf is not None:
+        from attnviz.model.gguf_convert import quantization, source as gguf_source
+
+        about = gguf_source(source.folder) or {}
+        computes = "float32, from dequantized weights"
+        return ModelDetails(
+            info, shape, parameters, (source.gguf.name,), quantization(about), computes
+        )
+    return ModelDetails(info, shape, parameters, weights)
 
 
 def check_head_stats(

@@ -67,7 +67,7 @@ def prepare(
     `max_tokens` bounds the input in pieces (default: the model's limit, and for a
     decoder at most `limits.DECODER_TOKENS`).
     """
-    source = locate(model)
+    source = locate(model, use_cache=use_cache)
     config = read_config(source.folder)
     shape = describe(config)
     if pair is not None and shape.causal:

@@ -23,7 +23,7 @@ def entry_name(key: str) -> str:
 CONVERTED = "gguf"  # subfolder of models converted from GGUF files, one folder each
 IDENTITY = re.compile(r"[0-9a-f]{64}")  # a converted model's folder: its file's identity
 MANIFEST = "attnviz.mac"  # a converted folder's signed list of its files
-WEIGHTS = "model.safetensors"
+WEIGHTS = ".dequantized.safetensors"  # hidden: not part of the attention cache's key
 CONVERTED_FILES = frozenset(
     (MANIFEST, WEIGHTS, "config.json", "tokenizer.json", "tokenizer_config.json", "gguf.json")
 )

@@ -4,8 +4,8 @@ identity, its quantization and its tensors' shapes) always; the weights dequanti
 float32 on first use, and kept as model.safetensors when the cache's bound allows.
 
 The folder lives in the cache (`attnviz.cache.converted`), keyed by the file's identity: its
-path, size, mtime, whole header and 16 samples of its data (a millisecond or two, where a
-SHA-256 of Gemma 3 270M's 253 MB costs 0.2 s on every run). Without the cache it is a
+path, size, mtime, first 16 MB (the metadata) and 16 samples of its data (about 10 ms,
+where a SHA-256 of Gemma 3 270M's whole 253 MB costs 0.2 s on every run). Without the cache it is a
 private temporary folder, removed when the process ends, and the weights are dequantized
 on every run.
 """
@@ -29,7 +29,7 @@ from attnviz.limits import megabytes
 from attnviz.model.gguf_arch import config_dict, model_type, tensor_names, undo_converter
 from attnviz.model.gguf_read import BadGguf, GgufHeader, dequantized, read_header, unsupported
 from attnviz.model.gguf_tokenizer import tokenizer_json
-from attnviz.reading import read_json
+from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 SOURCE = "gguf.json"  # in a converted folder: what it was converted from
 _SAMPLES, _SAMPLE_BYTES = 16, 64 * 1024
+_HEAD_BYTES = 16 * 2**20  # the metadata (a 262,144-token vocabulary is 6 MB of it)
 _folders: dict[str, Path] = {}  # identity -> converted folder, this process
 _noted: set[str] = set()
 
@@ -52,13 +53,14 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def identity(path: Path, header: GgufHeader) -> str:
-    """A hex digest naming this file as it is now (see the module's docstring)."""
+def identity(path: Path) -> str:
+    """A hex digest naming this file as it is now (see the module's docstring); the header
+    is not parsed, so a run that finds its converted folder never parses it."""
     st = os.stat(path)
     digest = hashlib.sha256(b"attnviz gguf %s\0" % release.__version__.encode())
     digest.update(os.fsencode(str(path.resolve())) + b"\0%d\0%d\0" % (st.st_size, st.st_mtime_ns))
-    with open(path, "rb") as handle:
-        digest.update(handle.read(header.data_start))
+    with os.fdopen(open_regular(path, "GGUF file"), "rb") as handle:
+        digest.update(handle.read(_HEAD_BYTES))
         for i in range(_SAMPLES):
             handle.seek(max(0, (st.st_size - _SAMPLE_BYTES) * i // (_SAMPLES - 1)))
             digest.update(handle.read(_SAMPLE_BYTES))
@@ -74,14 +76,13 @@ def converted_folder(path: Path, *, use_cache: bool = True) -> Path:
     """
     from attnviz.cache import converted, settings
 
-    header = read_header(path)
-    ident = identity(path, header)
+    ident = identity(path)
     if ident in _folders and (_folders[ident] / SOURCE).is_file():
         return _folders[ident]
     cached = use_cache and settings.cache_enabled(False)
     folder = converted.find(ident) if cached else None
     if folder is None:
-        files = _convert(path, header, ident)
+        files = _convert(path, read_header(path), ident)
         folder = converted.store(ident, files) if cached else None
         if folder is None:
             folder = _private_folder(files)
@@ -139,6 +140,16 @@ def source(folder: Path) -> dict[str, Any] | None:
     return found
 
 
+def quantization(about: dict[str, Any]) -> str:
+    """The file's quantization in words: `Q4_K_M (file type 15): Q5_0 81 tensors, Q4_K 27, …`."""
+    types = about.get("types")
+    counts = [f"{name} {count}" for name, count in types.items()] if isinstance(types, dict) else []
+    if counts:
+        counts[0] += " tensors"
+    mix = about.get("file_type") or "mixed"
+    return f"{mix}: {', '.join(counts)}" if counts else str(mix)
+
+
 def state_dict(folder: Path, about: dict[str, Any]) -> dict[str, torch.Tensor]:
     """The converted model's float32 tensors under transformers' names: the kept weights, or
     dequantized from the GGUF file now (and kept when the cache's bound allows)."""
@@ -154,14 +165,14 @@ def state_dict(folder: Path, about: dict[str, Any]) -> dict[str, torch.Tensor]:
             return kept
     path = Path(str(about["gguf"]))
     try:
-        header = read_header(path)
-        same = identity(path, header) == ident
+        same = identity(path) == ident
     except OSError as exc:
         raise AttnvizError(
             f"cannot read {path} ({exc.strerror or exc}): the GGUF file moved? run again"
         ) from exc
     if not same:
         raise AttnvizError(f"{path} changed since attnviz read it: run again")
+    header = read_header(path)
     arrays = _dequantized(header, json.loads((folder / "config.json").read_text()))
     if cached:
         _keep(ident, arrays, path)

@@ -224,7 +224,26 @@ class _Cursor:
             start = self.take(count * least)
             values = np.frombuffer(self.data, _NUMPY[kind], count, start).copy()
             return values.astype(bool) if kind == 7 else values
+        if kind == STRING:
+            return self.strings(count)
         return [self.value(kind, depth + 1) for _ in range(count)]
+
+    def strings(self, count: int) -> list[str]:
+        """`count` strings, read in one tight loop (a vocabulary holds hundreds of thousands)."""
+        data, pos, end = self.data, self.pos, min(len(self.data), MAX_HEADER_BYTES)
+        unpack = struct.Struct("<Q").unpack_from
+        out: list[str] = []
+        for _ in range(count):
+            if pos + 8 > end:
+                raise self.bad(f"it ends at byte {end:,}, inside its header")
+            (n,) = unpack(data, pos)
+            pos += 8
+            if n > MAX_STRING_BYTES or pos + n > end:
+                raise self.bad(f"a string of {n:,} bytes where the file has {end - pos:,} left")
+            out.append(data[pos : pos + n].decode("utf-8", "replace"))
+            pos += n
+        self.pos = pos
+        return out
 
 
 def read_header(path: Path) -> GgufHeader:
