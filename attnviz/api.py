@@ -342,7 +342,8 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
     info = ModelInfo.read(source, shape)
     parameters = count_parameters(source.folder)
     if source.gguf is not None:
-        from attnviz.model.gguf_convert import quantization, source as gguf_source
+        from attnviz.model.gguf_convert import quantization
+        from attnviz.model.gguf_convert import source as gguf_source
 
         about = gguf_source(source.folder) or {}
         computes = "float32, from dequantized weights"
