@@ -14,6 +14,11 @@ WORDS = ["the", "train", "was", "full", "but", "he", "found", "seat", "free", "t
 TEXT = "John thought: the train was full, but he found a free seat. The cat sat."
 
 
+# llama.cpp's general.file_type for a file whose 2-D weights are all of one type
+FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9}
+FILE_TYPES.update({"Q2_K": 10, "Q3_K": 12, "Q4_K": 15, "Q5_K": 17, "Q6_K": 18, "BF16": 32})
+
+
 def _spm_vocab() -> tuple[list[str], list[float], list[int]]:
     """A sentencepiece-like vocabulary: specials, characters, then merged pieces by score."""
     tokens = ["<unk>", "<s>", "</s>"]
@@ -129,7 +134,7 @@ def write_gguf(
     writer.add_embedding_length(hidden)
     writer.add_feed_forward_length(ffn)
     writer.add_head_count(heads)
-    writer.add_file_type(1 if qtype == "F16" else 0)
+    writer.add_file_type(FILE_TYPES[qtype])
     if family == "gpt2":
         writer.add_layer_norm_eps(1e-5)
         add("token_embd.weight", rand(vocab, hidden))
