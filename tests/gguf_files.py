@@ -116,7 +116,9 @@ def write_gguf(
     else:
         tokens, scores, types = _spm_vocab()
     vocab = len(tokens)
-    head_dim = 256 if family == "gemma3" else hidden // heads
+    # Gemma 3 and Qwen3 have head sizes of their own (transformers' loader reads none for
+    # Qwen3 and keeps Qwen3Config's 128, the size of every real Qwen3)
+    head_dim = {"gemma3": 256, "qwen3": 128}.get(family, hidden // heads)
 
     def rand(*shape: int, scale: float = 0.3) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -163,9 +165,10 @@ def write_gguf(
         writer.add_rope_freq_base(10000.0)
         if family in ("llama", "mistral"):
             writer.add_rope_dimension_count(head_dim)
-        if family == "gemma3":
+        if family in ("gemma3", "qwen3"):
             writer.add_key_length(head_dim)
             writer.add_value_length(head_dim)
+        if family == "gemma3":
             writer.add_sliding_window(4)
         shift = 1.0 if family == "gemma3" else 0.0  # llama.cpp stores Gemma's norms as 1 + w
         add("token_embd.weight", rand(vocab, hidden))

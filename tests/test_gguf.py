@@ -34,7 +34,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
     monkeypatch.delenv("ATTNVIZ_NO_CACHE", raising=False)
     monkeypatch.delenv("ATTNVIZ_CACHE_MB", raising=False)
-    gguf_convert._folders.clear()
+    gguf_convert.forget()
     return folder
 
 
@@ -130,11 +130,13 @@ def test_config_names_and_numbers_equal_transformers_loader(
     mine = AutoConfig.for_model(**config_dict(header)).to_dict()
     for key in ("_name_or_path", "_model_name_or_path", "architectures", "transformers_version"):
         mine.pop(key, None), reference_config.pop(key, None)
+    if family == "gpt2":  # transformers keeps feed_forward_length as is, unread: GPT2Config
+        # takes n_inner (None: 4 * n_embd, what the file says here)
+        assert reference_config.pop("feed_forward_length") == mine.pop("n_inner")
+        assert reference_config.pop("n_inner") is None
     differ = {k: (mine.get(k), v) for k, v in reference_config.items() if mine.get(k) != v}
-    # transformers reads no n_positions nor n_inner for GPT-2: the file says 1024 and 4 * C
     assert not differ, differ
-    folder = gguf_convert.converted_folder(path, use_cache=False)
-    ours = {k: v.numpy() for k, v in gguf_convert.state_dict(folder, _about(folder)).items()}
+    ours = gguf_convert.hf_arrays(header)
     reference = {k: v for k, v in reference.items() if not k.endswith("rotary_emb.inv_freq")}
     if reference_config.get("tie_word_embeddings"):
         reference.pop("lm_head.weight", None)
@@ -162,7 +164,7 @@ def test_a_second_run_does_not_dequantize_again(
 
     monkeypatch.setattr(gguf_convert, "dequantized", refuse)
     monkeypatch.setattr(gguf_convert, "read_header", refuse)  # not even the header is parsed
-    gguf_convert._folders.clear()  # a new process
+    gguf_convert.forget()  # a new process
     second = read_state_dict(locate(str(path)).folder)
     assert sorted(first) == sorted(second)
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -199,7 +201,7 @@ def test_a_forged_converted_config_is_not_used(tmp_path: Path, cache: Path) -> N
     folder = locate(str(path)).folder
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
-    gguf_convert._folders.clear()
+    gguf_convert.forget()
     again = locate(str(path)).folder
     assert json.loads((again / "config.json").read_text())["num_hidden_layers"] == 2
 

@@ -195,6 +195,7 @@ def config_dict(header: GgufHeader) -> dict[str, Any]:
         ("bos_token_id", "tokenizer.ggml.bos_token_id"),
         ("eos_token_id", "tokenizer.ggml.eos_token_id"),
         ("pad_token_id", "tokenizer.ggml.padding_token_id"),
+        ("unk_token_id", "tokenizer.ggml.unknown_token_id"),
     ):
         if gguf_key in header.metadata:
             config[key] = header.metadata[gguf_key]

@@ -173,19 +173,27 @@ def state_dict(folder: Path, about: dict[str, Any]) -> dict[str, torch.Tensor]:
     if not same:
         raise AttnvizError(f"{path} changed since attnviz read it: run again")
     header = read_header(path)
-    arrays = _dequantized(header, json.loads((folder / "config.json").read_text()))
+    arrays = hf_arrays(header)
     if cached:
         _keep(ident, arrays, path)
     return {name: torch.from_numpy(values) for name, values in arrays.items()}
 
 
-def _dequantized(header: GgufHeader, config: dict[str, Any]) -> dict[str, np.ndarray]:
+def hf_arrays(header: GgufHeader) -> dict[str, np.ndarray]:
+    """Every tensor of the file dequantized to float32, under transformers' name and in its
+    form (the converter's reordering and shifts undone)."""
     kind = model_type(header)
     names = tensor_names(header, kind)
+    config = config_dict(header)
     return {
         names[name]: undo_converter(name, values, kind, config)
         for name, values in dequantized(header)
     }
+
+
+def forget() -> None:
+    """Forget the folders converted in this process (as a new process would)."""
+    _folders.clear()
 
 
 def _load_safetensors(path: str) -> dict[str, torch.Tensor]:
