@@ -191,6 +191,25 @@ def hf_arrays(header: GgufHeader) -> dict[str, np.ndarray]:
     }
 
 
+def write_safetensors(out: Any, arrays: dict[str, np.ndarray]) -> None:
+    """`arrays` (float32) as a safetensors file, written array by array: no second copy of
+    the weights in memory (safetensors' own `save` builds the whole file as one bytes)."""
+    import numpy as np
+
+    header: dict[str, Any] = {}
+    offset = 0
+    for name in sorted(arrays):
+        size = arrays[name].nbytes
+        header[name] = {"dtype": "F32", "shape": list(arrays[name].shape)}
+        header[name]["data_offsets"] = [offset, offset + size]
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-aligned
+    out.write(len(raw).to_bytes(8, "little") + raw)
+    for name in sorted(arrays):
+        out.write(memoryview(np.ascontiguousarray(arrays[name], dtype="<f4")).cast("B"))
+
+
 def forget() -> None:
     """Forget the folders converted in this process (as a new process would)."""
     _folders.clear()
@@ -221,9 +240,7 @@ def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
         return
 
     def write(out: Any) -> None:
-        from safetensors.numpy import save
-
-        out.write(save(arrays))
+        write_safetensors(out, arrays)
 
     with contextlib.suppress(OSError):
         converted.store_weights(ident, size, write)
