@@ -207,7 +207,7 @@ def write_safetensors(out: Any, arrays: dict[str, np.ndarray]) -> None:
     raw += b" " * (-len(raw) % 8)  # the data starts 8-aligned
     out.write(len(raw).to_bytes(8, "little") + raw)
     for name in sorted(arrays):
-        out.write(memoryview(np.ascontiguousarray(arrays[name], dtype="<f4")).cast("B"))
+        out.write(np.ascontiguousarray(arrays[name], dtype="<f4").data.cast("B"))
 
 
 def forget() -> None:
