@@ -26,9 +26,10 @@ matter; seconds vary from machine to machine.
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
+    attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder); by default all of them run.
+measures, stats, throughput, memory, decoder, gguf); by default all of them run.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ GROUPS = (
     "throughput",
     "memory",
     "decoder",
+    "gguf",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -380,6 +382,15 @@ def main() -> None:
                     ("show --layer 3 --out PNG", ["--layer", "3", "--out", png]),
                 )
             ]
+
+        if "gguf" in only:
+            from benchmarks import quantized
+
+            for name, ours, theirs in quantized.measure(env, min(args.runs, 3)):
+                rows.append(
+                    Row(f"attnviz {name}, a Q8_0 GGUF", ours, "the same, a safetensors folder",
+                        theirs, "", None)
+                )  # fmt: skip
 
         throughput = None
         if "throughput" in only:
