@@ -123,6 +123,12 @@ _EN: dict[str, str] = {
         "Here weight and contribution agree on the top key, {label}: weight {weight}, "
         "contribution {contribution}."
     ),
+    "step7_sink": (
+        "{label} looks like an attention sink: it takes weight {weight}, but its transformed "
+        "value is small (‖f(x)‖ {norm}, against a median of {median} for the other keys), so "
+        "the head parks there and adds little: read the contributions, not the weight, or "
+        "drop it with --exclude first."
+    ),
     "step7_top": "Top {n} by weight: {by_weight}. Top {n} by contribution: {by_contribution}.",
     # 8. join and output projection
     "step8": "8. Join the heads, then the output projection",
@@ -379,6 +385,12 @@ _PT: dict[str, str] = {
         "Aqui peso e contribuição concordam sobre a key principal, {label}: peso {weight}, "
         "contribuição {contribution}."
     ),
+    "step7_sink": (
+        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas o "
+        "seu value transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} nas "
+        "outras keys); a cabeça estaciona ali e acrescenta pouco: leia as contribuições, não "
+        "o peso, ou retire-o com --exclude first."
+    ),
     "step7_top": (
         "As {n} maiores por peso: {by_weight}. As {n} maiores por contribuição: {by_contribution}."
     ),
@@ -533,9 +545,16 @@ CATALOGUE: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}
 
 
 def default_lang(environ: Mapping[str, str] | None = None) -> str:
-    """ "pt" when LANG starts with pt (pt_BR.UTF-8, pt_PT), else "en"."""
+    """ "pt" when the locale's messages are Portuguese (pt_BR.UTF-8, pt_PT), else "en".
+
+    The locale is read as POSIX reads it for messages: the first of LC_ALL, LC_MESSAGES
+    and LANG that is set and not empty."""
     env = os.environ if environ is None else environ
-    return "pt" if env.get("LANG", "").strip().lower().startswith("pt") else "en"
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(name, "").strip().lower()
+        if value:
+            return "pt" if value.startswith("pt") else "en"
+    return "en"
 
 
 def check_lang(lang: str) -> str:

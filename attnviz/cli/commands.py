@@ -53,12 +53,14 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         hit = None
         if cached and request.cache:
             hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=request.mask,
-                                 dtype=request.dtype, max_tokens=request.max_tokens)  # fmt: skip
+                                 dtype=request.dtype, max_tokens=request.max_tokens,
+                                 bos=request.bos)  # fmt: skip
         if hit is not None:
             prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
-                                   cache=request.cache, max_tokens=request.max_tokens)  # fmt: skip
+                                   cache=request.cache, max_tokens=request.max_tokens,
+                                   bos=request.bos)  # fmt: skip
     except BadInput as exc:
         if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -141,9 +143,11 @@ def _save(
     """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
     or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, view, **where, theme=style.theme)
+        analysis.save(out, view, **where, theme=style.theme, lang=request.lang)
     else:
-        analysis.save(out, view, **where, measure=request.measure, **asdict(style))
+        analysis.save(
+            out, view, **where, measure=request.measure, lang=request.lang, **asdict(style)
+        )
 
 
 def _show_result(console: Console, result: Any, as_json: bool, out: Path | None) -> None:
@@ -198,10 +202,14 @@ def show(
         units=units,
         one_layer=True,
     )
-    view = analysis.view(layer, head, units, exclude=exclude, measure=request.measure)
+    view = analysis.view(
+        layer, head, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme)
+        analysis.save(
+            out, "show", layer=layer, head=head, units=units, theme=style.theme, lang=request.lang
+        )
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
@@ -223,7 +231,9 @@ def heads(
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
-    view = analysis.heads(layer, subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.heads(
+        layer, subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(
             analysis,
@@ -253,7 +263,9 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.model_view(
+        subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
@@ -306,6 +318,7 @@ def rollout(
             measure=request.measure,
             method=method,
             progress=advance if method == "flow" else None,
+            lang=request.lang,
         )
     if out is not None:
         view.save(out, **asdict(style))
@@ -328,7 +341,7 @@ def compare_measures(
     analysis = _analyse(
         request, out, style, layer=layer, words={"query": query}, units=units, compared=True
     )
-    comparison = analysis.compare(query, layer, units=units, top=top)
+    comparison = analysis.compare(query, layer, units=units, top=top, lang=request.lang)
     if out is not None:
         comparison.save(out, **asdict(style))
     _show_result(console, comparison, as_json, out)
@@ -350,7 +363,7 @@ def find(
     """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
     words = {"source": source, "target": target}
     analysis = _analyse(request, out, style, words=words, units=units)
-    links = analysis.find(source, target, units=units, exclude=exclude, top=top)
+    links = analysis.find(source, target, units=units, exclude=exclude, top=top, lang=request.lang)
     if out is not None:
         links.save(out, **asdict(style))
     _show_result(console, links, as_json, out)
@@ -388,6 +401,8 @@ def stats(
     quiet: bool = False,
     shared_scale: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
+    lang: str = "en",
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -402,11 +417,13 @@ def stats(
             model=model,
             truncate=truncate,
             max_tokens=max_tokens,
+            bos=bos,
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,
             dtype=batching.dtype,
             progress=advance,
+            lang=lang,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
@@ -462,12 +479,14 @@ def tokens(console: Console, request: Request) -> None:
     """
     from rich.table import Table
 
+    from attnviz import lexicon
     from attnviz.render.cells import visible
 
     pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
-    table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
+    lang = request.lang
+    table = Table(title=lexicon.label(lang, "tokens_title", pieces=len(pieces), words=len(words)))
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
@@ -476,7 +495,7 @@ def tokens(console: Console, request: Request) -> None:
         ("word", "left"),
         ("span", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(lexicon.label(lang, f"tokens_{name}"), justify=justify)  # type: ignore[arg-type]
     for i, piece in enumerate(pieces.tokens):
         w, label = word_of[i]
         start, end = pieces.offsets[i]
@@ -527,6 +546,7 @@ def info(console: Console, model: str | None) -> None:
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
+        rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -541,6 +561,18 @@ def info(console: Console, model: str | None) -> None:
     # and a copy of it pastes whole.
     folder = visible(str(about.folder))
     console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
+
+
+def _start(details: api.ModelDetails) -> str:
+    """Who puts the decoder's start token in front, for `info`."""
+    if details.start_token is None:
+        return "none (the model defines none: the first word is the first token)"
+    if details.start_by == "tokenizer":
+        return f"{details.start_token} (the tokenizer puts it in front)"
+    return (
+        f"{details.start_token} (the tokenizer adds none: attnviz puts it in front, as "
+        "interpretability tools do; --no-bos reads the text as typed)"
+    )
 
 
 def _weights(files: tuple[str, ...]) -> str:

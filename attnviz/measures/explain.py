@@ -215,6 +215,33 @@ class Explanation:
     def top_contribution(self) -> int:
         return int(np.argmax(self.contributions))
 
+    @property
+    def sink(self) -> int | None:
+        """The key that looks like an attention sink for this query, or None.
+
+        A sink takes most of the weight (over half) while its transformed value ‖f(xⱼ)‖
+        is small, under half the median of the other keys the query sees: the head parks
+        there and adds little (Xiao et al. 2023; Kobayashi et al. 2020 saw it on [CLS]).
+        """
+        w = self.top_weight
+        seen = ~self.hidden  # (T,)
+        seen[w] = False
+        if self.weights[w] <= SINK_WEIGHT or not seen.any():
+            return None
+        others = float(np.median(self.transformed_norms[seen]))
+        return w if self.transformed_norms[w] < SINK_NORM_RATIO * others else None
+
+    @property
+    def others_median_norm(self) -> float:
+        """The median ‖f(xⱼ)‖ of the keys the query sees, but the top-weighted one."""
+        seen = ~self.hidden  # (T,)
+        seen[self.top_weight] = False
+        return float(np.median(self.transformed_norms[seen])) if seen.any() else 0.0
+
+
+SINK_WEIGHT = 0.5  # a sink takes more than this share of the query's weight
+SINK_NORM_RATIO = 0.5  # and its ‖f(x)‖ is under this share of the other keys' median
+
 
 def explain(
     prepared: ModelInput,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.measures.drawn import Drawn
 from attnviz.text.match import find_label
@@ -43,6 +44,8 @@ class OneMatrix(Protocol):
     def units(self) -> str: ...
     @property
     def excluded(self) -> tuple[str, ...]: ...
+    @property
+    def lang(self) -> str: ...  # the language of its title and labels
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -64,6 +67,7 @@ class QueryRow(Drawn):
     head: int | None
     units: str
     excluded: tuple[str, ...] = ()
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     def weight(self, key: str) -> float:
         """The weight on the key named `key` (a label, matched like the query)."""
@@ -91,7 +95,9 @@ class QueryRow(Drawn):
     def _renderable(self) -> Any:
         from attnviz.render.bars import BarList
 
-        return BarList(self.keys, self.weights, title=self.title, indices=self.indices)
+        return BarList(
+            self.keys, self.weights, title=self.title, indices=self.indices, lang=self.lang
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -99,7 +105,13 @@ class QueryRow(Drawn):
         from attnviz.render.figures import bars_figure
 
         return bars_figure(
-            self.keys, self.weights, title=self.title, cmap=cmap, theme=theme, annotate=annotate
+            self.keys,
+            self.weights,
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            annotate=annotate,
+            lang=self.lang,
         )
 
 
@@ -122,10 +134,11 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
         keys=[view.labels[j] for j in order],
         indices=[int(j) for j in order],
         weights=row[order],
-        title=f"{view.title} · query {view.labels[i]}",
+        title=f"{view.title} · {lexicon.label(view.lang, 'query_named', label=view.labels[i])}",
         model=view.model,
         layer=view.layer,
         head=view.head,
         units=view.units,
         excluded=view.excluded,
+        lang=view.lang,
     )

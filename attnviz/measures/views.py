@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import label
 from attnviz.limits import TOP, check_choice, check_range, resolve_heads, resolve_index
 from attnviz.measures.contributions import per_layer_refusal
 from attnviz.measures.drawn import Drawn
@@ -73,6 +74,7 @@ class AttentionView(Drawn):
     pair_start: int | None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
@@ -130,14 +132,19 @@ class AttentionView(Drawn):
             heads=None,
             units="tokens",
             theme="auto",
-            layer_names=[self.title.split(" · ")[1] if " · " in self.title else "layer"],
+            layer_names=[
+                self.title.split(" · ")[1]
+                if " · " in self.title
+                else label(self.lang, "layer_n", layer=self.layer)
+            ],
             head_names=[self.title.rsplit(" · ", 1)[-1]],
+            lang=self.lang,
         )
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 
-        return Heatmap(self.matrix, self.labels, title=self.title)
+        return Heatmap(self.matrix, self.labels, title=self.title, lang=self.lang)
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -145,7 +152,13 @@ class AttentionView(Drawn):
         from attnviz.render.figures import heatmap_figure
 
         return heatmap_figure(
-            self.matrix, self.labels, title=self.title, cmap=cmap, theme=theme, annotate=annotate
+            self.matrix,
+            self.labels,
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            annotate=annotate,
+            lang=self.lang,
         )
 
 
@@ -181,7 +194,8 @@ class RolloutView(AttentionView):
         from attnviz.render.stats import SourcesTable
 
         yield self._renderable()
-        yield SourcesTable(self.labels, self.sources(), title="what each token draws most from")
+        title = label(self.lang, "sources_title")
+        yield SourcesTable(self.labels, self.sources(), title=title, lang=self.lang)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -205,6 +219,7 @@ class HeadsView(Drawn):
     columns: int | None = None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
+    lang: str = "en"  # the language of its titles and labels: "en" or "pt"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -223,16 +238,17 @@ class HeadsView(Drawn):
         """In a notebook: the panels as the interactive page's head view, offline."""
         from attnviz.render.html import fragment
 
+        lang = self.lang
+        head_names = [label(lang, "head_n", head=h) for h in self.heads]
         if self.layer is not None:  # one layer's heads
             grid = self.matrices[None]  # (1, h, N, N)
-            layer_names, head_names = [f"layer {self.layer}"], [f"head {h}" for h in self.heads]
+            layer_names = [label(lang, "layer_n", layer=self.layer)]
         elif self.columns:  # the model view: a row of `columns` heads per layer
             grid = self.matrices.reshape(-1, self.columns, *self.matrices.shape[1:])
-            layer_names = [f"layer {layer}" for layer in range(len(grid))]
-            head_names = [f"head {h}" for h in self.heads]
+            layer_names = [label(lang, "layer_n", layer=layer) for layer in range(len(grid))]
         else:  # a per-layer measure: one panel per layer
             grid = self.matrices[:, None]  # (L, 1, N, N)
-            layer_names, head_names = list(self.panel_titles), ["all heads"]
+            layer_names, head_names = list(self.panel_titles), [label(lang, "all_heads")]
         return fragment(
             grid,
             self.tokens,
@@ -249,6 +265,7 @@ class HeadsView(Drawn):
             theme="auto",
             layer_names=layer_names,
             head_names=head_names,
+            lang=lang,
         )
 
     def _renderable(self) -> Any:
@@ -260,6 +277,7 @@ class HeadsView(Drawn):
             panel_titles=self.panel_titles,
             title=self.title,
             columns=self.columns,
+            lang=self.lang,
         )
 
     def _write(self, path: Path, style: ImageStyle) -> None:
@@ -278,6 +296,7 @@ class HeadsView(Drawn):
             columns=self.columns,
             dpi=style.dpi,
             transparent=style.transparent,
+            lang=self.lang,
         )
 
     def figure(
@@ -294,6 +313,7 @@ class HeadsView(Drawn):
             theme=theme,
             annotate=annotate,
             columns=self.columns,
+            lang=self.lang,
         )
 
 
@@ -312,6 +332,7 @@ class Source:
     note: str = ""  # the measure as titles name it
     kept: tuple[int, ...] | None = None  # the model's layers `attentions` holds; None: all
     num_layers: int = 0  # the model's layers (0: as many as `attentions` holds)
+    lang: str = "en"  # the language the views' titles and labels are in (already resolved)
 
     def slot(self, layer: int) -> int:
         """Where the model's `layer` (already resolved) sits in `attentions`."""
@@ -362,18 +383,23 @@ def layer_view(
     head = None if head is None else resolve_index(head, H, "head")
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     matrix = unit_map.matrix(select(src.attentions, src.slot(layer), head))  # (N, N)
-    which = f"head {head}" if head is not None else f"mean of {H} heads"
+    lang = src.lang
+    which = label(lang, "head_n", head=head) if head is not None else ""
+    if head is None:
+        which = label(lang, "mean_of_heads", n=H)
     if src.per_layer:
-        which = "all heads together"
+        which = label(lang, "all_heads_together")
     return AttentionView(
         matrix=matrix,
         **_labelled(unit_map),
-        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(lang, 'layer_n', layer=layer)} · {which}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=layer,
         head=head,
         units=units,
         measure=src.measure,
+        lang=lang,
     )
 
 
@@ -392,18 +418,28 @@ def heads_view(
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
     unit_map = UnitMap.checked(src.pieces, units, exclude)
-    which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
+    lang = src.lang
+    which = _which_heads(lang, H, chosen, shown)
     return HeadsView(
         matrices=unit_map.matrix(src.attentions[src.slot(layer), shown]),  # (h, N, N)
         **_labelled(unit_map),
-        panel_titles=[f"head {h}" for h in shown],
-        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        panel_titles=[label(lang, "head_n", head=h) for h in shown],
+        title=f"{src.model} · {label(lang, 'layer_n', layer=layer)} · {which}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=layer,
         heads=shown,
         units=units,
         measure=src.measure,
+        lang=lang,
     )
+
+
+def _which_heads(lang: str, H: int, chosen: list[int] | None, shown: list[int]) -> str:
+    """`all 12 heads` or `heads 0,3`, as a title names the heads shown."""
+    if chosen is None:
+        return label(lang, "all_heads_n", n=H)
+    return label(lang, "heads_listed", heads=_listing(shown))
 
 
 def model_view(
@@ -422,21 +458,29 @@ def model_view(
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     # (L, h, T, T): a view of the array when every head is shown (a list index would copy)
     per_layer = src.attentions if chosen is None else src.attentions[:, shown]
-    which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
-    names = [f"L{layer} H{head}" for layer in range(L) for head in shown]
+    lang = src.lang
+    which = _which_heads(lang, H, chosen, shown)
+    names = [
+        label(lang, "panel_layer_head", layer=layer, head=head)
+        for layer in range(L)
+        for head in shown
+    ]
     if src.per_layer:
-        which, names = "all heads together", [f"L{layer}" for layer in range(L)]
+        which = label(lang, "all_heads_together")
+        names = [label(lang, "panel_layer", layer=layer) for layer in range(L)]
     return HeadsView(
         matrices=unit_map.matrix(per_layer.reshape(-1, *per_layer.shape[2:])),  # (L·h, N, N)
         **_labelled(unit_map),
         panel_titles=names,
-        title=f"{src.model} · {L} layers × {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(lang, 'layers_by', n=L, which=which)}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=None,
         heads=shown,
         units=units,
         columns=None if src.per_layer else len(shown),
         measure=src.measure,
+        lang=lang,
     )
 
 
@@ -474,17 +518,19 @@ def rollout_view(
                 "{method} flow runs on the attention weights: drop {measure}",
                 param=("method", "measure"),
             )
-        chained, what = attention_flow(src.attentions, upto, progress=progress), "attention flow"
+        chained = attention_flow(src.attentions, upto, progress=progress)
+        what = label(src.lang, "attention_flow")
     else:
         # Measures that already contain the residual (and rows of any sum) are chained with
         # their rows normalised; the weights (and norms) get the identity added, as in the paper.
         with_residual = src.measure in ("weight", "norm")
-        chained, what = rollout(src.attentions, upto, residual=with_residual), "rollout"
+        chained = rollout(src.attentions, upto, residual=with_residual)
+        what = label(src.lang, "rollout")
     return RolloutView(
         matrix=unit_map.matrix(chained),  # (N, N), rows still sum to 1
         **_labelled(unit_map),
-        title=f"{src.model} · {what} through layer {upto}"
-        + f"{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(src.lang, 'through_layer', what=what, upto=upto)}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, src.lang)}",
         model=src.model,
         layer=upto,
         head=None,
@@ -492,6 +538,7 @@ def rollout_view(
         top=top,
         measure=src.measure,
         method=method,
+        lang=src.lang,
     )
 
 

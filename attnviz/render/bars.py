@@ -18,6 +18,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 
+from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     Line,
@@ -57,6 +58,7 @@ class BarList:
         *,
         title: str | None = None,
         indices: Sequence[int] | None = None,
+        lang: str = "en",
     ) -> None:
         if len(labels) != len(values):
             raise ValueError(f"{len(labels)} labels for {len(values)} values")
@@ -64,6 +66,7 @@ class BarList:
         self.values = np.asarray(values, dtype=float)
         self.indices = list(indices) if indices is not None else list(range(len(labels)))
         self.title = title
+        self.lang = lang  # the language of its header: "en" or "pt"
 
     @property
     def _index_w(self) -> int:
@@ -91,7 +94,11 @@ class BarList:
         top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
         lines: list[Line] = title_lines(self.title, console, options)
         lines.append(
-            [Segment(truncate(f"key, weight (bars: share of the largest, {top:.2f})", width), _DIM)]
+            [
+                Segment(
+                    truncate(lexicon.label(self.lang, "bars_header", top=f"{top:.2f}"), width), _DIM
+                )
+            ]
         )
         for i, label, value in zip(self.indices, self.labels, self.values, strict=True):
             left = f"{str(i).rjust(self._index_w)} {pad(truncate(label, label_w), label_w)} "

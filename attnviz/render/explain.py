@@ -497,6 +497,16 @@ class ExplanationView:
                     "step7_agree", label=self._name(w), weight=weight, contribution=contribution
                 )
             )
+        if x.sink is not None:
+            yield Text(
+                self._t(
+                    "step7_sink",
+                    label=self._name(x.sink),
+                    weight=_num(x.weights[x.sink], 3),
+                    norm=_num(x.transformed_norms[x.sink]),
+                    median=_num(x.others_median_norm),
+                )
+            )
         n = min(_TOP, x.num_pieces)
         by_weight = np.argsort(-x.weights, kind="stable")[:n]  # (n,)
         by_contribution = np.argsort(-x.contributions, kind="stable")[:n]  # (n,)

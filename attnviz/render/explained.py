@@ -78,6 +78,10 @@ class Explained(Protocol):
     @property
     def top_contribution(self) -> int: ...  # the key with the largest contribution
     @property
+    def sink(self) -> int | None: ...  # the top-weighted key when it adds little: a sink
+    @property
+    def others_median_norm(self) -> float: ...  # median ‖f(xⱼ)‖ of the other keys seen
+    @property
     def head_output(self) -> np.ndarray: ...  # (d_k,)
     @property
     def head_share(self) -> np.ndarray: ...  # (C,)

@@ -24,6 +24,7 @@ import matplotlib
 import numpy as np
 from matplotlib.colors import Colormap, Normalize
 
+from attnviz import lexicon
 from attnviz.output import check_colormap
 from attnviz.render.labels import (
     axis_name,
@@ -103,12 +104,16 @@ def _annotate(
 
 
 def _colorbar(
-    fig: Figure, image: ScalarMappable, rect: tuple[float, float, float, float], fg: str
+    fig: Figure,
+    image: ScalarMappable,
+    rect: tuple[float, float, float, float],
+    fg: str,
+    lang: str = "en",
 ) -> None:
     """A colour bar for `image` in `rect` (figure fractions), labelled on its right."""
     cax = fig.add_axes(rect, label="<colorbar>")
     bar = fig.colorbar(image, cax=cax)
-    bar.set_label("attention weight", color=fg)
+    bar.set_label(lexicon.label(lang, "attention_weight"), color=fg)
     bar.ax.tick_params(colors=fg, which="both")
     bar.outline.set_edgecolor(fg)
 
@@ -144,10 +149,12 @@ def heatmap_figure(
     annotate: bool = False,
     vmax: float | None = None,
     axis_names: tuple[str, str] = ("query", "key"),
+    lang: str = "en",
 ) -> Figure:
     """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
 
-    `axis_names` names the y and x axes (a layers × heads grid: ("layer", "head")).
+    `axis_names` names the y and x axes (a layers × heads grid: ("layer", "head")), as
+    keys of `attnviz.lexicon`; `lang` ("en" or "pt") is the language of every label.
 
     The colour scale runs from 0 to `vmax` (default: the matrix maximum). Cell
     values are written only when `annotate` and both sides have at most 20 tokens.
@@ -208,12 +215,12 @@ def heatmap_figure(
         image = _show(ax, values, colormap, norm)
         _set_ticks(ax, "x", cols, x_step, x_pt)
         _set_ticks(ax, "y", rows, y_step, y_pt)
-        ax.set_xlabel(axis_name(axis_names[1], x_step), color=fg)
-        ax.set_ylabel(axis_name(axis_names[0], y_step), color=fg)
+        ax.set_xlabel(axis_name(axis_names[1], x_step, lang), color=fg)
+        ax.set_ylabel(axis_name(axis_names[0], y_step, lang), color=fg)
         ax.set_title(title_text, color=fg, fontproperties=title_font, parse_math=False)
         style_axes(ax, fg)
         bar_x = (left + ax_w + BAR_GAP_IN) / fig_w
-        _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg)
+        _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg, lang)
         if write_values:
             _annotate(ax, values, colormap, norm, 8.0)
     return fig
@@ -227,6 +234,7 @@ def bars_figure(
     cmap: str = DEFAULT_CMAP,
     theme: str = "light",
     annotate: bool = False,
+    lang: str = "en",
 ) -> Figure:
     """Horizontal bars, one per label, top to bottom in the order given (one query's row).
 
@@ -261,7 +269,7 @@ def bars_figure(
         ax.set_ylim(n - 0.5, -0.5)  # the first label on top
         ax.set_xlim(0.0, top * (1.18 if annotate else 1.02))
         _set_ticks(ax, "y", names, step, size_pt)
-        ax.set_xlabel("attention weight", color=fg)
+        ax.set_xlabel(lexicon.label(lang, "attention_weight"), color=fg)
         ax.set_title(
             wrap_title(title, left + 4.0, 12.0),
             color=fg,
@@ -312,6 +320,7 @@ def grid_figure(
     theme: str = "light",
     annotate: bool = False,
     columns: int | None = None,
+    lang: str = "en",
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
 
@@ -338,6 +347,7 @@ def grid_figure(
         theme=theme,
         annotate=annotate,
         columns=columns,
+        lang=lang,
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
@@ -426,9 +436,11 @@ def grid_figure(
                     _annotate(ax, values[head], colormap, norm, 6.0, x0=x0)
         middle_x = (g.left + (fig_w - g.left - g.right) / 2) / fig_w
         middle_y = (g.bottom + grid_h / 2) / fig_h
-        fig.supxlabel(axis_name("key", g.step), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h)
+        fig.supxlabel(
+            axis_name("key", g.step, lang), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h
+        )
         fig.supylabel(
-            axis_name("query", g.step), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y
+            axis_name("query", g.step, lang), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y
         )
         fig.suptitle(
             g.title,
@@ -440,5 +452,6 @@ def grid_figure(
         )
         bar_x, bar_y, bar_w, bar_h = plan.bar
         scale = ScalarMappable(norm=norm, cmap=colormap)
-        _colorbar(fig, scale, (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h), fg)
+        bar_rect = (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h)
+        _colorbar(fig, scale, bar_rect, fg, lang)
     return fig

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attnviz.lexicon import page_texts
+
 __all__ = ["HTML_U16_LIMIT", "fragment", "page"]
 
 WEB = Path(__file__).parent / "web"
@@ -74,6 +76,7 @@ def _spec(
     theme: str,
     layer_names: Sequence[str] | None = None,
     head_names: Sequence[str] | None = None,
+    lang: str = "en",
 ) -> dict[str, object]:
     L, H, T, T2 = attentions.shape
     if T != T2 or len(tokens) != T:
@@ -100,6 +103,8 @@ def _spec(
         "theme": theme,
         "layerNames": list(layer_names) if layer_names is not None else None,
         "headNames": list(head_names) if head_names is not None else None,
+        "lang": lang,
+        "text": page_texts(lang),
     }
 
 
@@ -114,8 +119,9 @@ def fragment(attentions: np.ndarray, tokens: Sequence[str], **options: object) -
     # No "<" at all inside the script element: a label cannot close it ("</script>") or
     # switch the parser into a comment state ("<!--<script>"). \u003c is the same in JSON.
     data = data.replace("<", "\\u003c")
+    tag = "pt-BR" if spec["lang"] == "pt" else "en"
     return (
-        f'<div id="{root}" class="attnviz"></div>\n'
+        f'<div id="{root}" class="attnviz" lang="{tag}"></div>\n'
         f"<style>{_asset('attnviz.css')}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
         "<script>(function () {\n"
@@ -141,13 +147,15 @@ def page(
     heads: Sequence[int] | None = None,
     units: str = "words",
     theme: str = "auto",
+    lang: str = "en",
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
     `view` is the view it opens on: "heads" (two columns of tokens joined by lines),
     "matrix" (one head's heatmap) or "model" (every layer and head); `layer`, `head`
     and `heads` say where it opens; `units` is "words" (when `words` gives the pieces
-    of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark".
+    of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark";
+    `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`).
     """
     body = fragment(
         attentions,
@@ -163,11 +171,12 @@ def page(
         heads=heads,
         units=units,
         theme=theme,
+        lang=lang,
     )
     background = {"dark": "#161a1f", "light": "#ffffff"}.get(theme, "Canvas")
     return (
         "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<html lang="{"pt-BR" if lang == "pt" else "en"}">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"

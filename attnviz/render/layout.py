@@ -177,6 +177,7 @@ class GridPlan:
     g: GridGeometry
     fig_w: float
     fig_h: float
+    lang: str = "en"  # the language of the axis and colour-bar names: "en" or "pt"
 
     @property
     def grid_h(self) -> float:
@@ -207,6 +208,7 @@ def plan_grid(
     theme: str,
     annotate: bool,
     columns: int | None,
+    lang: str = "en",
 ) -> GridPlan:
     check_colormap(cmap)
     check_theme(theme)
@@ -244,5 +246,17 @@ def plan_grid(
             )
     fig_w, fig_h = g.size(n_rows, n_cols)
     return GridPlan(
-        values, tokens, titles, top, cmap, theme, write_values, n_rows, n_cols, g, fig_w, fig_h
+        values,
+        tokens,
+        titles,
+        top,
+        cmap,
+        theme,
+        write_values,
+        n_rows,
+        n_cols,
+        g,
+        fig_w,
+        fig_h,
+        lang,
     )

@@ -22,6 +22,7 @@ import matplotlib
 import numpy as np
 from matplotlib.colors import Normalize, to_rgb
 
+from attnviz import lexicon
 from attnviz.render.labels import axis_name
 from attnviz.render.layout import GRID_TICK_PT, KEY_ROTATION, PAD_IN, GridPlan, bar_ticks
 from attnviz.render.style import (
@@ -316,10 +317,10 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     va="center",
                 )
 
-    _colour_bar(canvas, writer, plan, colormap, fg)
+    _colour_bar(canvas, writer, plan, colormap, fg)  # named in plan.lang
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
-    key, query = axis_name("key", g.step), axis_name("query", g.step)
+    key, query = axis_name("key", g.step, plan.lang), axis_name("query", g.step, plan.lang)
     writer.text(key, middle_x, PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
     writer.text(
         query,
@@ -378,7 +379,7 @@ def _colour_bar(
         writer.text(offset, left_in + width_in, bottom_in + height_in + 0.05, size=size, colour=fg)
     name_size = font_properties(rc["axes.labelsize"]).get_size_in_points()
     writer.text(
-        "attention weight",
+        lexicon.label(plan.lang, "attention_weight"),
         label_x + widest + rc["axes.labelpad"] / 72,
         bottom_in + height_in / 2,
         size=name_size,

@@ -99,6 +99,7 @@ def save_grid(
     columns: int | None = None,
     dpi: int = 200,
     transparent: bool = False,
+    lang: str = "en",
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -114,6 +115,7 @@ def save_grid(
         "theme": theme,
         "annotate": annotate,
         "columns": columns,
+        "lang": lang,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

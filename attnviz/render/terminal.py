@@ -37,6 +37,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 
+from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     Line,
@@ -255,9 +256,9 @@ def _heat_layout(width: int, n_cols: int, index_w: int, label_w: int) -> _HeatLa
     return None
 
 
-def _page_caption(cols: range, n_cols: int, width: int) -> str:
+def _page_caption(cols: range, n_cols: int, width: int, lang: str = "en") -> str:
     """`keys 0–57 of 512`, shortened to `0–57/512` when the terminal is narrow."""
-    long = f"keys {cols.start}–{cols.stop - 1} of {n_cols}"
+    long = lexicon.label(lang, "keys_page", first=cols.start, last=cols.stop - 1, n=n_cols)
     return long if cell_len(long) <= width else f"{cols.start}–{cols.stop - 1}/{n_cols}"
 
 
@@ -298,6 +299,7 @@ class Heatmap:
         *,
         title: str | None = None,
         vmax: float | None = None,
+        lang: str = "en",
     ) -> None:
         values = np.asarray(matrix, dtype=float)  # (Tq, Tk)
         if values.ndim != 2 or 0 in values.shape:
@@ -312,6 +314,7 @@ class Heatmap:
         self.col_labels = self.row_labels if col_labels is None else clean_labels(col_labels)
         self.keys_differ = self.col_labels != self.row_labels  # then columns get a legend
         self.title = title
+        self.lang = lang  # the language of its headers and notes: "en" or "pt"
         self.scale = _scale_for(values, vmax)
 
     @property
@@ -351,7 +354,8 @@ class Heatmap:
         for cols in pages:
             lines.append([])
             if len(pages) > 1:
-                lines.append([Segment(_page_caption(cols, n_cols, width), _BOLD)])
+                caption = _page_caption(cols, n_cols, width, self.lang)
+                lines.append([Segment(caption, _BOLD)])
             lines += self._page(levels[:, cols.start : cols.stop], cols, layout, colour, width)
         yield from emit(lines, width)
 
@@ -363,7 +367,8 @@ class Heatmap:
         levels: int (Tq, len(cols)), colour levels (0..255) or shade levels (0..4), -1 = NaN.
         """
         header = _column_header(cols, layout.cell_w)
-        corner = "query \\ key" if len("query \\ key") < layout.left_w else ""
+        corners = [lexicon.label(self.lang, key) for key in ("corner", "corner_short")]
+        corner = next((c for c in corners if cell_len(c) < layout.left_w), "")
         lines: list[Line] = [[Segment(" " * layout.left_w), Segment(h, _DIM)] for h in header]
         lines[-1][0] = Segment(corner.rjust(layout.left_w - 1) + " ", _DIM)
         for i, label in enumerate(self.row_labels):
@@ -372,7 +377,9 @@ class Heatmap:
                 left += pad(truncate(label, layout.label_w), layout.label_w) + " "
             lines.append([Segment(left), *_heat_cells(levels[i], colour, layout.cell_w)])
         if self.keys_differ:
-            lines += _label_list("keys:", cols, self.col_labels, width)
+            lines += _label_list(
+                lexicon.label(self.lang, "keys_list"), cols, self.col_labels, width
+            )
         return lines
 
     def _levels(self, colour: bool) -> np.ndarray:
@@ -440,6 +447,7 @@ class HeadGrid:
         panel_titles: Sequence[str],
         title: str | None = None,
         columns: int | None = None,
+        lang: str = "en",
     ) -> None:
         """`columns`: panels per line when they fit, e.g. the heads of one layer per line."""
         values = np.asarray(matrices, dtype=float)  # (H, T, T)
@@ -455,6 +463,7 @@ class HeadGrid:
         self.title = title
         self.scale = _scale_for(values, None)
         self.columns = columns
+        self.lang = lang  # the language of its notes: "en" or "pt"
 
     def _per_line(self, width: int, slot: int) -> int:
         """Panels on one line: as many as fit, or `columns` (or an even share of it)."""
@@ -510,8 +519,10 @@ class HeadGrid:
             heads = range(start, min(start + per_line, len(panels)))
             lines += self._grid_row(heads, panels, slot)
         lines += _legend_lines(self.scale, colour, width)
-        lines += _note("panels: rows = queries, columns = keys, in token order", width)
-        lines += _label_list("tokens:", range(n_tokens), self.labels, width)
+        lines += _note(lexicon.label(self.lang, "panels_note"), width)
+        lines += _label_list(
+            lexicon.label(self.lang, "tokens_list"), range(n_tokens), self.labels, width
+        )
         yield from emit(lines, width)
 
     def _panels(self, colour: bool, cell_w: int) -> list[list[Line]]:

@@ -92,6 +92,21 @@ class Pieces:
                 begun.add((seq, word))
         return labels
 
+    def with_start(self, token: str, token_id: int) -> Pieces:
+        """These pieces with a start token in front (a special token: no word, no text)."""
+        return Pieces(
+            text=self.text,
+            pair=self.pair,
+            tokens=[token, *self.tokens],
+            ids=[token_id, *self.ids],
+            type_ids=[0, *self.type_ids],
+            offsets=[(0, 0), *self.offsets],
+            word_ids=[None, *self.word_ids],
+            sequence_ids=[None, *self.sequence_ids],
+            dropped=self.dropped,
+            cut=self.cut,
+        )
+
     def words(self) -> list[Word]:
         """Pieces grouped into words; each special token is a word of its own."""
         groups: list[Word] = []

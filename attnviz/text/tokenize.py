@@ -10,12 +10,13 @@ size before it is tokenized, and cut at a space when truncation is asked for.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import TOKENIZER_BYTES, max_text_chars
-from attnviz.reading import read_bounded
+from attnviz.reading import read_bounded, read_json
 from attnviz.text.pieces import Pieces
 
 if TYPE_CHECKING:
@@ -184,7 +185,76 @@ def tokenize(
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
-    return _pieces(encoding, text, pair, dropped, cut)
+    typed = typed_special(tokenizer, encoding, text, pair)
+    return _pieces(encoding, text, pair, dropped, cut, typed)
+
+
+def typed_special(
+    tokenizer: Tokenizer, encoding: Encoding, text: str, pair: str | None
+) -> set[int]:
+    """Positions of special tokens typed in the text (`<|endoftext|>`, `[SEP]`).
+
+    The tokenizer keeps such a token whole but gives it the text's sequence id, as if it
+    were a word; it is the model's special token all the same (a decoder parks attention
+    on a typed `<|endoftext|>` as it does on its start token), so attnviz counts it as
+    special: its own unit, dropped by `exclude="special"`. Only a token the text spells
+    out counts: an unknown character's [UNK] stays the text's.
+    """
+    special = {
+        i: added.content
+        for i, added in tokenizer.get_added_tokens_decoder().items()
+        if added.special
+    }
+    typed = set()
+    for t, (token_id, seq) in enumerate(zip(encoding.ids, encoding.sequence_ids, strict=True)):
+        if seq is None or token_id not in special:
+            continue
+        start, end = encoding.offsets[t]
+        source = pair if seq == 1 and pair is not None else text
+        if source[start:end].strip() == special[token_id]:
+            typed.add(t)
+    return typed
+
+
+def start_token(
+    tokenizer: Tokenizer, folder: Path, config: dict[str, Any]
+) -> tuple[str, int] | None:
+    """The model's start token (BOS) as (token, id) when its tokenizer does not add one
+    itself; None when it does, or when the model defines none.
+
+    The start token is the tokenizer's `bos_token` (tokenizer_config.json), else
+    config.json's `bos_token_id`, when the vocabulary has it. Interpretability tools read a
+    decoder with it in front (TransformerLens prepends it by default): the model was
+    trained on texts that follow one, and without it the first word takes the role of the
+    attention sink.
+    """
+    token = _configured_bos(folder)
+    token_id = tokenizer.token_to_id(token) if token is not None else None
+    if token_id is None:
+        raw = config.get("bos_token_id")
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            token, token_id = tokenizer.id_to_token(raw), raw
+    if token is None or token_id is None:
+        return None
+    with contextlib.suppress(Exception):  # a tokenizer that fails on "" adds nothing we know of
+        if token_id in _encode(tokenizer, "", None).ids[:1]:
+            return None  # the tokenizer adds it itself (Llama, Gemma)
+    return token, token_id
+
+
+def _configured_bos(folder: Path) -> str | None:
+    """tokenizer_config.json's `bos_token` (a string, or an object with `content`), if any."""
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = read_json(path, TOKENIZER_BYTES, "tokenizer file")
+    except AttnvizError:
+        return None  # a broken tokenizer_config.json: config.json's bos_token_id may say
+    bos = config.get("bos_token") if isinstance(config, dict) else None
+    if isinstance(bos, dict):
+        bos = bos.get("content")
+    return bos if isinstance(bos, str) and 0 < len(bos) <= 100 else None
 
 
 def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
@@ -225,7 +295,18 @@ def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
         ) from None
 
 
-def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: int = 0) -> Pieces:
+def _pieces(
+    encoding: Encoding,
+    text: str,
+    pair: str | None,
+    dropped: int,
+    cut: int = 0,
+    special: Collection[int] = (),
+) -> Pieces:
+    """The Pieces of `encoding`; positions in `special` (typed special tokens) count as
+    special: no word, no sequence."""
+    word_ids = [None if t in special else w for t, w in enumerate(encoding.word_ids)]
+    sequence_ids = [None if t in special else s for t, s in enumerate(encoding.sequence_ids)]
     return Pieces(
         text=text,
         pair=pair,
@@ -233,8 +314,8 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: 
         ids=list(encoding.ids),
         type_ids=list(encoding.type_ids),
         offsets=[tuple(o) for o in encoding.offsets],  # type: ignore[misc]
-        word_ids=list(encoding.word_ids),
-        sequence_ids=list(encoding.sequence_ids),
+        word_ids=word_ids,
+        sequence_ids=sequence_ids,
         dropped=dropped,
         cut=cut,
     )

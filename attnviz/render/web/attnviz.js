@@ -10,7 +10,9 @@
  *   compression               "deflate" (zlib) or "none"
  *   tokens                    one label per piece; words: the pieces of each word (or null)
  *   wordLabels, pairStart, pairWordStart, title, view, layer, head, units, theme
- *   layerNames, headNames     how layers and heads are named (default "layer 0", "head 0")
+ *   layerNames, headNames     how layers and heads are named (default: text.layer_n, text.head_n)
+ *   lang, text                the language ("en", "pt") and every string the page shows, by
+ *                             name, with {placeholders} this script fills (attnviz.lexicon)
  *
  * Rows are queries (the token that attends), columns keys. Words merge pieces as the
  * command line does: attention TO a word is the sum over its pieces, FROM a word the
@@ -34,8 +36,15 @@ function attnvizMount(root, spec) {
 
   const L = spec.layers, H = spec.heads, T = spec.T;
   const hasWords = Array.isArray(spec.words) && spec.words.length > 0;
-  const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : "layer " + l);
-  const headName = (h) => (spec.headNames ? spec.headNames[h] : "head " + h);
+  const TEXT = spec.text || {};
+  // The page's string `key` in its language, with {name} filled from `values`.
+  function t(key, values) {
+    const template = Object.prototype.hasOwnProperty.call(TEXT, key) ? TEXT[key] : key;
+    return template.replace(/\{(\w+)\}/g, (whole, name) =>
+      values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole);
+  }
+  const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : t("layer_n", { layer: l }));
+  const headName = (h) => (spec.headNames ? spec.headNames[h] : t("head_n", { head: h }));
   const state = {
     view: spec.view || "heads",
     layer: clamp(spec.layer == null ? L - 1 : spec.layer, 0, L - 1),
@@ -73,7 +82,7 @@ function attnvizMount(root, spec) {
   // A label set beside other text is wrapped in a first-strong isolate (U+2068 … U+2069), so a
   // bidi override inside a stranger's token cannot reorder the rest of the line.
   function isolated(name) { return "\u2068" + name + "\u2069"; }
-  const precision = exact ? "" : " · weights stored in 8 bits, within 0.002";
+  const precision = exact ? "" : t("precision");
 
   // ------------------------------------------------------------------ data
 
@@ -134,8 +143,8 @@ function attnvizMount(root, spec) {
 
   function headsLabel(heads) {
     if (heads.length === 1) return headName(heads[0]);
-    if (heads.length === H) return "mean of " + H + " heads";
-    return "mean of heads " + heads.join(",");
+    if (heads.length === H) return t("mean_n", { n: H });
+    return t("mean_listed", { heads: heads.join(",") });
   }
 
   // ------------------------------------------------------------------ the frame
@@ -146,25 +155,25 @@ function attnvizMount(root, spec) {
   root.textContent = "";
   const title = el("div", { class: "av-title", text: spec.title });
   const bar = el("div", { class: "av-bar" });
-  const chips = el("div", { class: "av-group", role: "group", "aria-label": "heads" });
+  const chips = el("div", { class: "av-group", role: "group", "aria-label": t("heads") });
   const main = el("div", { class: "av-main" });
   const status = el("div", { class: "av-status", "aria-live": "polite" });
   const tip = el("div", { class: "av-tip" });
   root.append(title, bar, chips, main, status);
 
   const viewButtons = {};
-  const views = el("div", { class: "av-group", role: "group", "aria-label": "view" });
-  for (const [name, text] of [["heads", "Head view"], ["matrix", "Matrix"], ["model", "Model"]]) {
+  const views = el("div", { class: "av-group", role: "group", "aria-label": t("views") });
+  for (const [name, text] of [["heads", t("view_heads")], ["matrix", t("view_matrix")], ["model", t("view_model")]]) {
     viewButtons[name] = el("button", {
       type: "button", text, "data-view": name, onclick: () => { state.view = name; render(); },
     });
     views.appendChild(viewButtons[name]);
   }
-  const layerSelect = el("select", { "aria-label": "layer", class: "av-layer" },
+  const layerSelect = el("select", { "aria-label": t("layer"), class: "av-layer" },
     range(L).map((l) => el("option", { value: String(l), text: layerName(l) })));
   layerSelect.addEventListener("change", () => { state.layer = Number(layerSelect.value); render(); });
-  const headSelect = el("select", { "aria-label": "head", class: "av-head" }, [
-    el("option", { value: "mean", text: "mean of heads" }),
+  const headSelect = el("select", { "aria-label": t("head"), class: "av-head" }, [
+    el("option", { value: "mean", text: t("mean_option") }),
     ...range(H).map((h) => el("option", { value: String(h), text: headName(h) })),
   ]);
   headSelect.addEventListener("change", () => {
@@ -172,18 +181,23 @@ function attnvizMount(root, spec) {
     render();
   });
   const unitButtons = {};
-  const units = el("div", { class: "av-group", role: "group", "aria-label": "units" });
+  const units = el("div", { class: "av-group", role: "group", "aria-label": t("units") });
   for (const name of hasWords ? ["words", "tokens"] : []) {
     unitButtons[name] = el("button", {
-      type: "button", text: name === "words" ? "words" : "pieces", "data-units": name,
+      type: "button", text: name === "words" ? t("words") : t("pieces"), "data-units": name,
       onclick: () => { state.units = name; state.pick = null; render(); },
     });
     units.appendChild(unitButtons[name]);
   }
   bar.append(views, layerSelect, headSelect, units);
 
+  const headPrefix = t("head_n", { head: "" }); // a chip shows "3" for "head 3"
+  const chipName = (h) => {
+    const name = headName(h);
+    return name.startsWith(headPrefix) ? name.slice(headPrefix.length) : name;
+  };
   const chipButtons = range(H).map((h) => el("button", {
-    type: "button", class: "av-chip", "data-head": String(h), title: "show or hide " + headName(h),
+    type: "button", class: "av-chip", "data-head": String(h), title: t("toggle_head", { head: headName(h) }),
     onclick: (event) => {
       if (event.shiftKey || event.altKey) state.selected = new Set([h]);
       else if (state.selected.has(h) && state.selected.size > 1) state.selected.delete(h);
@@ -191,11 +205,11 @@ function attnvizMount(root, spec) {
       render();
     },
   }, [el("span", { class: "av-swatch", style: "background:" + PALETTE[h % PALETTE.length] }),
-    document.createTextNode(headName(h).replace(/^head /, ""))]));
+    document.createTextNode(chipName(h))]));
   chips.append(
-    el("span", { class: "av-legend", text: "heads:" }),
+    el("span", { class: "av-legend", text: t("heads_legend") }),
     ...chipButtons,
-    el("button", { type: "button", text: "all", onclick: () => { state.selected = new Set(range(H)); render(); } }),
+    el("button", { type: "button", text: t("all"), onclick: () => { state.selected = new Set(range(H)); render(); } }),
   );
 
   root.addEventListener("keydown", (event) => {
@@ -337,13 +351,11 @@ function attnvizMount(root, spec) {
       state.pick = side == null ? null : { side, index };
       draw();
       if (!state.pick) {
-        status.textContent = `${headsLabel(heads)} · ${layerName(state.layer)} · hover a token to isolate its ` +
-          "attention (left: from it, right: to it); click to pin; shift-click a head to show it alone";
+        status.textContent = t("heads_status", { heads: headsLabel(heads), layer: layerName(state.layer) });
       } else {
         const name = isolated(names[state.pick.index]);
-        status.textContent = state.pick.side === "from"
-          ? `${name} attends to each key with these weights (${headsLabel(heads)})`
-          : `how much each query attends to ${name} (${headsLabel(heads)})`;
+        status.textContent = t(state.pick.side === "from" ? "from" : "to",
+          { token: name, heads: headsLabel(heads) });
       }
     }
     pick(state.pick ? state.pick.side : null, state.pick ? state.pick.index : null);
@@ -377,7 +389,10 @@ function attnvizMount(root, spec) {
     const probe = document.createElement("canvas").getContext("2d");
     probe.font = font;
     const margin = Math.ceil(Math.min(160, Math.max(...names.map((n) => probe.measureText(n).width)))) + 8;
-    const canvas = el("canvas", { class: "av-heat", role: "img", "aria-label": `attention matrix, ${layerName(state.layer)}, ${headsLabel(heads)}` });
+    const canvas = el("canvas", {
+      class: "av-heat", role: "img",
+      "aria-label": t("matrix_label", { layer: layerName(state.layer), heads: headsLabel(heads) }),
+    });
     const size = N * cell;
     canvas.width = margin + size + 4;
     canvas.height = margin + size + 4;
@@ -399,8 +414,8 @@ function attnvizMount(root, spec) {
       ctx.restore();
     }
     main.appendChild(canvas);
-    const describe = `${layerName(state.layer)} · ${headsLabel(heads)} · rows are queries, columns keys; ` +
-      `colour 0 to ${fmt(vmax)} (viridis)` + precision;
+    const describe = t("matrix_status",
+      { layer: layerName(state.layer), heads: headsLabel(heads), vmax: fmt(vmax) }) + precision;
     status.textContent = describe;
     canvas.addEventListener("mousemove", (event) => {
       const box = canvas.getBoundingClientRect();
@@ -425,15 +440,15 @@ function attnvizMount(root, spec) {
     const grid = el("div", { class: "av-model" });
     grid.style.gridTemplateColumns = `max-content repeat(${shown.length}, ${side + 2}px)`;
     grid.appendChild(el("span"));
-    for (const h of shown) grid.appendChild(el("span", { class: "av-colname", text: "H" + h }));
+    for (const h of shown) grid.appendChild(el("span", { class: "av-colname", text: t("col_head", { head: h }) }));
     for (let l = 0; l < L; l++) {
-      grid.appendChild(el("span", { class: "av-rowname", text: "L" + l }));
+      grid.appendChild(el("span", { class: "av-rowname", text: t("row_layer", { layer: l }) }));
       for (const h of shown) {
         const m = matrix(l, [h]);
         const px = Math.min(side, N);
         const canvas = el("canvas", {
           class: "av-thumb", width: String(px), height: String(px), "data-layer": String(l),
-          "data-head": String(h), title: `layer ${l}, head ${h}: click to open`,
+          "data-head": String(h), title: t("thumb", { layer: l, head: h }),
         });
         canvas.style.width = side + "px";
         canvas.style.height = side + "px";
@@ -458,19 +473,17 @@ function attnvizMount(root, spec) {
       }
     }
     main.appendChild(grid);
-    status.textContent = `${L} layers × ${shown.length} heads, each on its own colour scale ` +
-      "(0 to its maximum); click a head (or Enter) to open it" + precision;
+    status.textContent = t("model_status", { layers: L, heads: shown.length }) + precision;
   }
 
-  status.textContent = "decoding the attention…";
+  status.textContent = t("decoding");
   if (typeof DecompressionStream === "undefined" && spec.compression === "deflate") {
-    status.textContent = "this browser cannot decompress the data (it needs DecompressionStream: " +
-      "Chrome 80, Firefox 113, Safari 16.4 or later)";
+    status.textContent = t("no_stream");
     return;
   }
   decode().then((values) => {
     weights = values;
     root.dataset.ready = "true";
     render();
-  }).catch((error) => { status.textContent = "cannot read the attention data: " + error; });
+  }).catch((error) => { status.textContent = t("unreadable", { error: String(error) }); });
 }
