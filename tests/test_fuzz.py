@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TinyFactory
@@ -373,6 +373,7 @@ _GGUF_U64 = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**31, 2**32, 2**
         st.tuples(st.just("bytes"), st.sampled_from(["truncate", "overwrite", "insert"]), _BYTES),
     )
 )
+@example(choice=("bytes", "insert", (182783, b"\x00")))  # a block's scale turned infinite
 def test_fuzz_gguf_file(gguf_base: bytes, choice: tuple[str, Any, Any]) -> None:
     how, where, value = choice
     data = bytearray(gguf_base)

@@ -380,7 +380,8 @@ def dequantized(
         _, block, block_bytes = TYPES[info.type_id]
         raw = np.frombuffer(data, np.uint8, info.nbytes, info.offset)
         rows = raw.reshape(*info.shape[:-1], info.dims[0] // block * block_bytes)
-        values = dequantize(rows, GGMLQuantizationType(info.type_id))
+        with np.errstate(all="ignore"):  # inf * 0 in a corrupt block: refused just below
+            values = dequantize(rows, GGMLQuantizationType(info.type_id))
         # F32 comes back as a view of the mapped file: copied, like the others
         values = np.asarray(values, dtype=np.float32)
         values = values.copy() if info.type_id == 0 else values
