@@ -293,3 +293,14 @@ def test_gemma_3_270m_through_the_gguf_path(cache: Path) -> None:
     pieces = tokenize(load_tokenizer(folder), LESSON, max_positions=64)
     assert len(pieces) == 17
     assert os.path.basename(str(_about(folder)["gguf"])) == GEMMA.name
+
+
+def test_cache_clear_removes_converted_models(tmp_path: Path, cache: Path) -> None:
+    from attnviz.cache import contents
+
+    path = write_gguf(tmp_path / "m.gguf", "llama", "F32")
+    read_state_dict(locate(str(path)).folder)
+    kept = sum(f.stat().st_size for f in cache.glob("gguf/*/*"))  # hidden files too
+    assert contents.info().bytes == kept > 0
+    contents.clear()
+    assert not (cache / "gguf").exists()
