@@ -293,6 +293,17 @@ def test_gemma_3_270m_through_the_gguf_path(cache: Path) -> None:
     pieces = tokenize(load_tokenizer(folder), LESSON, max_positions=64)
     assert len(pieces) == 17
     assert os.path.basename(str(_about(folder)["gguf"])) == GEMMA.name
+    from transformers import AutoModelForCausalLM
+
+    ids = torch.tensor([pieces.ids])
+    with torch.inference_mode():
+        ours = load_encoder(folder)(ids).attentions[:, 0]
+        reference = AutoModelForCausalLM.from_pretrained(
+            GEMMA.parent, gguf_file=GEMMA.name, attn_implementation="eager", dtype=torch.float32
+        ).eval()
+        theirs = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]
+    assert ours.shape == theirs.shape == (18, 4, 17, 17)
+    assert float((ours - theirs).abs().max()) <= 1e-5
 
 
 def test_cache_clear_removes_converted_models(tmp_path: Path, cache: Path) -> None:
