@@ -251,6 +251,11 @@ def config_dict(header: GgufHeader) -> dict[str, Any]:
         }
     elif theta is not None:
         config["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    if kind == "gemma2":  # llama.cpp writes Gemma 2's soft-capping (transformers' loader keeps
+        # Gemma2Config's 50 and 30, what every Gemma 2 file says)
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            if _key(header, arch, key) is not None:
+                config[key] = _key(header, arch, key)
     return config
 
 
