@@ -92,6 +92,7 @@ def test_attentions_equal_transformers_from_the_same_gguf(
     assert len(ids) > 20  # heads and positions have something to differ on
 
 
+@pytest.mark.slow
 def test_a_llama_gguf_gives_transformers_attentions(tmp_path: Path, cache: Path) -> None:
     """The fast one of the above: a Q8_0 Llama, Q and K rows permuted by the converter."""
     path = write_gguf(tmp_path / "llama.gguf", "llama", "Q8_0", seed=3)

@@ -165,6 +165,7 @@ def test_nan_weights_are_refused_naming_the_tensor(base: bytes, tmp_path: Path) 
     assert "blk.1.ffn_down.weight" in message and "NaN" in message
 
 
+@pytest.mark.slow
 def test_the_command_line_says_one_line(base: bytes, tmp_path: Path) -> None:
     path = tmp_path / "m.gguf"
     path.write_bytes(b"GGUF" + base[4:100])
