@@ -163,7 +163,7 @@ def write_gguf(
         writer.add_head_count_kv(kv_heads)
         writer.add_layer_norm_rms_eps(1e-6)
         writer.add_rope_freq_base(10000.0)
-        if family in ("llama", "mistral"):
+        if family in ("llama", "mistral", "phi3"):
             writer.add_rope_dimension_count(head_dim)
         if family in ("gemma3", "qwen3"):
             writer.add_key_length(head_dim)
@@ -172,7 +172,15 @@ def write_gguf(
             writer.add_sliding_window(4)
         shift = 1.0 if family == "gemma3" else 0.0  # llama.cpp stores Gemma's norms as 1 + w
         add("token_embd.weight", rand(vocab, hidden))
-        for i in range(layers):
+        for i in range(layers if family == "phi3" else 0):  # q, k, v fused; gate and up too
+            b = f"blk.{i}."
+            add(b + "attn_norm.weight", 1 + rand(hidden, scale=0.1))
+            add(b + "attn_qkv.weight", rand((heads + 2 * kv_heads) * head_dim, hidden))
+            add(b + "attn_output.weight", rand(hidden, heads * head_dim))
+            add(b + "ffn_norm.weight", 1 + rand(hidden, scale=0.1))
+            add(b + "ffn_up.weight", rand(2 * ffn, hidden))
+            add(b + "ffn_down.weight", rand(hidden, ffn))
+        for i in range(0 if family == "phi3" else layers):
             b = f"blk.{i}."
             wq, wk = rand(heads * head_dim, hidden), rand(kv_heads * head_dim, hidden)
             if family in ("llama", "mistral"):
@@ -216,6 +224,8 @@ def write_gguf(
         writer.add_bos_token_id(1)
         writer.add_eos_token_id(2)
         writer.add_unk_token_id(0)
+        if family == "phi3":  # Phi3Config's default pad id (32000) is past this vocabulary
+            writer.add_pad_token_id(2)
         writer.add_add_bos_token(True)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

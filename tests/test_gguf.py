@@ -116,7 +116,7 @@ def _transformers_state(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["gemma3", "qwen3", "llama", "qwen2", "gpt2"])
+@pytest.mark.parametrize("family", ["gemma3", "qwen3", "phi3", "llama", "qwen2", "gpt2"])
 def test_config_names_and_numbers_equal_transformers_loader(
     tmp_path: Path, cache: Path, family: str
 ) -> None:
