@@ -73,7 +73,12 @@ CASES = [
     ("qwen2", "Q5_K", {"hidden": 256, "ffn": 256}),
     ("gpt2", "F32", {}),
     ("gpt2", "Q8_0", {}),
+    # families attnviz computes once the families branch has landed (skipped before)
+    ("qwen3", "Q8_0", {}),
+    ("gemma3", "Q8_0", {"heads": 2, "kv_heads": 1}),
+    ("phi3", "Q8_0", {}),
 ]
+NEW_FAMILIES = {"qwen3": "qwen3", "gemma3": "gemma3_text", "phi3": "phi3"}
 
 
 @pytest.mark.slow
@@ -82,6 +87,15 @@ def test_attentions_equal_transformers_from_the_same_gguf(
     tmp_path: Path, cache: Path, family: str, qtype: str, sizes: dict
 ) -> None:
     path = write_gguf(tmp_path / f"{family}-{qtype}.gguf", family, qtype, **sizes)
+    if family in NEW_FAMILIES:
+        from attnviz.errors import AttnvizError
+
+        try:
+            locate(str(path))
+        except AttnvizError as exc:
+            if f"'{NEW_FAMILIES[family]}' model" in str(exc):
+                pytest.skip(f"attnviz does not compute {family} yet (the families branch)")
+            raise
     ids, reference = _reference(path)
     ours_ids, ours = _ours(path)
     assert ours_ids == ids  # the tokenizer path: pieces equal AutoTokenizer's
