@@ -19,7 +19,7 @@ import pytest
 
 from attnviz.errors import AttnvizError
 from attnviz.model import gguf_convert
-from attnviz.model.gguf_read import read_header
+from attnviz.model.gguf_read import float32_bytes, read_header
 from attnviz.model.locate import locate
 from attnviz.model.weights import read_state_dict
 from tests.gguf_files import write_gguf
@@ -179,3 +179,16 @@ def test_the_command_line_says_one_line(base: bytes, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_weights_past_the_machines_memory_are_refused_before_dequantizing(
+    base: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file within every bound whose weights, in float32, would not fit in memory."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(base)
+    pages = float32_bytes(read_header(path)) // os.sysconf("SC_PAGE_SIZE")  # all it needs
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda n: pages if n == "SC_PHYS_PAGES" else real(n))
+    message = _refusal(path)
+    assert "dequantized to float32" in message and "use a smaller model" in message

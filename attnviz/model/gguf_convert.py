@@ -27,7 +27,14 @@ from attnviz import version as release
 from attnviz.errors import AttnvizError
 from attnviz.limits import megabytes
 from attnviz.model.gguf_arch import config_dict, model_type, tensor_names, undo_converter
-from attnviz.model.gguf_read import BadGguf, GgufHeader, dequantized, read_header, unsupported
+from attnviz.model.gguf_read import (
+    BadGguf,
+    GgufHeader,
+    check_memory,
+    dequantized,
+    read_header,
+    unsupported,
+)
 from attnviz.model.gguf_tokenizer import tokenizer_json
 from attnviz.reading import open_regular, read_json
 
@@ -104,6 +111,7 @@ def _convert(path: Path, header: GgufHeader, ident: str) -> dict[str, bytes]:
         )
     config = config_dict(header)
     describe(config, where=f"the metadata of {path}")  # sizes checked before anything else
+    check_memory(header)
     text, tokenizer_config = tokenizer_json(header, header.metadata["general.architecture"])
     source = {
         "gguf": str(path.resolve()),
@@ -185,6 +193,7 @@ def hf_arrays(header: GgufHeader) -> dict[str, np.ndarray]:
     kind = model_type(header)
     names = tensor_names(header, kind)
     config = config_dict(header)
+    check_memory(header)
     return {
         names[name]: undo_converter(name, values, kind, config)
         for name, values in dequantized(header)

@@ -346,6 +346,32 @@ def _located(
     return TensorInfo(name, dims, type_id, start + offset, count // block * block_bytes)
 
 
+def float32_bytes(header: GgufHeader) -> int:
+    """What every tensor of the file takes once dequantized to float32."""
+    total = 0
+    for info in header.tensors:
+        count = 1
+        for d in info.dims:
+            count *= d
+        total += 4 * count
+    return total
+
+
+def check_memory(header: GgufHeader) -> None:
+    """Refuse, before dequantizing, weights that would not fit in this machine's memory."""
+    need = float32_bytes(header)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have * 3 // 4:
+        raise BadGguf(
+            f"the weights of {header.path} take {need / 2**30:.1f} GB dequantized to float32 "
+            f"(attnviz computes in float32), more than this machine's memory allows "
+            f"({have / 2**30:.1f} GB): use a smaller model"
+        )
+
+
 def unsupported(header: GgufHeader) -> TensorInfo | None:
     """The first tensor whose type attnviz does not dequantize, or None."""
     return next((t for t in header.tensors if t.type_id not in TYPES), None)

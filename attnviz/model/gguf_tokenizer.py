@@ -95,7 +95,8 @@ def tokenizer_json(header: GgufHeader, architecture: str) -> tuple[str, dict[str
         from transformers.integrations.gguf import convert_gguf_tokenizer
         from transformers.utils import logging
 
-        logging.set_verbosity_error()
+        verbosity = logging.get_verbosity()
+        logging.set_verbosity_error()  # its notes on merges derived are not the user's business
         with quiet_panics():
             backend, _ = convert_gguf_tokenizer(architecture, parts)
             template = _template(config, parts)
@@ -105,6 +106,7 @@ def tokenizer_json(header: GgufHeader, architecture: str) -> tuple[str, dict[str
                     single=single, pair=pair, special_tokens=special
                 )
             text = backend.to_str()
+        logging.set_verbosity(verbosity)
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
