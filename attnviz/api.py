@@ -429,6 +429,8 @@ class ModelDetails:
     # tokenizer adds none; `bos=False` reads the text as typed) or None (no start token).
     start_token: str | None = None
     start_by: str | None = None
+    quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
+    computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
 
 
 def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
@@ -449,7 +451,17 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
         weights = ()
     info = ModelInfo.read(source, shape)
     start, by = _start(source.folder, config) if shape.causal else (None, None)
-    return ModelDetails(info, shape, count_parameters(source.folder), weights, start, by)
+    parameters = count_parameters(source.folder)
+    if source.gguf is not None:
+        from attnviz.model.gguf_convert import quantization
+        from attnviz.model.gguf_convert import source as gguf_source
+
+        about = gguf_source(source.folder) or {}
+        computes = "float32, from dequantized weights"
+        return ModelDetails(
+            info, shape, parameters, (source.gguf.name,), start, by, quantization(about), computes
+        )
+    return ModelDetails(info, shape, parameters, weights, start, by)
 
 
 def _start(folder: Path, config: dict[str, Any]) -> tuple[str | None, str | None]:

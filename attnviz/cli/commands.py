@@ -620,6 +620,11 @@ def info(console: Console, model: str | None) -> None:
         ("weights", _weights(details.weights)),
         ("loaded from", about.origin),
     ]
+    if details.quantization is not None:
+        rows[-1:-1] = [
+            ("quantization", details.quantization),
+            ("computes in", details.computes_in),
+        ]
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)

@@ -24,6 +24,8 @@ from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.config import DecoderConfig
 from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, GEMMA3_PREFIXES, layout
 from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.model.gguf_convert import source as gguf_source
+from attnviz.model.gguf_convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
@@ -95,7 +97,11 @@ def _shards(index: Path) -> list[Path]:
 
 
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged."""
+    """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged;
+    for a folder converted from a GGUF file, dequantized (or kept from a run before)."""
+    about = gguf_source(folder)
+    if about is not None:
+        return gguf_state_dict(folder, about)
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(folder):
         state.update(_read_file(path))
@@ -649,7 +655,11 @@ def count_parameters(folder: Path) -> int:
     model_type = described.model_type
     shapes: dict[str, list[int]] = {}
     dtypes: dict[str, str] = {}
-    for path in weight_files(folder):
+    about = gguf_source(folder)
+    if about is not None:  # a GGUF file's tensors, from its header (all dequantize to float)
+        shapes = dict(about["shapes"])
+        dtypes = dict.fromkeys(shapes, "F32")
+    for path in weight_files(folder) if about is None else []:
         if path.suffix != ".safetensors":
             for key, tensor in _read_file(path).items():
                 shapes[key] = list(tensor.shape)
