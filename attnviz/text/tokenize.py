@@ -10,14 +10,14 @@ size before it is tokenized, and cut at a space when truncation is asked for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import TOKENIZER_BYTES, max_text_chars
 from attnviz.reading import read_bounded, read_json
-from attnviz.text.pieces import Pieces
+from attnviz.text.pieces import Pieces, is_punctuation
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -269,6 +269,37 @@ def _configured_bos(folder: Path) -> str | None:
     return bos if isinstance(bos, str) and 0 < len(bos) <= 100 else None
 
 
+def split_words(
+    offsets: Sequence[tuple[int, int]],
+    sequence_ids: Sequence[int | None],
+    text: str,
+    pair: str | None,
+) -> list[int | None]:
+    """Word ids from the pieces' spans, for a tokenizer that marks no words of its own.
+
+    A tokenizer without a pre-tokenizer (Gemma's: its normalizer turns spaces into `▁` and
+    the whole text is one "word") gives every piece the same word id, so attnviz draws the
+    sentence as one word. Here a word starts at the text's start, after whitespace, and at
+    and after punctuation, as BERT's pre-tokenizer splits words; special tokens have none.
+    """
+    words: list[int | None] = []
+    count, previous_punct = -1, False
+    for (start, end), seq in zip(offsets, sequence_ids, strict=True):
+        if seq is None:
+            words.append(None)
+            continue
+        source = pair if seq == 1 and pair is not None else text
+        span = source[start:end].strip()
+        punct = is_punctuation(span)
+        before = source[start - 1 : start] if start > 0 else ""
+        new = count < 0 or start == 0 or before.isspace() or source[start:end][:1].isspace()
+        if new or punct or previous_punct:
+            count += 1
+        words.append(count)
+        previous_punct = punct
+    return words
+
+
 def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
     """`text` refused by its size before it is tokenized, or with --truncate cut at a space.
 
@@ -319,6 +350,11 @@ def _pieces(
     special: no word, no sequence."""
     word_ids = [None if t in special else w for t, w in enumerate(encoding.word_ids)]
     sequence_ids = [None if t in special else s for t, s in enumerate(encoding.sequence_ids)]
+    if (
+        len({w for w in word_ids if w is not None}) == 1
+        and sum(w is not None for w in word_ids) > 1
+    ):
+        word_ids = split_words(encoding.offsets, sequence_ids, text, pair)
     return Pieces(
         text=text,
         pair=pair,
