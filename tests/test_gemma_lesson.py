@@ -31,6 +31,10 @@ def test_the_lesson_sentence_reads_as_its_words_on_gemma() -> None:
     assert words == ["<bos>", "João", "pensou", ":", "O", "trem", "estava", "cheio", ",",
                      "mas", "ele", "conseguiu", "uma", "cadeira", "livre", "."]  # fmt: skip
     assert prepared.fit_note() is None  # no bad-fit note: Gemma reads Portuguese
+    portuguese = [s for s in attnviz.sample_sentences() if "João" in s or "banco" in s]
+    assert len(portuguese) >= 3
+    for sentence in portuguese:
+        assert attnviz.prepare(sentence, model="gemma-3-270m").fit_note() is None, sentence
 
 
 @pytest.mark.slow
