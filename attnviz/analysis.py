@@ -115,6 +115,7 @@ class Analysis(TokenizedInput):
             kept=self.layers,
             num_layers=self.prepared.num_layers,
             lang=lang,
+            **self._mask,
         )
 
     def _whole(self, what: str) -> None:
@@ -147,7 +148,21 @@ class Analysis(TokenizedInput):
             per_layer=per_layer,
             note=f" · {note}",
             lang=lang,
+            **self._mask,
         )
+
+    @property
+    def _mask(self) -> dict[str, Any]:
+        """The model's mask, as `Source` takes it: causal, and each layer's sliding window."""
+        return {"causal": self.causal or self.model.decoder, "windows": self._windows}
+
+    @property
+    def _windows(self) -> tuple[int | None, ...]:
+        """Each model layer's sliding window in pieces (None: none); () for an encoder."""
+        decoder = self.prepared.shape.decoder
+        if decoder is None:
+            return ()
+        return tuple(decoder.window(layer) for layer in range(decoder.num_layers))
 
     # ------------------------------------------------------------ views
 

@@ -18,6 +18,12 @@ keys left, so it sums to 1 again: where a head parks most of its attention on [C
 the first word, what is left shows how the rest is shared. Exclusion comes last, after heads
 are picked, words merged or layers chained, so the numbers before renormalising are
 the model's own.
+
+Masked cells: `hidden_keys` is what a causal mask (and a sliding window) hides over
+the pieces, computed from the model's mask, never from the weights (a visible key can
+underflow to exactly 0); `UnitMap.masked` takes it to the view's units: a word cell is
+masked when every pair of its pieces is, and exclusion drops the same rows and columns
+as it drops from the weights.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ __all__ = [
     "check_units",
     "excluded_pieces",
     "exclusion_note",
+    "hidden_keys",
     "merge_words",
     "pair_marked",
     "renormalise",
@@ -103,6 +110,20 @@ def exclusion_note(exclude: Sequence[str], lang: str = "en") -> str:
         return ""
     names = label(lang, "and").join(label(lang, f"excluded_{name}") for name in exclude)
     return label(lang, "without", names=names)
+
+
+def hidden_keys(T: int, causal: bool, window: int | None = None) -> np.ndarray | None:
+    """(T, T) bool, True where query (row) q cannot see key (column) k: k > q under a causal
+    mask, and q - k >= `window` outside a sliding window, as the decoder masks them. None
+    when nothing is hidden (an encoder without the causal what-if)."""
+    if not causal:
+        return None
+    query = np.arange(T)[:, None]  # (T, 1)
+    key = np.arange(T)[None, :]  # (1, T)
+    hidden = key > query  # (T, T): the future
+    if window is not None:
+        hidden |= query - key >= window  # only the last `window` tokens are seen
+    return hidden
 
 
 def renormalise(matrix: np.ndarray) -> np.ndarray:
@@ -215,6 +236,17 @@ class UnitMap:
             return matrix
         kept = np.flatnonzero(self.keep())
         return renormalise(matrix[..., kept[:, None], kept])  # (..., n, n)
+
+    def masked(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., T, T) bool over pieces (True: hidden from the query) -> (..., N, N) in these
+        units: a word cell is masked when every pair of its pieces is; exclusions dropped."""
+        if self.words:
+            visible = (~hidden).astype(np.float32)  # (..., T, T)
+            hidden = merge_words(visible, [w.pieces for w in self.pieces.words()]) == 0
+        if not self.exclude:
+            return hidden
+        kept = np.flatnonzero(self.keep())
+        return hidden[..., kept[:, None], kept]  # (..., n, n)
 
     def labels(self) -> list[str]:
         words = self.pieces.words()

@@ -20,11 +20,18 @@ from functools import cache
 
 import matplotlib
 import numpy as np
-from matplotlib.colors import Normalize, to_rgb
+from matplotlib.colors import Normalize, to_rgb, to_rgba
 
 from attnviz import lexicon
 from attnviz.render.labels import axis_name
-from attnviz.render.layout import GRID_TICK_PT, KEY_ROTATION, PAD_IN, GridPlan, bar_ticks
+from attnviz.render.layout import (
+    GRID_TICK_PT,
+    KEY_ROTATION,
+    MASKED_TEXT,
+    PAD_IN,
+    GridPlan,
+    bar_ticks,
+)
 from attnviz.render.style import (
     THEME_COLOURS,
     contrast_text,
@@ -234,7 +241,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
     # The colours of every cell, blended with the background where a colour is not opaque.
     colormap = matplotlib.colormaps[plan.cmap]
     norm = Normalize(vmin=0.0, vmax=plan.top)
-    rgba = colormap(norm(values), bytes=True)  # (H, T, T, 4)
+    rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the theme's grey where masked
     if canvas.channels == 3:
         alpha = rgba[..., 3:].astype(np.float32) / 255
         mixed = rgba[..., :3] * alpha + canvas.face * 255 * (1 - alpha)
@@ -303,7 +310,21 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     rotation=KEY_ROTATION,
                 )
         if plan.write_values:
+            hidden = plan.masked[head] if plan.masked is not None else None
+            on_masked = contrast_text(to_rgba(theme["masked"]))
             for (row, col), value in np.ndenumerate(values[head]):
+                if hidden is not None and hidden[row, col]:
+                    writer.text(
+                        MASKED_TEXT,
+                        (x0 + (col + 0.5) * cell_w) / dpi,
+                        (canvas.height - r0 - (row + 0.5) * cell_h) / dpi,
+                        size=6.0,
+                        colour=on_masked,
+                        family=family,
+                        ha="center",
+                        va="center",
+                    )
+                    continue
                 if not math.isfinite(value):
                     continue
                 writer.text(
