@@ -521,6 +521,7 @@ class Analysis(TokenizedInput):
             "kind": self.model.kind,
             "causal": self.causal or self.model.decoder,  # a decoder's own mask, or a what-if
             "dtype": self.dtype,
+            "windows": self._windows,
         }
 
     def _page_options(
@@ -556,7 +557,18 @@ class Analysis(TokenizedInput):
             "units": units,
             "theme": theme,
             "lang": lang,
+            "masked": self._piece_masks(),
         }
+
+    def _piece_masks(self) -> np.ndarray | None:
+        """(L, T, T) bool: the keys each held layer hides from each query, over the pieces;
+        None when nothing is hidden (an encoder)."""
+        source = self._source()
+        layers = self._layer_numbers
+        masks = [source.hidden(layer) for layer in layers]
+        if any(mask is None for mask in masks):
+            return None
+        return np.stack([mask for mask in masks if mask is not None])  # (L, T, T)
 
     # ------------------------------------------------------------ interactive pages
 

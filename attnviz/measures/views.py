@@ -154,6 +154,7 @@ class AttentionView(Drawn):
             ],
             head_names=[self.title.rsplit(" · ", 1)[-1]],
             lang=self.lang,
+            masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
     def _renderable(self) -> Any:
@@ -271,6 +272,9 @@ class HeadsView(Drawn):
         else:  # a per-layer measure: one panel per layer
             grid = self.matrices[:, None]  # (L, 1, N, N)
             layer_names, head_names = list(self.panel_titles), [label(lang, "all_heads")]
+        masked = None
+        if self.masked is not None:  # each layer's mask: its first panel's
+            masked = self.masked.reshape(grid.shape)[:, 0]  # (layers, N, N)
         return fragment(
             grid,
             self.tokens,
@@ -288,6 +292,7 @@ class HeadsView(Drawn):
             layer_names=layer_names,
             head_names=head_names,
             lang=lang,
+            masked=masked,
         )
 
     def _renderable(self) -> Any:
