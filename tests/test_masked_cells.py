@@ -398,3 +398,21 @@ def test_an_encoder_page_has_no_mask(tiny_model: TinyFactory) -> None:
 
     analysis = analyse(TEXT, model=str(tiny_model("bert")), cache=False)
     assert _spec(analysis.html())["masked"] is None
+
+
+@pytest.mark.slow
+def test_a_query_row_lists_masked_keys_last_without_a_number(windowed) -> None:
+    view = windowed.view(layer=0, units="tokens")
+    T = view.matrix.shape[0]
+    query = 2
+    row = view.row(query)
+    hidden = _expected(T, WINDOW)[query]
+    assert row.masked is not None
+    assert [bool(hidden[j]) for j in row.indices] == list(row.masked)
+    assert list(row.masked) == sorted(row.masked)  # every visible key first
+    record = row.to_dict()
+    assert [key["masked"] for key in record["keys"]] == list(row.masked)
+    text = _render(row, None)
+    masked_lines = [line for line in text.splitlines() if line.rstrip().endswith("–")]
+    assert len(masked_lines) == hidden.sum()
+    assert "masked (the model cannot see this key)" in text
