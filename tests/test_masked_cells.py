@@ -416,3 +416,39 @@ def test_a_query_row_lists_masked_keys_last_without_a_number(windowed) -> None:
     masked_lines = [line for line in text.splitlines() if line.rstrip().endswith("–")]
     assert len(masked_lines) == hidden.sum()
     assert "masked (the model cannot see this key)" in text
+
+
+def test_words_mask_merges_runs_and_reordered_pieces_alike() -> None:
+    from attnviz.measures.select import hidden_keys, merge_masked
+
+    hidden = hidden_keys(7, True, 3)
+    assert hidden is not None and hidden_keys(7, False, 3) is None
+    np.testing.assert_array_equal(hidden, _expected(7, 3))
+    runs = [[0], [1, 2], [3], [4, 5, 6]]
+    np.testing.assert_array_equal(merge_masked(hidden, runs), _words(hidden, runs))
+    shuffled = [[0, 3], [1], [2, 6], [4, 5]]  # words whose pieces are not runs
+    np.testing.assert_array_equal(merge_masked(hidden, shuffled), _words(hidden, shuffled))
+    stacked = merge_masked(np.stack([hidden, ~hidden]), runs)  # (2, W, W): leading axes kept
+    np.testing.assert_array_equal(stacked[1], _words(~hidden, runs))
+
+
+@pytest.mark.slow
+def test_a_views_notebook_cell_carries_its_mask(windowed) -> None:
+    import base64
+    import zlib
+
+    from tests.test_html import _spec
+
+    view = windowed.view(layer=0, units="words")
+    spec = _spec(view._repr_html_())
+    N = view.matrix.shape[0]
+    packed = np.frombuffer(zlib.decompress(base64.b64decode(spec["masked"]["data"])), np.uint8)
+    bits = np.unpackbits(packed)[: N * N].reshape(N, N).astype(bool)
+    np.testing.assert_array_equal(bits, view.masked)
+    model = windowed.model_view(units="tokens")
+    spec = _spec(model._repr_html_())
+    T = windowed.attentions.shape[-1]
+    L = windowed.attentions.shape[0]
+    packed = np.frombuffer(zlib.decompress(base64.b64decode(spec["masked"]["data"])), np.uint8)
+    bits = np.unpackbits(packed)[: L * T * T].reshape(L, T, T).astype(bool)
+    assert all((layer == _expected(T, WINDOW)).all() for layer in bits)

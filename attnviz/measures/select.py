@@ -49,6 +49,7 @@ __all__ = [
     "excluded_pieces",
     "exclusion_note",
     "hidden_keys",
+    "merge_masked",
     "merge_words",
     "pair_marked",
     "renormalise",
@@ -171,6 +172,18 @@ def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarr
     return summed / sizes.astype(summed.dtype)[:, None]  # the sum over query pieces -> mean
 
 
+def merge_masked(hidden: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """(..., T, T) bool over pieces -> (..., W, W) over words: a word pair is masked when
+    every pair of its pieces is (then its merged weight is exactly 0 too)."""
+    order = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])  # (T,)
+    if np.array_equal(order, np.arange(hidden.shape[-1])):  # words are runs of pieces
+        starts = np.cumsum([0] + [len(g) for g in groups[:-1]])  # (W,)
+        rows = np.logical_and.reduceat(hidden, starts, axis=-2)  # (..., W, T)
+        return np.logical_and.reduceat(rows, starts, axis=-1)  # (..., W, W)
+    visible = (~hidden).astype(np.float32)  # (..., T, T): pieces out of order
+    return merge_words(visible, groups) == 0
+
+
 def _run_sums(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, axis: int) -> np.ndarray:
     """Sums of `a` over the runs `starts[w] .. starts[w] + sizes[w]` along `axis`.
 
@@ -241,8 +254,7 @@ class UnitMap:
         """(..., T, T) bool over pieces (True: hidden from the query) -> (..., N, N) in these
         units: a word cell is masked when every pair of its pieces is; exclusions dropped."""
         if self.words:
-            visible = (~hidden).astype(np.float32)  # (..., T, T)
-            hidden = merge_words(visible, [w.pieces for w in self.pieces.words()]) == 0
+            hidden = merge_masked(hidden, [w.pieces for w in self.pieces.words()])
         if not self.exclude:
             return hidden
         kept = np.flatnonzero(self.keep())
