@@ -198,6 +198,10 @@ def test_annotate_writes_a_dash_exactly_in_masked_cells() -> None:
         assert (text == "–") == masked[q, k], (q, k, text)
     assert texts[(2, 1)] == "0.00"  # a real zero the query could see keeps its number
     assert len(texts) == 16
+    assert [t.get_text() for t in fig.texts] == ["masked"]  # the legend of the grey cells
+    pt = heatmap_figure(values, list("abcd"), title="t", masked=masked, lang="pt")
+    assert [t.get_text() for t in pt.texts] == ["mascarada"]
+    assert heatmap_figure(values, list("abcd"), title="t").texts == []
     grid = grid_figure(
         np.stack([values]),
         list("abcd"),

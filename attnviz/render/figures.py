@@ -45,6 +45,8 @@ from attnviz.render.layout import (
     COS_ROT,
     GRID_TICK_PT,
     KEY_ROTATION,
+    MASKED_KEY_PT,
+    MASKED_SWATCH_IN,
     MASKED_TEXT,
     PAD_IN,
     as_mask,
@@ -52,6 +54,7 @@ from attnviz.render.layout import (
     axis_label_in,
     bar_right_in,
     key_labels_in,
+    masked_key_in,
     plan_grid,
     tick_in,
 )
@@ -119,6 +122,38 @@ def _annotate(
             parse_math=False,
             family=family,
         )
+
+
+def _masked_key(fig: Figure, grey: str, fg: str, lang: str) -> None:
+    """A grey square and `masked` in the figure's bottom right corner: what grey cells mean."""
+    from matplotlib.patches import Rectangle
+
+    fig_w, fig_h = fig.get_size_inches()
+    text = lexicon.label(lang, "masked_short")
+    swatch, right, bottom = masked_key_in(text, fig_w)
+    side = MASKED_SWATCH_IN
+    fig.patches.append(
+        Rectangle(
+            (swatch / fig_w, bottom / fig_h),
+            side / fig_w,
+            side / fig_h,
+            transform=fig.transFigure,
+            facecolor=grey,
+            edgecolor=fg,
+            linewidth=0.5,
+        )
+    )
+    fig.text(
+        right / fig_w,
+        bottom / fig_h,
+        text,
+        ha="right",
+        va="bottom",
+        fontsize=MASKED_KEY_PT,
+        color=fg,
+        parse_math=False,
+        family=font_family(),
+    )
 
 
 def _colorbar(
@@ -247,6 +282,8 @@ def heatmap_figure(
         _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg, lang)
         if write_values:
             _annotate(ax, values, colormap, norm, 8.0, masked=mask, masked_colour=colours["masked"])
+        if mask is not None and mask.any():
+            _masked_key(fig, colours["masked"], fg, lang)
     return fig
 
 
@@ -492,4 +529,6 @@ def grid_figure(
         scale = ScalarMappable(norm=norm, cmap=colormap)
         bar_rect = (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h)
         _colorbar(fig, scale, bar_rect, fg, lang)
+        if plan.masked is not None and plan.masked.any():
+            _masked_key(fig, colours["masked"], fg, lang)
     return fig

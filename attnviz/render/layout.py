@@ -63,6 +63,20 @@ def as_matrix(values: np.ndarray, ndim: int, what: str) -> np.ndarray:
 MASKED_TEXT = "–"  # what `annotate` writes in a masked cell (a key the model could not see)
 
 
+MASKED_KEY_PT = 8.0  # the size of the legend entry for masked cells
+MASKED_SWATCH_IN = 0.12  # its grey square's side
+
+
+def masked_key_in(label: str, fig_w: float) -> tuple[float, float, float]:
+    """Where the legend entry for masked cells goes, in the figure's bottom right corner
+    (below the colour bar, right of the key labels, which lean left): its grey square's
+    left, the right end of its text and their bottom, in inches; the square is
+    MASKED_SWATCH_IN a side."""
+    right = fig_w - PAD_IN
+    swatch = right - text_width_in([label], MASKED_KEY_PT) - 0.08 - MASKED_SWATCH_IN
+    return swatch, right, PAD_IN
+
+
 def as_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
     """`masked` (the cells the model could not see) as a bool array of `shape`; None stays
     None; ValueError when the shapes differ."""

@@ -27,10 +27,13 @@ from attnviz.render.labels import axis_name
 from attnviz.render.layout import (
     GRID_TICK_PT,
     KEY_ROTATION,
+    MASKED_KEY_PT,
+    MASKED_SWATCH_IN,
     MASKED_TEXT,
     PAD_IN,
     GridPlan,
     bar_ticks,
+    masked_key_in,
 )
 from attnviz.render.style import (
     THEME_COLOURS,
@@ -339,6 +342,16 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                 )
 
     _colour_bar(canvas, writer, plan, colormap, fg)  # named in plan.lang
+    if plan.masked is not None and plan.masked.any():  # what the grey cells mean
+        text = lexicon.label(plan.lang, "masked_short")
+        swatch, right, bottom = masked_key_in(text, plan.fig_w)
+        x0, r1 = canvas.px(swatch), canvas.row(bottom)
+        x1, r0 = canvas.px(swatch + MASKED_SWATCH_IN), canvas.row(bottom + MASKED_SWATCH_IN)
+        canvas.fill(x0, r0, x1, r1, fg_bytes)
+        edge = max(1.0, 0.5 * points)
+        canvas.fill(x0 + edge, r0 + edge, x1 - edge, r1 - edge, canvas.ink(theme["masked"]))
+        writer.text(text, right, bottom, size=MASKED_KEY_PT, colour=fg, family=family,
+                    ha="right", va="bottom")  # fmt: skip
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
     key, query = axis_name("key", g.step, plan.lang), axis_name("query", g.step, plan.lang)
