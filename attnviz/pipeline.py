@@ -72,7 +72,7 @@ def prepare(
     start token gets the model's own in front (`text.tokenize.start_token`); False reads
     the text exactly as typed.
     """
-    source = locate(model)
+    source = locate(model, use_cache=use_cache)
     config = read_config(source.folder)
     shape = describe(config)
     if pair is not None and shape.causal:
