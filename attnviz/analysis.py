@@ -115,6 +115,7 @@ class Analysis(TokenizedInput):
             kept=self.layers,
             num_layers=self.prepared.num_layers,
             lang=lang,
+            **self._mask,
         )
 
     def _whole(self, what: str) -> None:
@@ -147,7 +148,21 @@ class Analysis(TokenizedInput):
             per_layer=per_layer,
             note=f" · {note}",
             lang=lang,
+            **self._mask,
         )
+
+    @property
+    def _mask(self) -> dict[str, Any]:
+        """The model's mask, as `Source` takes it: causal, and each layer's sliding window."""
+        return {"causal": self.causal or self.model.decoder, "windows": self._windows}
+
+    @property
+    def _windows(self) -> tuple[int | None, ...]:
+        """Each model layer's sliding window in pieces (None: none); () for an encoder."""
+        decoder = self.prepared.shape.decoder
+        if decoder is None:
+            return ()
+        return tuple(decoder.window(layer) for layer in range(decoder.num_layers))
 
     # ------------------------------------------------------------ views
 
@@ -506,6 +521,7 @@ class Analysis(TokenizedInput):
             "kind": self.model.kind,
             "causal": self.causal or self.model.decoder,  # a decoder's own mask, or a what-if
             "dtype": self.dtype,
+            "windows": self._windows,
         }
 
     def _page_options(
@@ -541,7 +557,18 @@ class Analysis(TokenizedInput):
             "units": units,
             "theme": theme,
             "lang": lang,
+            "masked": self._piece_masks(),
         }
+
+    def _piece_masks(self) -> np.ndarray | None:
+        """(L, T, T) bool: the keys each held layer hides from each query, over the pieces;
+        None when nothing is hidden (an encoder)."""
+        source = self._source()
+        layers = self._layer_numbers
+        masks = [source.hidden(layer) for layer in layers]
+        if any(mask is None for mask in masks):
+            return None
+        return np.stack([mask for mask in masks if mask is not None])  # (L, T, T)
 
     # ------------------------------------------------------------ interactive pages
 

@@ -46,6 +46,8 @@ class OneMatrix(Protocol):
     def excluded(self) -> tuple[str, ...]: ...
     @property
     def lang(self) -> str: ...  # the language of its title and labels
+    @property
+    def masked(self) -> np.ndarray | None: ...  # (N, N) bool: keys the model could not see
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -68,6 +70,9 @@ class QueryRow(Drawn):
     units: str
     excluded: tuple[str, ...] = ()
     lang: str = "en"  # the language of its title and labels: "en" or "pt"
+    # (N,) bool, in the order of `keys`: True for a key the model could not see (weight 0.0);
+    # None when nothing is masked.
+    masked: np.ndarray | None = None
 
     def weight(self, key: str) -> float:
         """The weight on the key named `key` (a label, matched like the query)."""
@@ -87,16 +92,28 @@ class QueryRow(Drawn):
             "units": self.units,
             "excluded": list(self.excluded),
             "keys": [
-                {"index": j, "token": label, "weight": float(w)}
-                for j, label, w in zip(self.indices, self.keys, self.weights, strict=True)
+                {"index": j, "token": label, "weight": float(w), "masked": hidden}
+                for j, label, w, hidden in zip(
+                    self.indices, self.keys, self.weights, self._masked_list(), strict=True
+                )
             ],
         }
+
+    def _masked_list(self) -> list[bool]:
+        if self.masked is None:
+            return [False] * len(self.keys)
+        return [bool(m) for m in self.masked]
 
     def _renderable(self) -> Any:
         from attnviz.render.bars import BarList
 
         return BarList(
-            self.keys, self.weights, title=self.title, indices=self.indices, lang=self.lang
+            self.keys,
+            self.weights,
+            title=self.title,
+            indices=self.indices,
+            lang=self.lang,
+            masked=self._masked_list(),
         )
 
     def figure(
@@ -128,6 +145,11 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
         i = int(query) % n
     row = np.asarray(view.matrix[i], dtype=float)  # (N,)
     order = np.argsort(-row, kind="stable")  # (N,): largest first, ties in text order
+    masked = None
+    if view.masked is not None:  # the keys it could not see last, after any real zero
+        hidden = np.asarray(view.masked[i], dtype=bool)  # (N,)
+        order = order[np.argsort(hidden[order], kind="stable")]
+        masked = hidden[order]
     return QueryRow(
         query=view.labels[i],
         index=i,
@@ -141,4 +163,5 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
         units=view.units,
         excluded=view.excluded,
         lang=view.lang,
+        masked=masked,
     )

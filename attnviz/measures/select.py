@@ -18,6 +18,12 @@ keys left, so it sums to 1 again: where a head parks most of its attention on [C
 the first word, what is left shows how the rest is shared. Exclusion comes last, after heads
 are picked, words merged or layers chained, so the numbers before renormalising are
 the model's own.
+
+Masked cells: `hidden_keys` is what a causal mask (and a sliding window) hides over
+the pieces, computed from the model's mask, never from the weights (a visible key can
+underflow to exactly 0); `UnitMap.masked` takes it to the view's units: a word cell is
+masked when every pair of its pieces is, and exclusion drops the same rows and columns
+as it drops from the weights.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ __all__ = [
     "check_units",
     "excluded_pieces",
     "exclusion_note",
+    "hidden_keys",
+    "merge_masked",
     "merge_words",
     "pair_marked",
     "renormalise",
@@ -105,6 +113,20 @@ def exclusion_note(exclude: Sequence[str], lang: str = "en") -> str:
     return label(lang, "without", names=names)
 
 
+def hidden_keys(T: int, causal: bool, window: int | None = None) -> np.ndarray | None:
+    """(T, T) bool, True where query (row) q cannot see key (column) k: k > q under a causal
+    mask, and q - k >= `window` outside a sliding window, as the decoder masks them. None
+    when nothing is hidden (an encoder without the causal what-if)."""
+    if not causal:
+        return None
+    query = np.arange(T)[:, None]  # (T, 1)
+    key = np.arange(T)[None, :]  # (1, T)
+    hidden = key > query  # (T, T): the future
+    if window is not None:
+        hidden |= query - key >= window  # only the last `window` tokens are seen
+    return hidden
+
+
 def renormalise(matrix: np.ndarray) -> np.ndarray:
     """Each row (last axis) divided by its sum, so it sums to 1; rows summing to 0 stay 0."""
     sums = matrix.sum(axis=-1, keepdims=True)  # (..., N, 1)
@@ -148,6 +170,18 @@ def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarr
     keys = from_words if in_order else from_words[..., order]
     summed = _run_sums(keys, starts, sizes, axis=-1)  # (..., W, W): sum over a key word's pieces
     return summed / sizes.astype(summed.dtype)[:, None]  # the sum over query pieces -> mean
+
+
+def merge_masked(hidden: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """(..., T, T) bool over pieces -> (..., W, W) over words: a word pair is masked when
+    every pair of its pieces is (then its merged weight is exactly 0 too)."""
+    order = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])  # (T,)
+    if np.array_equal(order, np.arange(hidden.shape[-1])):  # words are runs of pieces
+        starts = np.cumsum([0] + [len(g) for g in groups[:-1]])  # (W,)
+        rows = np.logical_and.reduceat(hidden, starts, axis=-2)  # (..., W, T)
+        return np.logical_and.reduceat(rows, starts, axis=-1)  # (..., W, W)
+    visible = (~hidden).astype(np.float32)  # (..., T, T): pieces out of order
+    return merge_words(visible, groups) == 0
 
 
 def _run_sums(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, axis: int) -> np.ndarray:
@@ -215,6 +249,16 @@ class UnitMap:
             return matrix
         kept = np.flatnonzero(self.keep())
         return renormalise(matrix[..., kept[:, None], kept])  # (..., n, n)
+
+    def masked(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., T, T) bool over pieces (True: hidden from the query) -> (..., N, N) in these
+        units: a word cell is masked when every pair of its pieces is; exclusions dropped."""
+        if self.words:
+            hidden = merge_masked(hidden, [w.pieces for w in self.pieces.words()])
+        if not self.exclude:
+            return hidden
+        kept = np.flatnonzero(self.keep())
+        return hidden[..., kept[:, None], kept]  # (..., n, n)
 
     def labels(self) -> list[str]:
         words = self.pieces.words()

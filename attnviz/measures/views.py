@@ -9,6 +9,11 @@ terminal (`rich.print(view)`), in a notebook (`_repr_png_`) and as images (`figu
 
 Picking a head, merging words (`units`) and dropping tokens (`exclude`) are
 attnviz.measures.select's. Titles say what was excluded; `to_dict` lists it.
+
+Masked cells: on a decoder (or an encoder under the causal what-if) a view carries
+`masked`, a bool array of its matrix's shape, True where the model could not see the
+key (after the query, outside the layer's sliding window), from the model's mask, not
+the weights. Renderers draw those cells as masked; `to_dict` lists them (`"masked"`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from attnviz.lexicon import label
 from attnviz.limits import TOP, check_choice, check_range, resolve_heads, resolve_index
 from attnviz.measures.contributions import per_layer_refusal
 from attnviz.measures.drawn import Drawn
-from attnviz.measures.select import UnitMap, exclusion_note, pair_marked, select
+from attnviz.measures.select import (
+    UnitMap,
+    exclusion_note,
+    hidden_keys,
+    pair_marked,
+    select,
+)
 from attnviz.output import ImageStyle
 
 if TYPE_CHECKING:
@@ -75,6 +86,9 @@ class AttentionView(Drawn):
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
     lang: str = "en"  # the language of its title and labels: "en" or "pt"
+    # (N, N) bool: True where the model could not see the key (causal mask, sliding window);
+    # None when nothing is masked. The weight there is exactly 0.
+    masked: np.ndarray | None = field(default=None, repr=False)
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
@@ -112,6 +126,7 @@ class AttentionView(Drawn):
             "excluded": list(self.excluded),
             "measure": self.measure,
             "weights": self.matrix.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def _repr_html_(self) -> str:
@@ -139,12 +154,15 @@ class AttentionView(Drawn):
             ],
             head_names=[self.title.rsplit(" · ", 1)[-1]],
             lang=self.lang,
+            masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 
-        return Heatmap(self.matrix, self.labels, title=self.title, lang=self.lang)
+        return Heatmap(
+            self.matrix, self.labels, title=self.title, lang=self.lang, masked=self.masked
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -159,6 +177,7 @@ class AttentionView(Drawn):
             theme=theme,
             annotate=annotate,
             lang=self.lang,
+            masked=self.masked,
         )
 
 
@@ -188,6 +207,7 @@ class RolloutView(AttentionView):
             "measure": self.measure,
             "method": self.method,
             "rollout": self.matrix.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -220,6 +240,8 @@ class HeadsView(Drawn):
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
     lang: str = "en"  # the language of its titles and labels: "en" or "pt"
+    # (n, N, N) bool, one per panel: True where the model could not see the key; None: none.
+    masked: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +254,7 @@ class HeadsView(Drawn):
             "excluded": list(self.excluded),
             "measure": self.measure,
             "weights": self.matrices.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def _repr_html_(self) -> str:
@@ -249,6 +272,9 @@ class HeadsView(Drawn):
         else:  # a per-layer measure: one panel per layer
             grid = self.matrices[:, None]  # (L, 1, N, N)
             layer_names, head_names = list(self.panel_titles), [label(lang, "all_heads")]
+        masked = None
+        if self.masked is not None:  # each layer's mask: its first panel's
+            masked = self.masked.reshape(grid.shape)[:, 0]  # (layers, N, N)
         return fragment(
             grid,
             self.tokens,
@@ -266,6 +292,7 @@ class HeadsView(Drawn):
             layer_names=layer_names,
             head_names=head_names,
             lang=lang,
+            masked=masked,
         )
 
     def _renderable(self) -> Any:
@@ -278,6 +305,7 @@ class HeadsView(Drawn):
             title=self.title,
             columns=self.columns,
             lang=self.lang,
+            masked=self.masked,
         )
 
     def _write(self, path: Path, style: ImageStyle) -> None:
@@ -297,6 +325,7 @@ class HeadsView(Drawn):
             dpi=style.dpi,
             transparent=style.transparent,
             lang=self.lang,
+            masked=self.masked,
         )
 
     def figure(
@@ -314,7 +343,13 @@ class HeadsView(Drawn):
             annotate=annotate,
             columns=self.columns,
             lang=self.lang,
+            masked=self.masked,
         )
+
+
+def masked_list(masked: np.ndarray | None) -> list[Any] | None:
+    """A view's mask as JSON lists of booleans, the shape of its weights; None when none."""
+    return None if masked is None else np.asarray(masked, dtype=bool).tolist()
 
 
 # ---------------------------------------------------------------- building views
@@ -333,6 +368,30 @@ class Source:
     kept: tuple[int, ...] | None = None  # the model's layers `attentions` holds; None: all
     num_layers: int = 0  # the model's layers (0: as many as `attentions` holds)
     lang: str = "en"  # the language the views' titles and labels are in (already resolved)
+    # The model's mask: causal (a decoder, or an encoder's what-if), and per model layer its
+    # sliding window (() or None: none). What the views mark as masked comes from these.
+    causal: bool = False
+    windows: tuple[int | None, ...] = ()
+
+    def window(self, layer: int) -> int | None:
+        """The model's `layer`'s sliding window in pieces; None without one."""
+        return self.windows[layer] if layer < len(self.windows) else None
+
+    def hidden(self, layer: int) -> np.ndarray | None:
+        """(T, T) bool over pieces: the keys the model's `layer` hides from each query;
+        None when it hides none."""
+        return hidden_keys(self.attentions.shape[-1], self.causal, self.window(layer))
+
+    def chain_hidden(self, upto: int) -> np.ndarray | None:
+        """(T, T) bool: the keys a rollout (or flow) through layers 0..`upto` cannot reach.
+
+        A causal chain stays causal. Through sliding windows the chain reaches further back
+        than any one layer: a query reaches a key q - k < 1 + sum(window - 1) pieces back,
+        going through tokens in between (exactly that band: the product of band matrices);
+        a layer without a window lets the chain reach every earlier key."""
+        windows = [self.window(layer) for layer in range(upto + 1)]
+        reach = None if None in windows else 1 + sum(w - 1 for w in windows if w is not None)
+        return hidden_keys(self.attentions.shape[-1], self.causal, reach)
 
     def slot(self, layer: int) -> int:
         """Where the model's `layer` (already resolved) sits in `attentions`."""
@@ -400,7 +459,36 @@ def layer_view(
         units=units,
         measure=src.measure,
         lang=lang,
+        masked=_masked(unit_map, src.hidden(layer)),
     )
+
+
+def _masked(unit_map: UnitMap, hidden: np.ndarray | None) -> np.ndarray | None:
+    """The pieces' mask `hidden` (T, T) in the units of `unit_map`; None when none."""
+    return None if hidden is None else unit_map.masked(hidden)
+
+
+def _panels_masked(
+    src: Source, unit_map: UnitMap, layers: Sequence[int], per_layer: int
+) -> np.ndarray | None:
+    """(len(layers) · per_layer, N, N) bool: each panel's mask, `per_layer` panels a layer.
+
+    Layers sharing a window share one mask, so a model without windows holds one (N, N)
+    array broadcast to every panel (no copy)."""
+    masks: dict[int | None, np.ndarray | None] = {}
+    for layer in layers:
+        window = src.window(layer)
+        if window not in masks:
+            masks[window] = _masked(unit_map, src.hidden(layer))
+    if all(mask is None for mask in masks.values()):
+        return None
+    first = next(mask for mask in masks.values() if mask is not None)
+    shape = (len(layers) * per_layer, *first.shape)
+    if len(masks) == 1:
+        return np.broadcast_to(first, shape)  # (n, N, N): one mask, read-only
+    per = [masks[src.window(layer)] for layer in layers]
+    stacked = np.stack([first if m is None else m for m in per])  # (L, N, N)
+    return np.repeat(stacked, per_layer, axis=0)  # (L · per_layer, N, N)
 
 
 def heads_view(
@@ -432,6 +520,7 @@ def heads_view(
         units=units,
         measure=src.measure,
         lang=lang,
+        masked=_panels_masked(src, unit_map, [layer], len(shown)),
     )
 
 
@@ -481,6 +570,7 @@ def model_view(
         columns=None if src.per_layer else len(shown),
         measure=src.measure,
         lang=lang,
+        masked=_panels_masked(src, unit_map, range(L), 1 if src.per_layer else len(shown)),
     )
 
 
@@ -539,6 +629,7 @@ def rollout_view(
         measure=src.measure,
         method=method,
         lang=src.lang,
+        masked=_masked(unit_map, src.chain_hidden(upto)),
     )
 
 

@@ -59,9 +59,14 @@ class BarList:
         title: str | None = None,
         indices: Sequence[int] | None = None,
         lang: str = "en",
+        masked: Sequence[bool] | None = None,
     ) -> None:
+        """`masked`: per label, True for a key the model could not see (shown `   –`, dim)."""
         if len(labels) != len(values):
             raise ValueError(f"{len(labels)} labels for {len(values)} values")
+        if masked is not None and len(masked) != len(labels):
+            raise ValueError(f"{len(masked)} masked flags for {len(labels)} labels")
+        self.masked = [bool(m) for m in masked] if masked is not None else [False] * len(labels)
         self.labels = clean_labels(labels)
         self.values = np.asarray(values, dtype=float)
         self.indices = list(indices) if indices is not None else list(range(len(labels)))
@@ -100,8 +105,15 @@ class BarList:
                 )
             ]
         )
-        for i, label, value in zip(self.indices, self.labels, self.values, strict=True):
+        rows = zip(self.indices, self.labels, self.values, self.masked, strict=True)
+        for i, label, value, hidden in rows:
             left = f"{str(i).rjust(self._index_w)} {pad(truncate(label, label_w), label_w)} "
+            if hidden:  # a key the model could not see: no number, no bar
+                lines.append([Segment(left + "   –", _DIM)])
+                continue
             shown = f"{value:.2f}" if np.isfinite(value) else " nan"
             lines.append([Segment(left + shown + " "), Segment(bar(value / top, bar_w))])
+        if any(self.masked):
+            lines += [[Segment(truncate(lexicon.label(self.lang, "masked_mark", mark="–"), width),
+                               _DIM)]]  # fmt: skip
         yield from emit(lines, width)

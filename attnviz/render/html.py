@@ -14,6 +14,12 @@ of a 6 × 12 model stays under 2 MB. Past HTML_U16_LIMIT numbers (about 250 piec
 that model), the weights are stored in 8 bits (error below 0.002; the page then shows
 2 decimals marked ≈ and says so) so that a 512-piece input still makes a page of about
 3 MB. numpy and the standard library only.
+
+Masked cells (keys the model could not see: a decoder's future, outside a layer's sliding
+window) travel as one bit per piece pair and layer, `masked` (L, T, T), packed and
+deflated the same way (a triangle deflates to almost nothing: 1/16 of the 16-bit weights
+before compression at most); the page merges them into words itself (a word pair is
+masked when every pair of its pieces is), greys those cells and leaves those keys unlisted.
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ def _encode(attentions: np.ndarray) -> dict[str, object]:
     return {"dtype": dtype, "scale": scale, "compression": "deflate", "data": data}
 
 
+def _encode_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> dict[str, object] | None:
+    """The mask (L, T, T) bool as packed bits (numpy's big-endian order), deflated, base64."""
+    if masked is None:
+        return None
+    bits = np.asarray(masked, dtype=bool)
+    if bits.shape != shape:
+        raise ValueError(f"masked {bits.shape} does not fit the layers' matrices {shape}")
+    packed = np.packbits(bits.reshape(-1)).tobytes()  # (ceil(L·T·T / 8),)
+    return {"compression": "deflate", "data": base64.b64encode(zlib.compress(packed, 6)).decode()}
+
+
 def _spec(
     attentions: np.ndarray,
     tokens: Sequence[str],
@@ -77,6 +94,7 @@ def _spec(
     layer_names: Sequence[str] | None = None,
     head_names: Sequence[str] | None = None,
     lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> dict[str, object]:
     L, H, T, T2 = attentions.shape
     if T != T2 or len(tokens) != T:
@@ -89,6 +107,7 @@ def _spec(
         "heads": H,
         "T": T,
         **_encode(attentions),
+        "masked": _encode_mask(masked, (L, T, T)),
         "tokens": list(tokens),
         "words": [list(map(int, g)) for g in words] if words is not None else None,
         "wordLabels": list(word_labels) if word_labels is not None else None,
@@ -148,6 +167,7 @@ def page(
     units: str = "words",
     theme: str = "auto",
     lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
@@ -155,7 +175,9 @@ def page(
     "matrix" (one head's heatmap) or "model" (every layer and head); `layer`, `head`
     and `heads` say where it opens; `units` is "words" (when `words` gives the pieces
     of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark";
-    `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`).
+    `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`);
+    `masked` (layers, T, T) bool marks the keys each layer's queries could not see (None:
+    none), drawn greyed and left unlisted.
     """
     body = fragment(
         attentions,
@@ -172,6 +194,7 @@ def page(
         units=units,
         theme=theme,
         lang=lang,
+        masked=masked,
     )
     return _document(title, theme, body, lang)
 

@@ -100,6 +100,7 @@ def save_grid(
     dpi: int = 200,
     transparent: bool = False,
     lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -116,6 +117,7 @@ def save_grid(
         "annotate": annotate,
         "columns": columns,
         "lang": lang,
+        "masked": masked,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

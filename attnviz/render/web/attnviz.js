@@ -8,6 +8,9 @@
  *   data                      base64 of the array, quantised to integers q = round(w * scale)
  *   dtype, scale, shuffled    "u16" (two bytes, low-byte plane then high-byte plane) or "u8"
  *   compression               "deflate" (zlib) or "none"
+ *   masked                    null, or {data, compression}: one bit per layer, query and key
+ *                             piece [L, T, T] (numpy packbits order), set where the model
+ *                             could not see the key (a decoder's future, outside its window)
  *   tokens                    one label per piece; words: the pieces of each word (or null)
  *   wordLabels, pairStart, pairWordStart, title, view, layer, head, units, theme
  *   layerNames, headNames     how layers and heads are named (default: text.layer_n, text.head_n)
@@ -16,7 +19,9 @@
  *
  * Rows are queries (the token that attends), columns keys. Words merge pieces as the
  * command line does: attention TO a word is the sum over its pieces, FROM a word the
- * mean over its pieces, so rows still sum to 1.
+ * mean over its pieces, so rows still sum to 1. Masked cells are greyed (matrix, model
+ * view) and their keys unlisted in the head view; a word pair is masked when every pair of
+ * its pieces is.
  */
 function attnvizMount(root, spec) {
   "use strict";
@@ -55,6 +60,7 @@ function attnvizMount(root, spec) {
   };
   if (spec.selected) state.selected = new Set(spec.selected);
   let weights = null; // Float32Array [L, H, T, T] once decoded
+  let hiddenBits = null; // Uint8Array [L, T, T] once decoded (1: masked), or null: none
   const cache = new Map();
 
   function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
@@ -86,14 +92,27 @@ function attnvizMount(root, spec) {
 
   // ------------------------------------------------------------------ data
 
-  async function decode() {
-    const text = atob(spec.data);
+  async function inflate(data, compression) {
+    const text = atob(data);
     let bytes = new Uint8Array(text.length);
     for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    if (spec.compression === "deflate") {
+    if (compression === "deflate") {
       const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
       bytes = new Uint8Array(await new Response(stream).arrayBuffer());
     }
+    return bytes;
+  }
+
+  async function decodeMask() {
+    if (!spec.masked) return null;
+    const packed = await inflate(spec.masked.data, spec.masked.compression);
+    const n = L * T * T, out = new Uint8Array(n);
+    for (let i = 0; i < n; i++) out[i] = (packed[i >> 3] >> (7 - (i & 7))) & 1;
+    return out;
+  }
+
+  async function decode() {
+    const bytes = await inflate(spec.data, spec.compression);
     const n = L * H * T * T;
     const out = new Float32Array(n);
     if (spec.dtype === "u16") {
@@ -126,6 +145,41 @@ function attnvizMount(root, spec) {
     if (cache.size > 400) cache.clear();
     cache.set(key, result);
     return result;
+  }
+
+  // The cells `layer` masks, in the current units: a Uint8Array [N * N] (1: masked), or null.
+  function hidden(layer) {
+    if (!hiddenBits) return null;
+    const key = "hidden|" + state.units + "|" + layer;
+    if (cache.has(key)) return cache.get(key);
+    const base = layer * T * T;
+    let result;
+    if (state.units !== "words") {
+      result = hiddenBits.subarray(base, base + T * T);
+    } else {
+      const groups = spec.words, W = groups.length;
+      result = new Uint8Array(W * W);
+      for (let a = 0; a < W; a++) {
+        for (let b = 0; b < W; b++) {
+          let all = 1;
+          for (const q of groups[a]) {
+            for (const k of groups[b]) if (!hiddenBits[base + q * T + k]) { all = 0; break; }
+            if (!all) break;
+          }
+          result[a * W + b] = all;
+        }
+      }
+    }
+    if (cache.size > 400) cache.clear();
+    cache.set(key, result);
+    return result;
+  }
+
+  function maskedColour() {
+    const value = getComputedStyle(root).getPropertyValue("--av-masked").trim() || "#d9d9d9";
+    const hex = /^#([0-9a-f]{6})$/i.exec(value);
+    if (!hex) return [217, 217, 217];
+    return [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16));
   }
 
   function mergeWords(m) {
@@ -297,6 +351,7 @@ function attnvizMount(root, spec) {
     ctx.scale(ratio, ratio);
     const mats = heads.map((h) => matrix(state.layer, [h]));
     const mean = matrix(state.layer, heads);
+    const masked = hidden(state.layer); // [N * N], 1 where the query cannot see the key
     const y = (i) => i * ROW_PX + ROW_PX / 2;
     let pinned = false;
 
@@ -334,11 +389,22 @@ function attnvizMount(root, spec) {
           const on = p && p.side === side && p.index === i;
           token.classList.toggle("av-on", Boolean(on));
           let w = "";
-          if (p && p.side !== side) {
-            const value = p.side === "from" ? mean[p.index * N + i] : mean[i * N + p.index];
+          const cell = p && p.side !== side ? (p.side === "from" ? p.index * N + i : i * N + p.index) : -1;
+          const off = cell >= 0 && masked !== null && masked[cell] === 1; // it cannot see / be seen
+          token.classList.toggle("av-masked", off);
+          if (off) {
+            token.dataset.masked = "true";
+            token.title = t("masked");
+            delete token.dataset.weight;
+          } else if (cell >= 0) {
+            delete token.dataset.masked;
+            token.removeAttribute("title");
+            const value = mean[cell];
             w = fmt(value);
             token.dataset.weight = String(value);
           } else {
+            delete token.dataset.masked;
+            token.removeAttribute("title");
             delete token.dataset.weight;
           }
           token.weight.textContent = w;
@@ -361,11 +427,13 @@ function attnvizMount(root, spec) {
     pick(state.pick ? state.pick.side : null, state.pick ? state.pick.index : null);
   }
 
-  function paint(ctx, m, N, x0, y0, cell, vmax) {
+  // `m` [N * N] as N·cell pixels a side; cells where `masked` [N * N] is 1 in the masked grey.
+  function paint(ctx, m, N, x0, y0, cell, vmax, masked) {
     const image = ctx.createImageData(N * cell, N * cell);
+    const grey = masked ? maskedColour() : null;
     for (let i = 0; i < N; i++) {
       for (let j = 0; j < N; j++) {
-        const [r, g, b] = colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        const [r, g, b] = masked && masked[i * N + j] ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
         for (let dy = 0; dy < cell; dy++) {
           let o = ((i * cell + dy) * N * cell + j * cell) * 4;
           for (let dx = 0; dx < cell; dx++, o += 4) {
@@ -381,6 +449,7 @@ function attnvizMount(root, spec) {
     const names = labels(), N = names.length;
     const heads = state.head == null ? range(H) : [state.head];
     const m = matrix(state.layer, heads);
+    const masked = hidden(state.layer);
     let vmax = 0;
     for (let i = 0; i < m.length; i++) if (m[i] > vmax) vmax = m[i];
     const cell = clamp(Math.floor(640 / N), 1, 28);
@@ -398,7 +467,7 @@ function attnvizMount(root, spec) {
     canvas.height = margin + size + 4;
     const ctx = canvas.getContext("2d");
     const fg = getComputedStyle(root).color;
-    paint(ctx, m, N, margin, margin, cell, vmax);
+    paint(ctx, m, N, margin, margin, cell, vmax, masked);
     ctx.font = font;
     ctx.fillStyle = fg;
     ctx.textBaseline = "middle";
@@ -424,8 +493,15 @@ function attnvizMount(root, spec) {
       const i = Math.floor(yy / cell), j = Math.floor(x / cell);
       if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
       const w = m[i * N + j];
-      tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
-      tip.dataset.weight = String(w);
+      if (masked && masked[i * N + j]) {
+        tip.textContent = t("masked_cell", { query: isolated(names[i]), key: isolated(names[j]) });
+        tip.dataset.masked = "true";
+        delete tip.dataset.weight;
+      } else {
+        tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
+        delete tip.dataset.masked;
+        tip.dataset.weight = String(w);
+      }
       tip.style.display = "block";
       tip.style.left = (event.clientX - main.getBoundingClientRect().left + main.scrollLeft + 14) + "px";
       tip.style.top = (event.clientY - main.getBoundingClientRect().top + main.scrollTop + 14) + "px";
@@ -453,6 +529,8 @@ function attnvizMount(root, spec) {
         canvas.style.width = side + "px";
         canvas.style.height = side + "px";
         const small = new Float32Array(px * px); // block maximum: thin patterns stay visible
+        const masked = hidden(l);
+        const seen = masked ? new Uint8Array(px * px) : null; // 1: some cell of the block visible
         let vmax = 0;
         for (let i = 0; i < N; i++) {
           const si = Math.floor((i * px) / N);
@@ -460,9 +538,11 @@ function attnvizMount(root, spec) {
             const k = si * px + Math.floor((j * px) / N), w = m[i * N + j];
             if (w > small[k]) small[k] = w;
             if (w > vmax) vmax = w;
+            if (seen && !masked[i * N + j]) seen[k] = 1;
           }
         }
-        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax);
+        const blocks = seen ? seen.map((v) => 1 - v) : null; // a block is masked when all of it is
+        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax, blocks);
         const open = () => { state.layer = l; state.head = h; state.view = "matrix"; render(); };
         canvas.setAttribute("tabindex", "0");
         canvas.addEventListener("click", open);
@@ -481,8 +561,9 @@ function attnvizMount(root, spec) {
     status.textContent = t("no_stream");
     return;
   }
-  decode().then((values) => {
+  Promise.all([decode(), decodeMask()]).then(([values, bits]) => {
     weights = values;
+    hiddenBits = bits;
     root.dataset.ready = "true";
     render();
   }).catch((error) => { status.textContent = t("unreadable", { error: String(error) }); });
