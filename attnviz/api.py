@@ -61,7 +61,8 @@ def prepare(
     `cache=False` keeps nothing on disk (a tokenizer converted from vocab.txt included).
     A decoder whose tokenizer adds no start token gets the model's own start token (BOS)
     in front, as interpretability tools read decoders; `bos=False` reads the text exactly
-    as typed (then the first word takes the start token's role: the attention sink).
+    as typed, without even the start token a tokenizer adds itself (then the first word
+    takes the start token's role: the attention sink).
     """
     from attnviz.pipeline import prepare as _prepare
 

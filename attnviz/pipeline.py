@@ -19,7 +19,7 @@ from attnviz.errors import AttnvizError, BadInput
 from attnviz.model.families import ModelShape, describe, read_config
 from attnviz.model.locate import ModelSource, locate
 from attnviz.text.pieces import Pieces
-from attnviz.text.tokenize import load_tokenizer, start_token, tokenize
+from attnviz.text.tokenize import load_tokenizer, own_start, start_token, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +84,7 @@ def prepare(
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
     pieces = tokenize(
-        tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, start=start
+        tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, **start
     )
     _check_vocabulary(pieces, shape, source)
     return Tokenized(source, config, pieces)
@@ -96,13 +96,18 @@ def _bounds(
     config: dict[str, Any],
     max_tokens: int | None,
     bos: bool,
-) -> tuple[tuple[str, int] | None, int, str]:
-    """(the start token attnviz adds or None, the most pieces the input may have, why that
-    bound): a decoder's start token takes one of the input's positions."""
+) -> tuple[dict[str, Any], int, str]:
+    """(how `tokenize` treats the start token, the most pieces the input may have, why that
+    bound). A decoder read with `bos` gets the model's start token in front when its
+    tokenizer adds none (it takes one of the positions); read as typed (`bos=False`), a
+    start token its tokenizer adds is taken off."""
     shape = describe(config)
     limit, why = shape.token_limit(max_tokens)
-    start = start_token(tokenizer, source.folder, config) if bos and shape.causal else None
-    return start, limit, why
+    if not shape.causal:
+        return {}, limit, why
+    if bos:
+        return {"start": start_token(tokenizer, source.folder, config)}, limit, why
+    return {"unstart": own_start(tokenizer)}, limit, why
 
 
 def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
@@ -330,7 +335,7 @@ def corpus_chunks(
                         max_positions=limit,
                         truncate=truncate,
                         why=why,
-                        start=start,
+                        **start,
                     )
                 )
                 _check_vocabulary(pieces[-1], shape, source)

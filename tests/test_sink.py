@@ -167,10 +167,11 @@ def test_a_tokenizer_that_adds_its_own_start_token_gets_no_second(
     tiny_decoder: TinyFactory,
 ) -> None:
     folder = str(tiny_decoder("llama"))  # its tokenizer puts <s> in front itself
-    typed = attnviz.analyse(TEXT, model=folder, bos=False)
     default = attnviz.analyse(TEXT, model=folder)
-    assert typed.tokens == default.tokens and typed.tokens[0] == "<s>"
-    assert typed.tokens.count("<s>") == 1
+    typed = attnviz.analyse(TEXT, model=folder, bos=False)  # as typed: its <s> taken off
+    assert default.tokens.count("<s>") == 1 and default.tokens[0] == "<s>"
+    assert typed.tokens == default.tokens[1:]
+    assert typed.pieces.ids == default.pieces.ids[1:]
 
 
 def test_no_bos_on_the_command_line_and_the_cache_keep_the_two_apart(
@@ -210,4 +211,4 @@ def test_info_says_who_puts_the_start_token_in_front(
     result = CliRunner().invoke(app, ["info", "--model", folder], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("start token"))
-    assert ("--no-bos" in line) == (by == "attnviz")
+    assert "--no-bos" in line and ("puts it in front" in line)

@@ -68,10 +68,10 @@ def test_decoder_statistics_are_the_means_over_queries_after_the_first(
         for name, grid in expected.items():
             assert record[name] == pytest.approx(grid[record["layer"], record["head"]], abs=1e-5)
     # Llama's tokenizer puts <s> first; GPT-2's adds nothing and attnviz puts the model's
-    # start token in front, unless asked to read the text as typed (then the first is a word).
+    # start token in front; read as typed (bos=False) the first token is a word in both.
     assert stats.first_token == "<s>"
     typed = head_stats(SENTENCES, model=folder, batch_size=2, bos=False)
-    assert typed.first_token == ("<s>" if family == "llama" else None)
+    assert typed.first_token is None  # Llama's own <s> is taken off too
 
 
 def test_a_first_token_head_is_labelled_and_sorted_by_first(tiny_decoder: TinyFactory) -> None:

@@ -650,7 +650,7 @@ def _start(details: api.ModelDetails) -> str:
     if details.start_token is None:
         return "none (the model defines none: the first word is the first token)"
     if details.start_by == "tokenizer":
-        return f"{details.start_token} (the tokenizer puts it in front)"
+        return f"{details.start_token} (the tokenizer puts it in front; --no-bos takes it off)"
     return (
         f"{details.start_token} (the tokenizer adds none: attnviz puts it in front, as "
         "interpretability tools do; --no-bos reads the text as typed)"

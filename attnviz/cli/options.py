@@ -208,9 +208,10 @@ NoBosOpt = Annotated[
     bool,
     typer.Option(
         "--no-bos",
-        help="Read a decoder's text exactly as typed. By default a decoder whose tokenizer "
-        "adds no start token gets the model's own (<|endoftext|>, <s>) in front, as "
-        "interpretability tools read decoders; without it the first word is the attention sink.",
+        help="Read a decoder's text exactly as typed, with no start token (<s>, <bos>, "
+        "<|endoftext|>) in front, not even one its tokenizer adds. By default a decoder whose "
+        "tokenizer adds none gets the model's own, as interpretability tools read decoders; "
+        "without it the first word is the attention sink.",
     ),
 ]
 LangOpt = Annotated[

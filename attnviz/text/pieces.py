@@ -107,6 +107,21 @@ class Pieces:
             cut=self.cut,
         )
 
+    def without_start(self) -> Pieces:
+        """These pieces without the first (the start token a tokenizer put in front)."""
+        return Pieces(
+            text=self.text,
+            pair=self.pair,
+            tokens=self.tokens[1:],
+            ids=self.ids[1:],
+            type_ids=self.type_ids[1:],
+            offsets=self.offsets[1:],
+            word_ids=self.word_ids[1:],
+            sequence_ids=self.sequence_ids[1:],
+            dropped=self.dropped,
+            cut=self.cut,
+        )
+
     def words(self) -> list[Word]:
         """Pieces grouped into words; each special token is a word of its own."""
         groups: list[Word] = []

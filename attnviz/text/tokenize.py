@@ -151,12 +151,14 @@ def tokenize(
     truncate: bool = False,
     why: str = "",
     start: tuple[str, int] | None = None,
+    unstart: int | None = None,
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit.
 
     `why` follows the limit in the refusal when the bound is not the model's own.
     `start` (token, id) is a start token put in front of the tokenizer's pieces (see
-    `start_token`); it takes one of the `max_positions`.
+    `start_token`); it takes one of the `max_positions`. `unstart` is the id of a start
+    token the tokenizer puts in front itself, taken off (the text read as typed).
     """
     for value in (text, pair):
         try:
@@ -198,7 +200,11 @@ def tokenize(
             tokenizer.no_truncation()
     typed = typed_special(tokenizer, encoding, text, pair)
     pieces = _pieces(encoding, text, pair, dropped, cut, typed)
-    return pieces if start is None else pieces.with_start(*start)
+    if start is not None:
+        return pieces.with_start(*start)
+    if unstart is not None and len(pieces) > 1 and pieces.ids[0] == unstart:
+        return pieces.without_start() if pieces.sequence_ids[0] is None else pieces
+    return pieces
 
 
 def typed_special(
@@ -248,10 +254,19 @@ def start_token(
             token, token_id = tokenizer.id_to_token(raw), raw
     if token is None or token_id is None:
         return None
-    with contextlib.suppress(Exception):  # a tokenizer that fails on "" adds nothing we know of
-        if token_id in _encode(tokenizer, "", None).ids[:1]:
-            return None  # the tokenizer adds it itself (Llama, Gemma)
+    if own_start(tokenizer) == token_id:
+        return None  # the tokenizer adds it itself (Llama, Gemma)
     return token, token_id
+
+
+def own_start(tokenizer: Tokenizer) -> int | None:
+    """The id of the start token the tokenizer puts in front by itself (Llama's, Gemma's
+    `<bos>`), or None."""
+    with contextlib.suppress(Exception):  # a tokenizer that fails on "" adds nothing we know of
+        first = _encode(tokenizer, "", None).ids[:1]
+        if first:
+            return int(first[0])
+    return None
 
 
 def _configured_bos(folder: Path) -> str | None:
