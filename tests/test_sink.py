@@ -60,7 +60,7 @@ def test_find_names_the_first_token_and_its_sink_share(decoder: attnviz.Analysis
         assert link.sink == pytest.approx(float((column > 0.5).mean()))
         assert link.weight == pytest.approx(view.weight(q, k), abs=1e-6)
     assert links.note.startswith("'Alice' is the first token")
-    assert "--exclude first" in links.note
+    assert "start token in front" in links.note and "--no-bos" in links.note
     assert links.to_dict()["note"] == links.note
     assert "sink" in links.to_dict()["heads"][0]
 

@@ -216,16 +216,20 @@ def sink_note(target: str, first: bool, strongest: Sequence[HeadLink]) -> str:
     """A line saying the target is the first token or the attention sink of most of the
     `strongest` heads, so their weight may be parking, not a link; "" when neither."""
     parked = sum(link.sink >= SINK_SHARE for link in strongest)
-    fix = 'rank the heads without it with --exclude first (exclude="first")'
-    if parked * 2 >= len(strongest) > 0:
-        where = f"{target!r} is {'the first token and ' if first else ''}the attention sink"
-        return (
-            f"{where} of {parked} of these {len(strongest)} heads (most queries put over "
-            f"half their weight on it): a high weight there is parking, not a link; {fix}"
+    sunk = parked * 2 >= len(strongest) > 0
+    if not first and not sunk:
+        return ""
+    where = f"{target!r} is the first token" if first else f"{target!r}"
+    if sunk:
+        where += f"{' and' if first else ' is'} the attention sink of {parked} of these " + (
+            f"{len(strongest)} heads (most queries put over half their weight on it)"
         )
-    if first:
-        return (
-            f"{target!r} is the first token, where heads often park attention (the sink of "
-            f"{parked} of these {len(strongest)} heads); {fix}"
-        )
-    return ""
+    elif first:
+        where += ", where a decoder parks attention whatever it reads (the attention sink)"
+    fix = (
+        "read the text with a start token in front (attnviz's default; --no-bos takes it "
+        "off) so that the start token takes the sink's place"
+        if first
+        else "trust the heads whose sink share is low"
+    )
+    return f"{where}: a high weight there is parking, not a link; {fix}"
