@@ -24,11 +24,20 @@ from attnviz.version import __version__
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.api import ModelDetails, analyse, head_stats, model_info, prepare, sample_sentences
+    from attnviz.api import (
+        ModelDetails,
+        analyse,
+        analyse_long,
+        head_stats,
+        model_info,
+        prepare,
+        sample_sentences,
+    )
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.inputs import ModelInfo
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
+    from attnviz.measures.long import LongResult
     from attnviz.measures.query import QueryRow
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
@@ -38,6 +47,8 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it.
 _EXPORTS = {
     "analyse": "attnviz.api",
+    "analyse_long": "attnviz.api",
+    "LongResult": "attnviz.measures.long",
     "prepare": "attnviz.api",
     "head_stats": "attnviz.api",
     "Analysis": "attnviz.analysis",
@@ -71,6 +82,7 @@ __all__ = [
     "HeadRecord",
     "HeadStats",
     "HeadsView",
+    "LongResult",
     "ModelDetails",
     "ModelInfo",
     "Prepared",
@@ -79,6 +91,7 @@ __all__ = [
     "Word",
     "__version__",
     "analyse",
+    "analyse_long",
     "head_stats",
     "model_info",
     "prepare",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from attnviz.analysis import Analysis
     from attnviz.inputs import ModelInfo
+    from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
 
@@ -279,6 +280,91 @@ def head_stats(
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
         lang=lang,
     )
+
+
+def analyse_long(
+    text: str,
+    *,
+    model: str | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
+    query: str | int | None = None,
+    max_tokens: int | None = None,
+    truncate: bool = False,
+    bos: bool = True,
+    dtype: str = "float32",
+) -> LongResult:
+    """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
+    (the model's own limit when lower), computed without holding any layer's whole attention.
+
+    Every layer runs once; its weights are reduced a block of queries at a time into: the
+    distance profile of each head (`profile` (L, H, bins), the mean weight of a pair at
+    distance 0, 1, 2, 3–4, 5–8, ...: `bin_labels`), the sink share of each head (`sink`
+    (L, H): the share of queries putting over half their weight on position 0), with `pool`
+    the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
+    "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
+    piece index) that query's row in every layer and head (`rows` (L, H, T)).
+    """
+    from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
+    from attnviz.measures.long import bin_label as _bin_label
+    from attnviz.pipeline import compute_blocked
+    from attnviz.pipeline import prepare as _prepare
+
+    model = _model(model)
+    truncate, bos = _flag(truncate, "truncate"), _flag(bos, "bos")
+    max_tokens = _max_tokens(max_tokens)
+    check_choice(dtype, DTYPES, "dtype")
+    _text(text, "the text")
+    if pool is not None:
+        pool, pool_by = check_pool(pool, pool_by)
+    else:
+        check_choice(pool_by, ("mean", "max"), "pool_by")
+    source, config, pieces = _prepare(
+        text, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, blocked=True
+    )
+    prepared = Prepared(source, config, pieces, truncate, max_tokens, bos)
+    T = len(pieces)
+    index = None if query is None else _query_index(query, list(pieces.labels), T)
+    shape = prepared.model
+    reducer = LongReducer(
+        shape.layers,
+        shape.heads,
+        T,
+        pool=pool,
+        pool_by=pool_by,
+        causal=shape.decoder,
+        query=index,
+    )
+    compute_blocked(prepared, reducer, block=reducer.block, dtype=dtype)
+    return LongResult(
+        model=source.name,
+        T=T,
+        layers=shape.layers,
+        heads=shape.heads,
+        pool=pool,
+        pool_by=pool_by,
+        pooled=reducer.pooled() if pool is not None else None,
+        pool_labels=[_bin_label(a, b) for a, b in pool_edges(T, pool or T)],
+        profile=reducer.profile(),
+        bin_labels=[_bin_label(a, b) for a, b in reducer.bins],
+        sink=reducer.sink(),
+        query=index,
+        query_label="" if index is None else pieces.labels[index],
+        rows=reducer.rows,
+        labels=list(pieces.labels) if index is not None else None,
+    )
+
+
+def _query_index(query: object, labels: list[str], T: int) -> int:
+    """A query named by a word of the text (`ele`, `ele#2`) or a piece index (`#12` or 12)."""
+    from attnviz.limits import resolve_index
+    from attnviz.text.match import find_label
+
+    if isinstance(query, str) and query.startswith("#") and query[1:].lstrip("-").isdigit():
+        query = int(query[1:])
+    if isinstance(query, str):
+        return find_label(labels, query, "query")
+    return resolve_index(query, T, "piece", "query")
 
 
 def _text(value: object, what: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -63,6 +63,7 @@ def prepare(
     use_cache: bool = True,
     max_tokens: int | None = None,
     bos: bool = True,
+    blocked: bool = False,
 ) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
@@ -70,7 +71,8 @@ def prepare(
     `max_tokens` bounds the input in pieces (default: the model's limit, and for a
     decoder at most `limits.DECODER_TOKENS`). `bos`: a decoder whose tokenizer adds no
     start token gets the model's own in front (`text.tokenize.start_token`); False reads
-    the text exactly as typed.
+    the text exactly as typed. `blocked`: for the views made for length (`compute_blocked`),
+    which read up to `limits.LONG_TOKENS` pieces.
     """
     source = locate(model)
     config = read_config(source.folder)
@@ -82,7 +84,7 @@ def prepare(
             param="pair",
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, blocked)
     pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
     if start is not None:
         pieces = pieces.with_start(*start)
@@ -96,11 +98,12 @@ def _bounds(
     config: dict[str, Any],
     max_tokens: int | None,
     bos: bool,
+    blocked: bool = False,
 ) -> tuple[tuple[str, int] | None, int, str]:
     """(the start token attnviz adds or None, the most pieces the tokenizer may give, why
     that bound): a decoder's start token takes one of the input's positions."""
     shape = describe(config)
-    limit, why = shape.token_limit(max_tokens)
+    limit, why = shape.token_limit(max_tokens, blocked)
     start = start_token(tokenizer, source.folder, config) if bos and shape.causal else None
     if start is None:
         return None, limit, why
@@ -266,6 +269,39 @@ def _encode(
     attentions = out.attentions[:, 0].float().numpy()  # (L or len(layers), H, T, T)
     check_finite(attentions, prepared.source)
     return attentions
+
+
+def compute_blocked(
+    prepared: Request,
+    reduce: Callable[[int, int, Any], None],
+    *,
+    block: int,
+    causal: bool = False,
+    dtype: str = "float32",
+) -> None:
+    """Run the model on the prepared input, handing every layer's weights to
+    `reduce(layer, first query, weights (H, b, K))` `block` queries at a time, and keeping
+    none (attnviz.model.blocked). For the views made for length; nothing is cached."""
+    perf.import_torch()
+    import torch
+
+    from attnviz.model.blocked import run_blocked
+    from attnviz.model.weights import load_encoder
+
+    input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
+    type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
+    shape = describe(prepared.config)
+    with perf.threads_for(len(prepared.pieces)):
+        encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
+        run_blocked(
+            encoder,
+            input_ids,
+            type_ids,
+            reduce,
+            num_layers=shape.layers,
+            causal=causal or shape.causal,
+            block=block,
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,258 @@
+"""Views made for length: what is kept of a long input's attention, reduced block by block.
+
+A long input's whole attention (L, H, T, T) is never held (at 8,192 pieces, 30 layers × 9
+heads would be 65 GB). The model (attnviz.model.blocked) hands each layer's weights over in
+blocks of queries, (H, b, K) for rows start..start+b (keys past K weigh 0: a causal
+block stops at its last query), and `LongReducer` keeps only:
+
+- `pooled` (L, H, n, n): blocks of `pool` pieces, the mean (or max) weight of the cells
+  of each block of queries × block of keys; the last block may be shorter;
+- the distance profile (L, H, bins): the mean weight of the (query, key) pairs at each
+  distance i − j (|i − j| for an encoder), on log bins 0, 1, 2, 3–4, 5–8, 9–16, ...;
+  a decoder counts the pairs j ≤ i (a key the mask hides after a sliding window is a
+  pair of weight 0);
+- `sink` (L, H): the share of queries that put over half their weight on position 0;
+- `rows` (L, H, T) of one query, when asked;
+- the head statistics' sums (attnviz.measures.stats), when token kinds are given.
+
+Each is the same as computing it from the whole array (tests/test_long_context.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.limits import check_choice, check_range
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnviz.text.pieces import TokenKinds
+
+POOL = (1, 1_000_000)  # --pool: pieces per block
+POOL_BY = ("mean", "max")
+
+
+def distance_bins(T: int) -> list[tuple[int, int]]:
+    """The (first, last) distance of each bin for inputs of T pieces: (0, 0), (1, 1), (2, 2),
+    (3, 4), (5, 8), ... up to T − 1."""
+    bins = [(0, 0)]
+    low = 1
+    while low <= max(T - 1, 0):
+        high = 1 if low == 1 else 2 * (low - 1)
+        bins.append((low, min(high, T - 1)))
+        low = high + 1
+    return bins
+
+
+def bin_label(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def pool_edges(T: int, pool: int) -> list[tuple[int, int]]:
+    """The (first, last) piece of each block of `pool` pieces."""
+    return [(s, min(T, s + pool) - 1) for s in range(0, T, pool)]
+
+
+def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
+    """`pool` and `pool_by` checked, in the caller's words."""
+    return check_range(pool, "pool", POOL), check_choice(pool_by, POOL_BY, "pool_by")
+
+
+class LongReducer:
+    """Reduces blocks of one input's weights as the model hands them over (see the module)."""
+
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        T: int,
+        *,
+        pool: int | None = None,
+        pool_by: str = "mean",
+        causal: bool = True,
+        query: int | None = None,
+        kinds: TokenKinds | None = None,
+    ) -> None:
+        self.L, self.H, self.T, self.causal = layers, heads, T, causal
+        self.pool, self.pool_by, self.query = pool, pool_by, query
+        self.bins = distance_bins(T)
+        nb = len(self.bins)
+        self.distance_sums = np.zeros((layers, heads, nb))  # (L, H, bins)
+        self.distance_pairs = np.zeros(nb)  # (bins,): the pairs at each distance
+        self.sink_queries = np.zeros((layers, heads))  # (L, H)
+        n = 0 if pool is None else -(-T // pool)
+        start = -np.inf if pool_by == "max" else 0.0
+        self.pooled_acc = np.full((layers, heads, n, n), start)  # (L, H, n, n)
+        self.rows = np.zeros((layers, heads, T), dtype=np.float32) if query is not None else None
+        self.kinds = kinds
+        self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
+        self._key_kinds: Any = None
+
+    @property
+    def block(self) -> int:
+        """Queries per block the model should use: a multiple of `pool`, about 256."""
+        if self.pool is None:
+            return 256
+        return self.pool * max(1, 256 // self.pool)
+
+    def __call__(self, layer: int, start: int, weights: torch.Tensor) -> None:
+        """Take rows start.. of `layer`: weights (H, b, K) float32, keys past K weigh 0."""
+        import torch
+
+        _H, b, K = weights.shape
+        rows = torch.arange(start, start + b)  # (b,) the queries' positions
+        self._distances(layer, weights, rows, K)
+        self.sink_queries[layer] += (weights[:, :, 0] > 0.5).sum(dim=1).double().numpy()
+        if self.pool is not None:
+            self._pool(layer, start, weights)
+        if self.rows is not None and start <= self.query < start + b:  # type: ignore[operator]
+            self.rows[layer, :, :K] = weights[:, self.query - start].numpy()  # type: ignore[operator]
+        if self.stats_sums is not None:
+            self._stats(layer, start, weights)
+
+    def _distances(self, layer: int, w: torch.Tensor, rows: torch.Tensor, K: int) -> None:
+        """Per bin, the sum of the weights at those distances, from running sums of each row."""
+        import torch
+
+        H, b, _ = w.shape
+        running = torch.zeros(H, b, K + 1, dtype=torch.float64)  # (H, b, K+1): Σ w[:, :, :j]
+        torch.cumsum(w, dim=-1, dtype=torch.float64, out=running[:, :, 1:])
+        first = torch.tensor([f for f, _ in self.bins])  # (bins,)
+        last = torch.tensor([lst for _, lst in self.bins])  # (bins,)
+        sides = [(rows[:, None] - last[None], rows[:, None] - first[None] + 1)]  # keys before
+        if not self.causal:  # and keys after, d ≥ 1 (d = 0 is counted once)
+            after = first.clamp_min(1)
+            sides.append((rows[:, None] + after[None], rows[:, None] + last[None] + 1))
+        for low, high in sides:  # (b, bins) each: keys low..high-1 are in the bin
+            limit = self.T if not self.causal else rows[:, None] + 1
+            low = torch.clamp(low, 0, self.T)
+            high = torch.minimum(torch.clamp(high, 0, self.T), torch.as_tensor(limit))
+            high = torch.maximum(high, low)
+            if layer == 0:
+                self.distance_pairs += (high - low).sum(dim=0).double().numpy()
+            index_hi = high.clamp_max(K)[None].expand(H, -1, -1)  # (H, b, bins)
+            index_lo = low.clamp_max(K)[None].expand(H, -1, -1)  # (H, b, bins)
+            inside = running.gather(2, index_hi) - running.gather(2, index_lo)  # (H, b, bins)
+            self.distance_sums[layer] += inside.sum(dim=1).numpy()
+
+    def _pool(self, layer: int, start: int, w: torch.Tensor) -> None:
+        """Blocks of `pool` queries × `pool` keys: their sum (mean) or their max."""
+        import torch
+
+        H, b, K = w.shape
+        p = self.pool or 1
+        if start % p:
+            raise ValueError(f"blocks of queries must start at multiples of pool {p}: {start}")
+        n = self.pooled_acc.shape[-1]
+        padded = torch.zeros(H, b, n * p)  # (H, b, n·p): keys past K (and past T) weigh 0
+        padded[:, :, :K] = w
+        if self.pool_by == "max":
+            if n * p > self.T:  # padding past the end must not raise a max (weights ≥ 0 anyway)
+                padded[:, :, self.T :] = 0
+            keys = padded.view(H, b, n, p).amax(dim=-1)  # (H, b, n)
+        else:
+            keys = padded.view(H, b, n, p).sum(dim=-1)  # (H, b, n)
+        q_blocks = -(-b // p)
+        tall = torch.zeros(H, q_blocks * p, n)  # (H, q·p, n): rows past the block weigh 0
+        tall[:, :b] = keys
+        grouped = tall.view(H, q_blocks, p, n)  # (H, q, p, n)
+        first = start // p
+        target = self.pooled_acc[layer, :, first : first + q_blocks]  # (H, q, n)
+        if self.pool_by == "max":
+            np.maximum(target, grouped.amax(dim=2).double().numpy(), out=target)
+        else:
+            target += grouped.sum(dim=2).double().numpy()
+
+    def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
+        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows."""
+        import torch
+
+        assert self.kinds is not None and self.stats_sums is not None
+        _H, b, K = w.shape
+        if self._key_kinds is None:
+            kinds = self.kinds
+            stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float64)
+            self._key_kinds = torch.from_numpy(stacked)  # (T, 3)
+        A = w.double()  # (H, b, K)
+        tiny = torch.finfo(torch.float64).tiny
+        sums = self.stats_sums[:, layer]  # (7, H)
+        sums[0] -= (A * A.clamp_min(tiny).log()).sum(dim=(1, 2)).numpy()  # entropy
+        to_key = A.sum(dim=1)  # (H, K)
+        sums[1:4] += (to_key @ self._key_kinds[:K]).T.numpy()  # (3, H): cls, sep, punct
+        rows = torch.arange(b)
+        for s, offset in ((4, 0), (5, -1), (6, 1)):  # self, prev, next: key = query + offset
+            keys = rows + start + offset
+            ok = (keys >= 0) & (keys < K)
+            sums[s] += A[:, rows[ok], keys[ok]].sum(dim=1).numpy()
+
+    # ------------------------------------------------------------ results
+
+    def pooled(self) -> np.ndarray:
+        """(L, H, n, n): the mean or the max of each block of the attention."""
+        if self.pool_by == "max":
+            return self.pooled_acc.astype(np.float32)
+        sizes = np.array([last - first + 1 for first, last in pool_edges(self.T, self.pool or 1)])
+        cells = sizes[:, None] * sizes[None, :]  # (n, n)
+        return (self.pooled_acc / cells).astype(np.float32)
+
+    def profile(self) -> np.ndarray:
+        """(L, H, bins): the mean weight of a (query, key) pair at each distance."""
+        pairs = np.where(self.distance_pairs > 0, self.distance_pairs, 1)
+        return (self.distance_sums / pairs).astype(np.float32)
+
+    def sink(self) -> np.ndarray:
+        """(L, H): the share of queries that put over half their weight on position 0."""
+        return (self.sink_queries / max(self.T, 1)).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LongResult:
+    """What was kept of a long input's attention (see the module): arrays and their labels."""
+
+    model: str
+    T: int
+    layers: int
+    heads: int
+    pool: int | None
+    pool_by: str
+    pooled: np.ndarray | None  # (L, H, n, n), or None without `pool`
+    pool_labels: list[str]  # "0–63", "64–127", ...
+    profile: np.ndarray  # (L, H, bins)
+    bin_labels: list[str]  # "0", "1", "2", "3–4", ...
+    sink: np.ndarray  # (L, H)
+    query: int | None = None
+    query_label: str = ""
+    rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
+    labels: list[str] | None = None  # the pieces, for `rows`
+
+    def head_kinds(self, layer: int) -> list[str]:
+        """Each head of `layer` in one word, by where its profile peaks: "self", "previous",
+        "local" (2–8 pieces back), "sink" (over half its queries on position 0), "global"."""
+        kinds = []
+        for h in range(self.heads):
+            if self.sink[layer, h] > 0.5:
+                kinds.append("sink")
+                continue
+            shares = self.profile[layer, h] * self._pairs_share()
+            top = int(np.argmax(shares))
+            kinds.append(
+                ["self", "previous"][top] if top < 2 else "local" if top <= 4 else "global"
+            )
+        return kinds
+
+    def _pairs_share(self) -> np.ndarray:
+        """Per bin, its pairs per query: the mean weight times this is the share of a row."""
+        widths = []
+        for label in self.bin_labels:
+            first, _, last = label.partition("–")
+            widths.append(int(last or first) - int(first) + 1)
+        return np.array(widths, dtype=np.float64)
+
+    def check_layer(self, layer: int) -> int:
+        from attnviz.limits import resolve_index
+
+        return resolve_index(layer, self.layers, "layer")

@@ -1,0 +1,102 @@
+"""The views made for length equal the same numbers computed from the whole attention.
+
+`attnviz.analyse_long` runs the model with each layer's attention computed a block of
+queries at a time (attnviz.model.blocked) and reduced as it goes (attnviz.measures.long);
+here every reduction is checked against a direct numpy computation from the whole
+(L, H, T, T) array that `attnviz.analyse` returns, on tiny decoders (causal, with a
+sliding window) and an encoder, with blocks much shorter than the input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz import BadInput
+from attnviz.measures.long import LongReducer, distance_bins, pool_edges
+from attnviz.pipeline import compute_blocked
+from tests.conftest import TinyFactory
+
+TEXT = (
+    "John thought: the train was full, but he found a free seat near the window, and "
+    "he sat there reading until the last station."
+)
+
+
+def _profile(A: np.ndarray, causal: bool) -> np.ndarray:
+    """The mean weight of a pair at each distance bin, straight from the whole array."""
+    T = A.shape[-1]
+    i, j = np.indices((T, T))
+    d = i - j if causal else np.abs(i - j)
+    out = np.zeros((*A.shape[:2], len(distance_bins(T))))
+    for b, (first, last) in enumerate(distance_bins(T)):
+        cells = (d >= first) & (d <= last)
+        out[..., b] = A[..., cells].mean(axis=-1)
+    return out
+
+
+def _pooled(A: np.ndarray, pool: int, how: str) -> np.ndarray:
+    edges = pool_edges(A.shape[-1], pool)
+    out = np.zeros((*A.shape[:2], len(edges), len(edges)))
+    for r, (q0, q1) in enumerate(edges):
+        for c, (k0, k1) in enumerate(edges):
+            cell = A[..., q0 : q1 + 1, k0 : k1 + 1]
+            out[..., r, c] = cell.max(axis=(-2, -1)) if how == "max" else cell.mean(axis=(-2, -1))
+    return out
+
+
+def _check(folder: str | None, causal: bool, block: int = 6, pool: int = 3) -> None:
+    whole = attnviz.analyse(TEXT, model=folder, cache=False)
+    A = whole.attentions.astype(np.float64)  # (L, H, T, T)
+    L, H, T, _ = A.shape
+    assert 2 * block < T  # several blocks, the last one short
+    for how in ("mean", "max"):
+        reducer = LongReducer(L, H, T, pool=pool, pool_by=how, causal=causal, query=T - 2)
+        compute_blocked(whole.prepared, reducer, block=block)
+        np.testing.assert_allclose(reducer.pooled(), _pooled(A, pool, how), atol=1e-5)
+    np.testing.assert_allclose(reducer.profile(), _profile(A, causal), atol=1e-5)
+    np.testing.assert_allclose(reducer.sink(), (A[..., 0] > 0.5).mean(axis=-1), atol=1e-7)
+    assert reducer.rows is not None
+    np.testing.assert_allclose(reducer.rows, A[:, :, T - 2], atol=1e-5)
+
+
+def test_blocked_reductions_equal_the_whole_array_on_a_decoder(tiny_decoder: TinyFactory) -> None:
+    _check(str(tiny_decoder("llama", num_hidden_layers=3)), causal=True)
+
+
+def test_blocked_reductions_keep_a_sliding_window(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("mistral", sliding_window=5))
+    _check(folder, causal=True, block=4, pool=4)
+
+
+@pytest.mark.slow
+def test_blocked_reductions_equal_the_whole_array_on_an_encoder(embedded_folder: Path) -> None:
+    _check(None, causal=False, block=10, pool=5)
+
+
+def test_analyse_long_reads_past_the_whole_attention_bound(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    whole = attnviz.analyse(TEXT, model=folder, cache=False)
+    long = attnviz.analyse_long(TEXT, model=folder, pool=4, query="he#2")
+    A = whole.attentions
+    assert long.profile.shape == (2, A.shape[1], len(long.bin_labels))
+    assert long.bin_labels[:5] == ["0", "1", "2", "3–4", "5–8"]
+    assert long.pool_labels[0] == "0–3" and long.pooled is not None
+    np.testing.assert_allclose(long.pooled, _pooled(A.astype(np.float64), 4, "mean"), atol=1e-5)
+    assert long.query is not None and long.query_label == "he"
+    assert long.rows is not None
+    np.testing.assert_allclose(long.rows, A[:, :, long.query], atol=1e-5)
+    assert long.query == attnviz.analyse_long(TEXT, model=folder, query=f"#{long.query}").query
+
+
+def test_analyse_long_refuses_bad_options_in_one_line(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    with pytest.raises(BadInput, match="pool 0 is out of range"):
+        attnviz.analyse_long(TEXT, model=folder, pool=0)
+    with pytest.raises(BadInput, match="pool_by"):
+        attnviz.analyse_long(TEXT, model=folder, pool=4, pool_by="median")
+    with pytest.raises(BadInput, match="query"):
+        attnviz.analyse_long(TEXT, model=folder, query="nowhere")
