@@ -82,7 +82,6 @@ class LongReducer:
         self.bins = distance_bins(T)
         nb = len(self.bins)
         self.distance_sums = np.zeros((layers, heads, nb))  # (L, H, bins)
-        self.distance_pairs = np.zeros(nb)  # (bins,): the pairs at each distance
         self.sink_queries = np.zeros((layers, heads))  # (L, H)
         n = 0 if pool is None else -(-T // pool)
         start = -np.inf if pool_by == "max" else 0.0
@@ -91,6 +90,7 @@ class LongReducer:
         self.kinds = kinds
         self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
         self._key_kinds: Any = None
+        self._bin_of: Any = None
 
     @property
     def block(self) -> int:
@@ -115,29 +115,38 @@ class LongReducer:
             self._stats(layer, start, weights)
 
     def _distances(self, layer: int, w: torch.Tensor, rows: torch.Tensor, K: int) -> None:
-        """Per bin, the sum of the weights at those distances, from running sums of each row."""
+        """Per bin, the sum of the weights at those distances: each row turned so that its
+        column d holds the key at distance d, then summed per bin with one matmul."""
         import torch
 
         H, b, _ = w.shape
-        running = torch.zeros(H, b, K + 1, dtype=torch.float64)  # (H, b, K+1): Σ w[:, :, :j]
-        torch.cumsum(w, dim=-1, dtype=torch.float64, out=running[:, :, 1:])
-        first = torch.tensor([f for f, _ in self.bins])  # (bins,)
-        last = torch.tensor([lst for _, lst in self.bins])  # (bins,)
-        sides = [(rows[:, None] - last[None], rows[:, None] - first[None] + 1)]  # keys before
-        if not self.causal:  # and keys after, d ≥ 1 (d = 0 is counted once)
-            after = first.clamp_min(1)
-            sides.append((rows[:, None] + after[None], rows[:, None] + last[None] + 1))
-        for low, high in sides:  # (b, bins) each: keys low..high-1 are in the bin
-            limit = self.T if not self.causal else rows[:, None] + 1
-            low = torch.clamp(low, 0, self.T)
-            high = torch.minimum(torch.clamp(high, 0, self.T), torch.as_tensor(limit))
-            high = torch.maximum(high, low)
-            if layer == 0:
-                self.distance_pairs += (high - low).sum(dim=0).double().numpy()
-            index_hi = high.clamp_max(K)[None].expand(H, -1, -1)  # (H, b, bins)
-            index_lo = low.clamp_max(K)[None].expand(H, -1, -1)  # (H, b, bins)
-            inside = running.gather(2, index_hi) - running.gather(2, index_lo)  # (H, b, bins)
-            self.distance_sums[layer] += inside.sum(dim=1).numpy()
+        if self._bin_of is None:
+            bin_of = torch.zeros(self.T, len(self.bins))  # (T, bins): distance d is in bin
+            for k, (first, last) in enumerate(self.bins):
+                bin_of[first : last + 1, k] = 1
+            self._bin_of = bin_of
+        d = torch.arange(K)  # distances 0..K-1
+        sides = [rows[:, None] - d[None]]  # (b, K): the key at distance d before the query
+        if not self.causal:
+            sides.append(rows[:, None] + d[None])  # and after it (d ≥ 1)
+        for n, keys in enumerate(sides):
+            inside = (keys >= 0) & (keys < K)  # (b, K)
+            if n:
+                inside[:, 0] = False  # distance 0 is counted once
+            turned = w.gather(2, keys.clamp(0, K - 1)[None].expand(H, -1, -1))  # (H, b, K)
+            turned.masked_fill_(~inside[None], 0.0)
+            per_bin = turned.sum(dim=1) @ self._bin_of[:K]  # (H, bins)
+            self.distance_sums[layer] += per_bin.double().numpy()
+
+    def _pairs(self) -> np.ndarray:
+        """(bins,): the (query, key) pairs at each distance bin: T − d pairs at distance d
+        (twice for d ≥ 1 in an encoder, which reads both ways)."""
+        counts = np.zeros(len(self.bins))
+        for k, (first, last) in enumerate(self.bins):
+            d = np.arange(first, last + 1)
+            per = self.T - d
+            counts[k] = per.sum() if self.causal else (per * np.where(d > 0, 2, 1)).sum()
+        return counts
 
     def _pool(self, layer: int, start: int, w: torch.Tensor) -> None:
         """Blocks of `pool` queries × `pool` keys: their sum (mean) or their max."""
@@ -148,24 +157,23 @@ class LongReducer:
         if start % p:
             raise ValueError(f"blocks of queries must start at multiples of pool {p}: {start}")
         n = self.pooled_acc.shape[-1]
-        padded = torch.zeros(H, b, n * p)  # (H, b, n·p): keys past K (and past T) weigh 0
-        padded[:, :, :K] = w
-        if self.pool_by == "max":
-            if n * p > self.T:  # padding past the end must not raise a max (weights ≥ 0 anyway)
-                padded[:, :, self.T :] = 0
-            keys = padded.view(H, b, n, p).amax(dim=-1)  # (H, b, n)
-        else:
-            keys = padded.view(H, b, n, p).sum(dim=-1)  # (H, b, n)
+        reduce_max = self.pool_by == "max"
+        keys = torch.zeros(H, b, n)  # (H, b, n): key blocks past K weigh 0
+        whole = K // p
+        grouped = w[:, :, : whole * p].reshape(H, b, whole, p)  # (H, b, whole, p)
+        keys[:, :, :whole] = grouped.amax(dim=-1) if reduce_max else grouped.sum(dim=-1)
+        if K % p:  # the last key block, cut short by K
+            rest = w[:, :, whole * p :]  # (H, b, K % p)
+            keys[:, :, whole] = rest.amax(dim=-1) if reduce_max else rest.sum(dim=-1)
         q_blocks = -(-b // p)
-        tall = torch.zeros(H, q_blocks * p, n)  # (H, q·p, n): rows past the block weigh 0
-        tall[:, :b] = keys
-        grouped = tall.view(H, q_blocks, p, n)  # (H, q, p, n)
         first = start // p
         target = self.pooled_acc[layer, :, first : first + q_blocks]  # (H, q, n)
-        if self.pool_by == "max":
-            np.maximum(target, grouped.amax(dim=2).double().numpy(), out=target)
-        else:
-            target += grouped.sum(dim=2).double().numpy()
+        for r in range(q_blocks):
+            part = keys[:, r * p : (r + 1) * p]  # (H, ≤p, n)
+            if reduce_max:
+                np.maximum(target[:, r], part.amax(dim=1).double().numpy(), out=target[:, r])
+            else:
+                target[:, r] += part.sum(dim=1).double().numpy()
 
     def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
         """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows."""
@@ -201,7 +209,7 @@ class LongReducer:
 
     def profile(self) -> np.ndarray:
         """(L, H, bins): the mean weight of a (query, key) pair at each distance."""
-        pairs = np.where(self.distance_pairs > 0, self.distance_pairs, 1)
+        pairs = np.maximum(self._pairs(), 1)
         return (self.distance_sums / pairs).astype(np.float32)
 
     def sink(self) -> np.ndarray:

@@ -119,10 +119,14 @@ def _blocked_forward(
         end = min(T, start + block)
         K = end if causal else T  # the keys any query of the block may see
         scores = q[:, :, start:end] @ k[:, :, :K].transpose(-2, -1)  # (B, nh, b, K)
+        hidden = None
         if mask is not None:
-            rows = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b or 1, T)
-            scores.masked_fill_(rows[..., :K], -math.inf)
-        weights = torch.softmax(scores, dim=-1, out=scores).nan_to_num_(0.0)  # (B, nh, b, K)
+            hidden = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b or 1, T)
+            hidden = hidden[..., :K]
+            scores.masked_fill_(hidden, -math.inf)
+        weights = torch.softmax(scores, dim=-1, out=scores)  # (B, nh, b, K): rows sum to 1
+        if hidden is not None and bool(hidden.all(dim=-1).any()):
+            weights.nan_to_num_(0.0)  # a query that may see no key gets zeros, not NaN
         reduce(start, weights[0].float())  # (nh, b, K)
         heads[:, :, start:end] = weights @ v[:, :, :K]  # (B, nh, b, hs)
     joined = heads.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh·hs)
