@@ -100,3 +100,27 @@ def test_analyse_long_refuses_bad_options_in_one_line(tiny_decoder: TinyFactory)
         attnviz.analyse_long(TEXT, model=folder, pool=4, pool_by="median")
     with pytest.raises(BadInput, match="query"):
         attnviz.analyse_long(TEXT, model=folder, query="nowhere")
+
+
+def test_long_views_draw_and_name_their_blocks(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    long = attnviz.analyse_long(TEXT, model=folder, pool=8, pool_by="max")
+    assert long.pooled is not None
+    grid = long.model_view()
+    assert grid.matrices.shape[0] == 2 * long.heads and grid.labels == long.pool_labels
+    np.testing.assert_array_equal(long.view(1, 0).matrix, long.pooled[1, 0])
+    np.testing.assert_allclose(long.view(1).matrix, long.pooled[1].mean(axis=0))
+    long.model_view().save(tmp_path / "m.png")
+    long.profile_figure().savefig(tmp_path / "p.png")
+    assert (tmp_path / "m.png").stat().st_size > 0 and (tmp_path / "p.png").stat().st_size > 0
+    out = io.StringIO()
+    Console(file=out, width=200).print(long)
+    text = out.getvalue()
+    assert "3–4" in text and "sink" in text
+    kinds = long.head_kinds(0)
+    for h, kind in enumerate(kinds):  # a head called sink puts most of its queries on position 0
+        assert (kind == "sink") == (long.sink[0, h] > 0.5)

@@ -20,16 +20,21 @@ Each is the same as computing it from the whole array (tests/test_long_context.p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz.errors import BadInput
 from attnviz.limits import check_choice, check_range
 
 if TYPE_CHECKING:
     import torch
+    from matplotlib.figure import Figure
+    from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.measures.views import AttentionView, HeadsView
     from attnviz.text.pieces import TokenKinds
 
 POOL = (1, 1_000_000)  # --pool: pieces per block
@@ -119,7 +124,7 @@ class LongReducer:
         column d holds the key at distance d, then summed per bin with one matmul."""
         import torch
 
-        H, b, _ = w.shape
+        H = w.shape[0]
         if self._bin_of is None:
             bin_of = torch.zeros(self.T, len(self.bins))  # (T, bins): distance d is in bin
             for k, (first, last) in enumerate(self.bins):
@@ -238,27 +243,147 @@ class LongResult:
     labels: list[str] | None = None  # the pieces, for `rows`
 
     def head_kinds(self, layer: int) -> list[str]:
-        """Each head of `layer` in one word, by where its profile peaks: "self", "previous",
-        "local" (2–8 pieces back), "sink" (over half its queries on position 0), "global"."""
+        """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
+        half its queries put over half their weight on position 0), "self" (distance 0),
+        "previous" (1), "local" (2–8), else "global"."""
+        shares = self.profile[layer] * self.bin_widths  # (H, bins): the weight of a row per bin
         kinds = []
         for h in range(self.heads):
+            top = int(np.argmax(shares[h]))
             if self.sink[layer, h] > 0.5:
                 kinds.append("sink")
-                continue
-            shares = self.profile[layer, h] * self._pairs_share()
-            top = int(np.argmax(shares))
-            kinds.append(
-                ["self", "previous"][top] if top < 2 else "local" if top <= 4 else "global"
-            )
+            else:
+                kinds.append(
+                    ["self", "previous"][top] if top < 2 else "local" if top <= 4 else "global"
+                )
         return kinds
 
-    def _pairs_share(self) -> np.ndarray:
-        """Per bin, its pairs per query: the mean weight times this is the share of a row."""
+    @property
+    def bin_widths(self) -> np.ndarray:
+        """(bins,): how many distances each bin holds (a query has at most that many keys
+        in it): the mean weight times this is the bin's share of a row."""
         widths = []
-        for label in self.bin_labels:
-            first, _, last = label.partition("–")
+        for name in self.bin_labels:
+            first, _, last = name.partition("–")
             widths.append(int(last or first) - int(first) + 1)
         return np.array(widths, dtype=np.float64)
+
+    # ------------------------------------------------------------ drawing
+
+    def _pooled_or_refuse(self) -> np.ndarray:
+        if self.pooled is None:
+            raise BadInput("this result has no pooled map: analyse with {pool}=N", param="pool")
+        return self.pooled
+
+    def _title(self, what: str) -> str:
+        how = f"blocks of {self.pool} pieces, {self.pool_by}"
+        return f"{self.model} · {self.T:,} pieces · {what} · {how}"
+
+    def view(self, layer: int = -1, head: int | None = None) -> AttentionView:
+        """One layer's head (or head mean when None), pooled, as a view that draws itself."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.views import AttentionView
+
+        pooled = self._pooled_or_refuse()
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
+        which = "head mean" if head is None else f"head {head}"
+        return AttentionView(
+            matrix=matrix,
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            title=self._title(f"layer {layer} · {which}"),
+            model=self.model,
+            layer=layer,
+            head=head,
+            units="tokens",
+            pair_start=None,
+        )
+
+    def heads_view(self, layer: int = -1) -> HeadsView:
+        """Every head of one layer, pooled."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.views import HeadsView
+
+        pooled = self._pooled_or_refuse()
+        layer = resolve_index(layer, self.layers, "layer")
+        return HeadsView(
+            matrices=pooled[layer],
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            panel_titles=[f"head {h}" for h in range(self.heads)],
+            title=self._title(f"layer {layer}"),
+            model=self.model,
+            layer=layer,
+            heads=list(range(self.heads)),
+            units="tokens",
+            pair_start=None,
+        )
+
+    def model_view(self) -> HeadsView:
+        """Every layer (rows) and head (columns), pooled."""
+        from attnviz.measures.views import HeadsView
+
+        pooled = self._pooled_or_refuse()
+        L, H, n, _ = pooled.shape
+        return HeadsView(
+            matrices=pooled.reshape(L * H, n, n),  # (L·H, n, n)
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            panel_titles=[f"L{layer} H{head}" for layer in range(L) for head in range(H)],
+            title=self._title(f"{L} layers × {H} heads"),
+            model=self.model,
+            layer=None,
+            heads=list(range(H)),
+            units="tokens",
+            pair_start=None,
+            columns=H,
+        )
+
+    def profile_table(self, layers: Sequence[int] | None = None) -> Any:
+        """A rich Table of each head's distance profile (the share of its weight at each
+        distance), sink share and kind; `layers` (default: all)."""
+        from attnviz.limits import resolve_index
+        from attnviz.render.long import profile_table
+
+        chosen = (
+            list(range(self.layers))
+            if layers is None
+            else [resolve_index(x, self.layers, "layer") for x in layers]
+        )
+        kinds = [self.head_kinds(x) if x in chosen else [] for x in range(self.layers)]
+        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        return profile_table(
+            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen
+        )
+
+    def profile_figure(self, cmap: str = "viridis") -> Figure:
+        """The distance profiles as one heatmap: heads × distance bins."""
+        from attnviz.render.long import profile_figure
+
+        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.profile_table()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The arrays as lists, for JSON."""
+        return {
+            "model": self.model,
+            "pieces": self.T,
+            "distance_bins": self.bin_labels,
+            "profile": self.profile.tolist(),
+            "sink": self.sink.tolist(),
+            "pool": self.pool,
+            "pool_by": self.pool_by,
+            "pool_labels": self.pool_labels if self.pooled is not None else None,
+            "pooled": None if self.pooled is None else self.pooled.tolist(),
+            "query": self.query,
+            "rows": None if self.rows is None else self.rows.tolist(),
+        }
 
     def check_layer(self, layer: int) -> int:
         from attnviz.limits import resolve_index
