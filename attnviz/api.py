@@ -25,11 +25,15 @@ from attnviz.prepared import Prepared
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import numpy as np
+
     from attnviz.analysis import Analysis
     from attnviz.inputs import ModelInfo
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
+    from attnviz.pipeline import Corpus
+    from attnviz.text.pieces import TokenKinds
 
 __all__ = ["ModelDetails", "analyse", "head_stats", "model_info", "prepare", "sample_sentences"]
 
@@ -200,7 +204,7 @@ def head_stats(
     """
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.model.weights import load_encoder
-    from attnviz.pipeline import compute_batches, corpus_chunks
+    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole
     from attnviz.text.pieces import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
@@ -231,7 +235,9 @@ def head_stats(
     dropped = 0
     firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
     texts = itertools.chain(first, sentences)
-    chunks = corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos)
+    chunks = corpus_chunks(
+        texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, long=True
+    )
     for corpus in chunks:
         shape = corpus.shape
         if sums is None:
@@ -244,6 +250,16 @@ def head_stats(
         if decoder:
             firsts |= {p.tokens[0] if p.sequence_ids[0] is None else None for p in corpus.pieces}
         dropped += sum(p.dropped for p in corpus.pieces)
+        whole = [i for i, p in enumerate(corpus.pieces) if fits_whole(len(p), shape)]
+        for i in sorted(set(range(len(corpus.pieces))) - set(whole)):  # too long: layer by layer
+            sums.add_sums(_long_sums(corpus, i, kinds[i], encoder), [len(corpus.pieces[i])])
+            if decoder:
+                sums.drop_first_queries([kinds[i]])
+            if progress is not None:
+                progress(1)
+        if len(whole) < len(corpus.pieces):
+            corpus = Corpus(corpus.model, corpus.config, [corpus.pieces[i] for i in whole])
+            kinds = [kinds[i] for i in whole]
         for batch in compute_batches(
             corpus,
             batch_size=batch_size,
@@ -280,6 +296,20 @@ def head_stats(
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
         lang=lang,
     )
+
+
+def _long_sums(corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any) -> np.ndarray:
+    """The statistics' sums (S, L, H) of sentence `i` of `corpus`, a block of queries at a
+    time: its whole attention is over the budget."""
+    from attnviz.measures.long import LongReducer
+    from attnviz.pipeline import compute_blocked
+
+    shape, pieces = corpus.shape, corpus.pieces[i]
+    prepared = Prepared(corpus.model, corpus.config, pieces, False, None, True)
+    reducer = LongReducer(shape.layers, shape.heads, len(pieces), causal=shape.causal, kinds=kinds)
+    compute_blocked(prepared, reducer, block=reducer.block, encoder=encoder)
+    assert reducer.stats_sums is not None
+    return reducer.stats_sums
 
 
 def analyse_long(

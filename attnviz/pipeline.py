@@ -278,10 +278,12 @@ def compute_blocked(
     block: int,
     causal: bool = False,
     dtype: str = "float32",
+    encoder: Encoder | Decoder | None = None,
 ) -> None:
     """Run the model on the prepared input, handing every layer's weights to
     `reduce(layer, first query, weights (H, b, K))` `block` queries at a time, and keeping
-    none (attnviz.model.blocked). For the views made for length; nothing is cached."""
+    none (attnviz.model.blocked). For the views made for length; nothing is cached.
+    `encoder` saves loading the weights again."""
     perf.import_torch()
     import torch
 
@@ -292,7 +294,8 @@ def compute_blocked(
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     shape = describe(prepared.config)
     with perf.threads_for(len(prepared.pieces)):
-        encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
+        if encoder is None:
+            encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
         run_blocked(
             encoder,
             input_ids,
@@ -348,18 +351,21 @@ def corpus_chunks(
     chunk: int = CHUNK_SENTENCES,
     max_tokens: int | None = None,
     bos: bool = True,
+    long: bool = False,
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
     One model lookup and one tokenizer serve every chunk; a sentence's number in an
     error counts from the first sentence of `texts`. At least one chunk is yielded
-    (empty when `texts` is). `bos` as in `prepare`.
+    (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence whose whole attention
+    is over the budget is kept (up to `limits.LONG_TOKENS` pieces), for a caller that runs
+    it a block at a time (`compute_blocked`), instead of refused.
     """
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, long)
     texts = iter(texts)
     number = 0
     while True:
@@ -370,7 +376,8 @@ def corpus_chunks(
                 one = tokenize(tokenizer, text, max_positions=limit, truncate=truncate, why=why)
                 pieces.append(one if start is None else one.with_start(*start))
                 _check_vocabulary(pieces[-1], shape, source)
-                _check_attention_size(len(pieces[-1]), shape)
+                if not long:
+                    _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
                 raise exc.prefixed(f"sentence {number} ({quoted!r}): ") from None
@@ -378,6 +385,13 @@ def corpus_chunks(
             yield Corpus(source, config, pieces)
         if len(pieces) < chunk:
             return
+
+
+def fits_whole(T: int, shape: ModelShape) -> bool:
+    """Whether a sentence's attention over every layer fits the budget (else: blocks)."""
+    from attnviz.limits import attention_budget
+
+    return shape.layers * shape.heads * T * T * 4 <= attention_budget()
 
 
 def _check_attention_size(T: int, shape: ModelShape) -> None:

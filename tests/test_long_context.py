@@ -124,3 +124,19 @@ def test_long_views_draw_and_name_their_blocks(tiny_decoder: TinyFactory, tmp_pa
     kinds = long.head_kinds(0)
     for h, kind in enumerate(kinds):  # a head called sink puts most of its queries on position 0
         assert (kind == "sink") == (long.sink[0, h] > 0.5)
+
+
+def test_stats_of_a_long_input_accumulate_layer_by_layer(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=3))
+    short = "he found a seat."
+    whole = attnviz.head_stats([TEXT, short], model=folder)
+    # a budget so small that the long sentence's whole attention is over it: blocks instead
+    monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 3 * 8 * 30 * 30 * 4)
+    blocked = attnviz.head_stats([TEXT, short], model=folder)
+    assert blocked.queries == whole.queries and blocked.sentences == 2
+    for a, b in zip(whole.sorted(), blocked.sorted(), strict=True):
+        assert a["label"] == b["label"]
+        for column in ("entropy", "first", "punct", "self", "prev"):
+            assert a[column] == pytest.approx(b[column], abs=1e-5)  # type: ignore[literal-required]
