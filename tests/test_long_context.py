@@ -140,3 +140,25 @@ def test_stats_of_a_long_input_accumulate_layer_by_layer(
         assert a["label"] == b["label"]
         for column in ("entropy", "first", "punct", "self", "prev"):
             assert a[column] == pytest.approx(b[column], abs=1e-5)  # type: ignore[literal-required]
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_command_line_draws_long_views(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--out",
+                          str(tmp_path / "m.png"))  # fmt: skip
+    assert code == 0, err
+    assert "0–7" in out and (tmp_path / "m.png").stat().st_size > 0
+    code, out, err = _cli("distance", TEXT, "--model", folder, "--out", str(tmp_path / "d.png"))
+    assert code == 0, err
+    assert "3–4" in out and "kind" in out and (tmp_path / "d.png").stat().st_size > 0
+    code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--heads", "0")
+    assert code != 0 and "--pool" in err and "--heads" in err

@@ -259,8 +259,20 @@ def model_view(
     style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
-    """Every layer and head (or the `subset` of heads in every layer) as one grid."""
+    """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
+    blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
+    attention is too large to keep (then 64 blocks a side)."""
+    if pool is None and request.measure == "weight" and subset is None and not exclude:
+        prepared, hit = _prepare(request, cached=True)
+        whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
+        if hit is None and whole > attention_budget():
+            pool = -(-len(prepared.pieces) // 64)
+    if pool is not None:
+        _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
+        return
     _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
@@ -269,6 +281,57 @@ def model_view(
     if out is not None:
         _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
+    _wrote(out)
+
+
+def _pooled_model_view(
+    console: Console,
+    request: Request,
+    out: Path | None,
+    style: ImageStyle,
+    pool: int,
+    pool_by: str,
+    subset: Sequence[int] | None,
+    exclude: Sequence[str] | None,
+) -> None:
+    """The model view in blocks of `pool` pieces, computed a block of queries at a time."""
+    if subset is not None or exclude or request.measure != "weight":
+        raise BadInput(
+            "{pool} draws every head's weights over every piece: leave out {heads}, "
+            "{exclude} and {measure}",
+            param=("pool", "heads", "exclude", "measure"),
+        )
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, style)
+    result = api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
+                              max_tokens=request.max_tokens, truncate=request.truncate,
+                              bos=request.bos)  # fmt: skip
+    view = result.model_view()
+    if out is not None:
+        view.save(out, **asdict(style))
+    console.print(view)
+    _wrote(out)
+
+
+def distance(
+    console: Console,
+    request: Request,
+    *,
+    layers: Sequence[int] | None,
+    out: Path | None,
+    cmap: str,
+) -> None:
+    """Each head's distance profile, sink share and kind, as a table (and an image)."""
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, ImageStyle(200, cmap, "light", False, False))
+    result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
+                              truncate=request.truncate, bos=request.bos)  # fmt: skip
+    table = result.profile_table(layers or None)
+    if out is not None:
+        from attnviz.render.saving import save_figure
+
+        save_figure(result.profile_figure(cmap), out, dpi=200, transparent=False)
+    console.print(table)
     _wrote(out)
 
 
