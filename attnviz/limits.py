@@ -205,20 +205,35 @@ JSON_WEIGHTS = 20_000_000  # a 512-piece input on a 6-layer, 12-head model is 18
 PAGE_WEIGHTS = 40_000_000
 
 
-def check_export(suffix: str, weights: int) -> None:
-    """Refuse a .json or .html file of `weights` weights past what attnviz writes, in one line."""
+def check_export(suffix: str, weights: int, maps: int | None = None) -> None:
+    """Refuse a .json or .html file of `weights` weights past what attnviz writes, in one line.
+
+    `maps` (layers × heads the file holds), when known, lets the refusal name the longest
+    input that fits: `--max-tokens N --truncate`, a suggestion that works for this file."""
+    import math
+
     suffix = suffix.lower()
+
+    def fits(limit: int) -> str:
+        if not maps:
+            return ""
+        longest = min(math.isqrt(limit // maps), math.isqrt(attention_budget() // (maps * 4)))
+        return f", or read at most {longest:,} pieces ({{max_tokens}} {longest} with {{truncate}})"
+
     if suffix == ".json" and weights > JSON_WEIGHTS:
         raise BadInput(
             f"a .json file writes every weight as text: {weights:,} weights (about "
             f"{amount(weights * 10)}) are more than attnviz writes ({JSON_WEIGHTS:,}); write "
-            ".npz instead (4 bytes a weight), or shorten the text"
+            f".npz instead (4 bytes a weight), or shorten the text{fits(JSON_WEIGHTS)}",
+            param=("max_tokens", "truncate") if maps else None,
         )
     if suffix in (".html", ".htm") and weights > PAGE_WEIGHTS:
         raise BadInput(
             f"a page carries every weight of every layer to the browser: {weights:,} weights are "
             f"more than attnviz puts in one ({PAGE_WEIGHTS:,}); draw one layer (show or heads "
-            "--layer L --out x.png), write .npz, or shorten the text"
+            "--layer L --out x.png), the pooled model view (model --pool N --out x.png), write "
+            f".npz, or shorten the text{fits(PAGE_WEIGHTS)}",
+            param=("max_tokens", "truncate") if maps else None,
         )
 
 

@@ -162,3 +162,47 @@ def test_the_command_line_draws_long_views(tiny_decoder: TinyFactory, tmp_path: 
     assert "3–4" in out and "kind" in out and (tmp_path / "d.png").stat().st_size > 0
     code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--heads", "0")
     assert code != 0 and "--pool" in err and "--heads" in err
+
+
+def _suggested(err: str) -> list[str]:
+    """The `--max-tokens N with --truncate` a refusal suggests, as arguments."""
+    import re
+
+    found = re.search(r"--max-tokens (\d+) with --truncate", " ".join(err.split()))
+    assert found, err
+    return ["--max-tokens", found.group(1), "--truncate"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "args"),
+    [
+        ("attnviz.limits.PAGE_WEIGHTS", ["model", "--out", "{tmp}/x.html"]),
+        ("attnviz.limits.JSON_WEIGHTS", ["export", "--out", "{tmp}/x.json"]),
+        ("attnviz.limits.ATTENTION_BYTES", ["model", "--heads", "0,1"]),
+    ],
+)
+def test_a_refusal_suggests_a_command_that_works(
+    limit: str,
+    args: list[str],
+    tiny_decoder: TinyFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    monkeypatch.setattr(limit, 10_000 if "WEIGHTS" in limit else 300_000)
+    command = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    code, _, err = _cli(command[0], TEXT, "--model", folder, "--no-cache", *command[1:])
+    assert code != 0 and "\n" not in err.strip()
+    code, _, err = _cli(command[0], TEXT, "--model", folder, "--no-cache", *command[1:],
+                        *_suggested(err))  # fmt: skip
+    assert code == 0, err
+
+
+def test_the_model_view_pools_by_itself_past_the_budget(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 300_000)
+    code, out, err = _cli("model", TEXT, "--model", folder, "--no-cache")
+    assert code == 0, err
+    assert "blocks of 2 pieces" in out

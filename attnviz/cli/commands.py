@@ -23,7 +23,7 @@ from attnviz import api
 from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
-from attnviz.limits import attention_budget
+from attnviz.limits import amount, attention_budget
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
@@ -265,11 +265,18 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
-    if pool is None and request.measure == "weight" and subset is None and not exclude:
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if pool is None and request.measure == "weight" and not (subset or exclude or page):
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
             pool = -(-len(prepared.pieces) // 64)
+            if not request.quiet:
+                defer_note(
+                    f"note: the attention of every layer at {len(prepared.pieces):,} pieces "
+                    f"would take {amount(whole)}: drawing blocks of {pool} pieces, computed a "
+                    f"block at a time (--pool {pool})"
+                )
     if pool is not None:
         _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
         return
