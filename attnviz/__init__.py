@@ -10,6 +10,8 @@
     >>> a.row("ele", layer=3, head=7)           # one query's keys, largest first
     >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
     >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
+    >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
+    >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.
@@ -28,12 +30,14 @@ if TYPE_CHECKING:
         ModelDetails,
         analyse,
         analyse_long,
+        generate,
         head_stats,
         model_info,
         prepare,
         sample_sentences,
     )
     from attnviz.errors import AttnvizError, BadInput
+    from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
@@ -51,6 +55,8 @@ _EXPORTS = {
     "LongResult": "attnviz.measures.long",
     "prepare": "attnviz.api",
     "head_stats": "attnviz.api",
+    "generate": "attnviz.api",
+    "Generation": "attnviz.generation",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
@@ -77,6 +83,7 @@ __all__ = [
     "AttnvizError",
     "BadInput",
     "Explanation",
+    "Generation",
     "HeadLink",
     "HeadLinks",
     "HeadRecord",
@@ -92,6 +99,7 @@ __all__ = [
     "__version__",
     "analyse",
     "analyse_long",
+    "generate",
     "head_stats",
     "model_info",
     "prepare",

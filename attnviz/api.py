@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attnviz.analysis import Analysis
+    from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
@@ -35,7 +36,15 @@ if TYPE_CHECKING:
     from attnviz.pipeline import Corpus
     from attnviz.text.pieces import TokenKinds
 
-__all__ = ["ModelDetails", "analyse", "head_stats", "model_info", "prepare", "sample_sentences"]
+__all__ = [
+    "ModelDetails",
+    "analyse",
+    "generate",
+    "head_stats",
+    "model_info",
+    "prepare",
+    "sample_sentences",
+]
 
 
 def prepare(
@@ -118,6 +127,71 @@ def analyse(
         bos=bos,
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+
+
+def generate(
+    prompt: str,
+    *,
+    model: str | None = None,
+    max_new: int = 20,
+    sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    dtype: str = "float32",
+    max_tokens: int | None = None,
+    bos: bool = True,
+    on_text: Callable[[str], None] | None = None,
+) -> Generation:
+    """A decoder writes after `prompt`, and keeps what it attended to at each step.
+
+    Greedy (the most likely token each step) unless `sample`: then each token is drawn
+    from the softmax of the logits / `temperature`, among the `top_k` likeliest (None:
+    all), with `seed` for a repeatable draw. Stops after an end token or `max_new` tokens
+    (1 to 512; each step keeps a row per layer and head over everything before it, so
+    512 steps after 100 pieces on a 30-layer, 9-head model keep about 210 MB; more than
+    `attnviz.limits.attention_budget()` is refused before any work). `model` must be a
+    decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head. `on_text(s)` receives the
+    continuation as it is written. The prompt is bounded, and `bos` puts the model's start
+    token in front where the tokenizer adds none, as in `prepare`.
+    """
+    from attnviz.generation import MAX_NEW, check_generation, run
+
+    _text(prompt, "the prompt")
+    model = _model(model)
+    max_new = check_range(max_new, "max_new", (1, MAX_NEW))
+    sample = _flag(sample, "sample")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise BadInput(f"{{temperature}} must be a number, got {type(temperature).__name__}",
+                       param="temperature")  # fmt: skip
+    if not 0.01 <= float(temperature) <= 100:
+        raise BadInput(f"{{temperature}} {temperature} is out of range: use 0.01..100",
+                       param="temperature")  # fmt: skip
+    if top_k is not None:
+        top_k = check_range(top_k, "top_k", (1, 10_000_000))
+    if seed is not None:
+        seed = check_range(seed, "seed", (0, 2**63 - 1))
+    if (top_k is not None or seed is not None or temperature != 1.0) and not sample:
+        raise BadInput(
+            "{temperature}, {top_k} and {seed} shape a draw: pass {sample} too (greedy takes "
+            "the likeliest token and draws nothing)",
+            param=("temperature", "top_k", "seed", "sample"),
+        )
+    check_choice(dtype, DTYPES, "dtype")
+    if on_text is not None and not callable(on_text):
+        raise BadInput(f"on_text must be a function of a str, got {type(on_text).__name__}")
+    prepared = prepare(prompt, model=model, max_tokens=_max_tokens(max_tokens), bos=bos)
+    check_generation(prepared, max_new, dtype=dtype)
+    return run(
+        prepared,
+        max_new=max_new,
+        sample=sample,
+        temperature=float(temperature),
+        top_k=top_k,
+        seed=seed,
+        dtype=dtype,
+        on_text=on_text,
+    )
 
 
 def from_cache(
@@ -471,6 +545,8 @@ class ModelDetails:
     # tokenizer adds none; `bos=False` reads the text as typed) or None (no start token).
     start_token: str | None = None
     start_by: str | None = None
+    quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
+    computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
 
 
 def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
@@ -491,7 +567,17 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
         weights = ()
     info = ModelInfo.read(source, shape)
     start, by = _start(source.folder, config) if shape.causal else (None, None)
-    return ModelDetails(info, shape, count_parameters(source.folder), weights, start, by)
+    parameters = count_parameters(source.folder)
+    if source.gguf is not None:
+        from attnviz.model.gguf_convert import quantization
+        from attnviz.model.gguf_convert import source as gguf_source
+
+        about = gguf_source(source.folder) or {}
+        computes = "float32, from dequantized weights"
+        return ModelDetails(
+            info, shape, parameters, (source.gguf.name,), start, by, quantization(about), computes
+        )
+    return ModelDetails(info, shape, parameters, weights, start, by)
 
 
 def _start(folder: Path, config: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -217,6 +217,32 @@ _EN: dict[str, str] = {
         "the query and piece j are, not on where they sit. The scores below use the turned "
         "q and kⱼ."
     ),
+    "step2a": "2a. QK-norm: q and k normalised, head by head",
+    "step2a_body": (
+        "Before turning them, this model normalises each head's q and every key kⱼ on their "
+        "own ({norm} over the head's {dk} numbers: divided by their root mean square, then "
+        "times a learned gain), so that their sizes stay in a narrow range whatever the "
+        "layer reads. The query's q and its own key, before and after:"
+    ),
+    "step2b_local": (
+        "Layer {layer} slides a window, and Gemma 3 turns its sliding layers with their own "
+        "base, θ = {theta}; its full layers use θ = {full}."
+    ),
+    "step2b_partial": (
+        "This model turns only the first {r} of the head's {dk} numbers ({pairs} pairs); "
+        "the other {rest} pass unturned."
+    ),
+    "step4_scalar": (
+        "Gemma scales by 1/√query_pre_attn_scalar, set in its config, rather than by "
+        "1/√d_k (d_k is {dk}): 1/√{scalar} = {scale}; the highest score becomes {scaled}."
+    ),
+    "step4_softcap": (
+        "Then the scores are soft-capped (attn_logit_softcapping = {cap}): each becomes "
+        "tanh(sⱼ / {cap}) × {cap}, which leaves small scores almost as they are and squashes "
+        "large ones under {cap}. The highest, {before}, becomes {after}."
+    ),
+    "f_step4_softcap": "s'ⱼ = tanh(sⱼ / {cap}) × {cap}",
+    "col_capped": "capped",
     "step4_off": (
         "This model's config turns the 1/√d_k scale off (scale_attn_weights is false): the "
         "scores are not divided by √{dk}."
@@ -480,6 +506,33 @@ _PT: dict[str, str] = {
         "distância entre a query e a peça j, não de onde elas estão. Os scores abaixo usam "
         "q e kⱼ já girados."
     ),
+    "step2a": "2a. QK-norm: q e k normalizados, cabeça por cabeça",
+    "step2a_body": (
+        "Antes de girá-los, este modelo normaliza o q de cada cabeça e cada key kⱼ "
+        "separadamente ({norm} sobre os {dk} números da cabeça: divididos pela raiz da "
+        "média dos quadrados, depois vezes um ganho aprendido), para que seus tamanhos "
+        "fiquem numa faixa estreita, seja o que for que a camada lê. O q da query e a sua "
+        "própria key, antes e depois:"
+    ),
+    "step2b_local": (
+        "A camada {layer} tem janela deslizante, e o Gemma 3 gira as camadas com janela com "
+        "uma base própria, θ = {theta}; as camadas completas usam θ = {full}."
+    ),
+    "step2b_partial": (
+        "Este modelo gira só os primeiros {r} dos {dk} números da cabeça ({pairs} pares); "
+        "os outros {rest} passam sem girar."
+    ),
+    "step4_scalar": (
+        "O Gemma escala por 1/√query_pre_attn_scalar, definido na sua config, em vez de "
+        "1/√d_k (d_k é {dk}): 1/√{scalar} = {scale}; o maior score passa a {scaled}."
+    ),
+    "step4_softcap": (
+        "Depois os scores são limitados suavemente (attn_logit_softcapping = {cap}): cada um "
+        "vira tanh(sⱼ / {cap}) × {cap}, o que deixa os scores pequenos quase iguais e "
+        "espreme os grandes abaixo de {cap}. O maior, {before}, vira {after}."
+    ),
+    "f_step4_softcap": "s'ⱼ = tanh(sⱼ / {cap}) × {cap}",
+    "col_capped": "limitado",
     "step4_off": (
         "A config deste modelo desliga a escala 1/√d_k (scale_attn_weights é false): os "
         "scores não são divididos por √{dk}."

@@ -257,7 +257,7 @@ _PT: dict[str, str] = {
         "peso: {source} → {target}. posição: de {target} entre as chaves de {source} (1 = a "
         "maior). outras: palavras, além dessas duas, que atendem mais a {target} (muitas = "
         "uma coluna larga, não uma ligação). sumidouro: fração das palavras que veem {target} "
-        "e põem mais da metade do seu peso nela (alta = o sumidouro de atenção)."
+        "e põem sobre {target} mais da metade do peso (alta = o sumidouro de atenção)."
     ),
     "col_layer": "camada",
     "col_head": "cabeça",

@@ -74,7 +74,7 @@ def prepare(
     the text exactly as typed. `blocked`: for the views made for length (`compute_blocked`),
     which read up to `limits.LONG_TOKENS` pieces.
     """
-    source = locate(model)
+    source = locate(model, use_cache=use_cache)
     config = read_config(source.folder)
     shape = describe(config)
     if pair is not None and shape.causal:
@@ -85,9 +85,9 @@ def prepare(
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
     start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, blocked)
-    pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
-    if start is not None:
-        pieces = pieces.with_start(*start)
+    pieces = tokenize(
+        tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, start=start
+    )
     _check_vocabulary(pieces, shape, source)
     return Tokenized(source, config, pieces)
 
@@ -100,20 +100,12 @@ def _bounds(
     bos: bool,
     blocked: bool = False,
 ) -> tuple[tuple[str, int] | None, int, str]:
-    """(the start token attnviz adds or None, the most pieces the tokenizer may give, why
-    that bound): a decoder's start token takes one of the input's positions."""
+    """(the start token attnviz adds or None, the most pieces the input may have, why that
+    bound): a decoder's start token takes one of the input's positions."""
     shape = describe(config)
     limit, why = shape.token_limit(max_tokens, blocked)
     start = start_token(tokenizer, source.folder, config) if bos and shape.causal else None
-    if start is None:
-        return None, limit, why
-    if limit < 2:
-        raise BadInput(
-            "{max_tokens} 1 leaves no room for the text after the start token: pass "
-            "{max_tokens} 2 or more, or {bos} to read the text as typed",
-            param=("max_tokens", "bos"),
-        )
-    return start, limit - 1, f"{why} (one more is the start token {start[0]} attnviz adds)"
+    return start, limit, why
 
 
 def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
@@ -373,8 +365,16 @@ def corpus_chunks(
         for text in itertools.islice(texts, chunk):
             number += 1
             try:
-                one = tokenize(tokenizer, text, max_positions=limit, truncate=truncate, why=why)
-                pieces.append(one if start is None else one.with_start(*start))
+                pieces.append(
+                    tokenize(
+                        tokenizer,
+                        text,
+                        max_positions=limit,
+                        truncate=truncate,
+                        why=why,
+                        start=start,
+                    )
+                )
                 _check_vocabulary(pieces[-1], shape, source)
                 if not long:
                     _check_attention_size(len(pieces[-1]), shape)

@@ -105,6 +105,7 @@ REQUIRED = {
     "compare-measures": (["--query", "A"], "compare_measures"),
     "tokens": ([], "tokens"),
     "export": (["--out", "x.npz"], "export"),
+    "generate": ([], "generate"),
 }
 
 

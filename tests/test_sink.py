@@ -194,7 +194,7 @@ def test_bos_is_checked_and_named_in_the_callers_words(tiny_decoder: TinyFactory
     folder = str(tiny_decoder("qwen2"))
     with pytest.raises(attnviz.BadInput, match="bos"):
         attnviz.analyse(TEXT, model=folder, bos="no")  # type: ignore[arg-type]
-    with pytest.raises(attnviz.BadInput, match=r"max_tokens 2 or more, or bos=False"):
+    with pytest.raises(attnviz.BadInput, match=r"raise max_tokens \(bos=False reads"):
         attnviz.prepare(TEXT, model=folder, max_tokens=1)
     result = CliRunner().invoke(app, ["show", TEXT, "--model", folder, "--max-tokens", "1"])
     assert result.exit_code == 2 and "--no-bos" in result.stderr

@@ -790,6 +790,99 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
 
 
 @catalogue.command()
+def generate(
+    ctx: typer.Context,
+    text: TextArg = None,
+    max_new: Annotated[
+        int,
+        typer.Option(
+            "--max-new", help="The most tokens to write (1..512); an end token stops sooner."
+        ),
+    ] = 20,
+    sample: Annotated[
+        bool, typer.Option("--sample", help="Draw each token (default: take the likeliest).")
+    ] = False,
+    temperature: Annotated[
+        float,
+        typer.Option("--temperature", help="With --sample: logits divided by this (0.01..100)."),
+    ] = 1.0,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k", help="With --sample: draw among the K likeliest only.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="With --sample: the same seed draws the same tokens.", show_default=False
+        ),
+    ] = None,
+    layer: LayerOpt = -1,
+    head: HeadOpt = None,
+    lens: Annotated[
+        bool,
+        typer.Option(
+            "--lens",
+            help="Also the logit lens: each layer's top next-token guess at each position "
+            "(with --out, its image).",
+        ),
+    ] = False,
+    model: ModelOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
+            "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
+    ] = False,
+    max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A decoder writes after TEXT; then what each new token attended to.
+
+    Prints the continuation as it is written, then one row per new token over the prompt
+    and the tokens written before it (one head with --head, else the mean of the heads).
+    Needs a decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head, given by --model.
+
+    [bold]Example:[/bold] attnviz generate "Once upon a time" --max-new 20 --model ./smollm2
+    """
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
+        commands.generate(
+            _console(),
+            request,
+            max_new=max_new,
+            sample=sample,
+            temperature=temperature,
+            top_k=top_k,
+            seed=seed,
+            layer=layer,
+            head=head,
+            lens=lens,
+            out=out,
+            as_json=as_json,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+        )
+
+
+@catalogue.command()
 def export(
     ctx: typer.Context,
     out: Annotated[

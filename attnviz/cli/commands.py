@@ -456,6 +456,88 @@ def export(
     _wrote(out)
 
 
+def generate(
+    console: Console,
+    request: Request,
+    *,
+    max_new: int,
+    sample: bool,
+    temperature: float,
+    top_k: int | None,
+    seed: int | None,
+    layer: int,
+    head: int | None,
+    lens: bool,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+) -> None:
+    """Write after the text, printing the continuation as it comes; then each new token's
+    attention (and the logit lens), and the file asked for."""
+    from attnviz.render.cells import visible
+
+    if out is not None:
+        allowed = IMAGE_SUFFIXES if lens else IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES
+        if lens and out.suffix.lower() not in IMAGE_SUFFIXES:
+            raise BadInput(
+                "--lens writes its image (.png, .svg, .pdf): drop --lens to write the steps' "
+                "page or data, or name an image"
+            )
+        check_output(out, allowed, style)
+    from attnviz.generation import MAX_NEW, check_generation
+    from attnviz.limits import check_range
+
+    prepared, _ = _prepare(request)
+    check_generation(prepared, check_range(max_new, "max_new", (1, MAX_NEW)))
+    prepared.check(layer=layer, head=head)
+    stream = not as_json
+    started = [False]
+
+    def on_text(piece: str) -> None:
+        if not started[0]:  # the prompt, once the model is loaded and writing
+            console.print(Text(visible(request.text, newlines=True)), end="", soft_wrap=True)
+            started[0] = True
+        text = "\n".join(visible(line) for line in piece.split("\n"))
+        console.print(Text(text, style="bold"), end="", soft_wrap=True)
+        console.file.flush()
+
+    generation = api.generate(
+        request.text,
+        model=request.model,
+        max_new=max_new,
+        sample=sample,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        dtype=request.dtype,
+        max_tokens=request.max_tokens,
+        bos=request.bos,
+        on_text=on_text if stream else None,
+    )
+    if as_json:
+        record = generation.to_dict()
+        if lens:
+            record["lens"] = generation.lens().to_dict()
+        _json(record)
+    else:
+        end = "end token" if generation.stopped_at_eos else f"{len(generation.new_ids)} tokens"
+        console.print()
+        console.print(Text(f"({end})", style="dim"))
+        console.print()
+        console.print(generation.steps_view(layer, head))
+        if lens:
+            console.print()
+            console.print(generation.lens())
+    if out is not None:
+        if lens:
+            generation.lens().save(out, **asdict(style))
+        elif out.suffix.lower() in HTML_SUFFIXES:
+            generation.save(out, layer=layer, head=head, theme=style.theme)
+        else:
+            generation.save(out, layer=layer, head=head, **asdict(style))
+    _wrote(out)
+
+
 def stats(
     console: Console,
     texts: Iterable[str],
@@ -608,6 +690,11 @@ def info(console: Console, model: str | None) -> None:
         ("weights", _weights(details.weights)),
         ("loaded from", about.origin),
     ]
+    if details.quantization is not None:
+        rows[-1:-1] = [
+            ("quantization", details.quantization),
+            ("computes in", details.computes_in),
+        ]
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
@@ -670,9 +757,20 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
     else:
         rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
         scaling = dict(cfg.rope_scaling)
-        if cfg.rope_type != "default":
+        if cfg.rope_type == "longrope":
+            rotary += (
+                f", longrope scaling (trained on {scaling['original_max_position_embeddings']:,}"
+                f" tokens, cos and sin ×{scaling['attention_factor']:.4g})"
+            )
+        elif cfg.rope_type != "default":
             rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+        if cfg.local_rope_theta is not None:
+            rotary += f" (full layers); θ = {cfg.local_rope_theta:g} in the sliding layers"
+        if cfg.rotary_dims is not None:
+            rotary += f"; the first {cfg.rotary_dims} of each head's {cfg.head_size} numbers"
         rows.append(("positions", rotary))
+    if cfg.qk_norm:
+        rows.append(("QK-norm", "each head's q and k RMS-normalised before the rotation"))
     windows = cfg.sliding_windows
     if any(w is not None for w in windows):
         sizes = {w for w in windows if w is not None}
@@ -685,6 +783,11 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
         rows.append(
             ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
         )
+    if cfg.query_pre_attn_scalar is not None:
+        scale = f"1/√{cfg.query_pre_attn_scalar:g} (query_pre_attn_scalar) = {cfg.scale(0):.4g}"
+        rows.append(("score scale", scale))
+    if cfg.softcap is not None:
+        rows.append(("soft-capping", f"scores become tanh(s / {cfg.softcap:g}) × {cfg.softcap:g}"))
     if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
         scale = "1/√d_k" if cfg.scale_attn_weights else "none"
         if cfg.scale_by_inverse_layer:

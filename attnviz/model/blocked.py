@@ -59,7 +59,10 @@ def run_blocked(
         mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
         rotary: Rotary | None = None,
+        past: object = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if past is not None:
+            raise ValueError("the blocked run reads one whole input: no key/value cache")
         layer = counter[0]
         counter[0] += 1
         out = _blocked_forward(
@@ -108,6 +111,8 @@ def _blocked_forward(
     q = attn.split_heads(attn.q_proj(x))  # (B, nh, T, hs)
     k = attn.split_heads(attn.k_proj(x))  # (B, n_kv, T, hs)
     v = attn.split_heads(attn.v_proj(x))  # (B, n_kv, T, hs)
+    if attn.q_norm is not None and attn.k_norm is not None:  # QK-norm (Qwen3, Gemma 3)
+        q, k = attn.q_norm(q), attn.k_norm(k)
     if rotary is not None:
         q, k = rotary.rotate(q), rotary.rotate(k)
     if attn.groups > 1:  # grouped-query attention: query head h reads key/value head h // g
@@ -119,6 +124,8 @@ def _blocked_forward(
         end = min(T, start + block)
         K = end if causal else T  # the keys any query of the block may see
         scores = q[:, :, start:end] @ k[:, :, :K].transpose(-2, -1)  # (B, nh, b, K)
+        if attn.softcap is not None:  # soft-capping (Gemma 2)
+            scores = torch.tanh(scores / attn.softcap) * attn.softcap
         hidden = None
         if mask is not None:
             hidden = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b or 1, T)

@@ -31,7 +31,7 @@ import numpy as np
 
 from attnviz.lexicon import page_texts
 
-__all__ = ["HTML_U16_LIMIT", "fragment", "page"]
+__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_page"]
 
 WEB = Path(__file__).parent / "web"
 # Above this many weights (L·H·T·T) the page stores 8 bits per weight instead of 16.
@@ -173,6 +173,50 @@ def page(
         theme=theme,
         lang=lang,
     )
+    return _document(title, theme, body, lang)
+
+
+def steps_page(
+    attentions: np.ndarray,
+    labels: Sequence[str],
+    *,
+    prompt_length: int,
+    title: str,
+    layer: int,
+    head: int | None,
+    theme: str = "auto",
+) -> str:
+    """A whole HTML document with a slider over the tokens a decoder wrote (`web/steps.js`).
+
+    `attentions` is [layers, heads, T, T] over the T tokens read (the prompt, then the new
+    tokens but the last); `labels` names every piece, the last new token too (T + 1).
+    At each step the page shades the text so far by the new token's weights and shows
+    the head view and matrix of `page` over the tokens read until then.
+    """
+    T = attentions.shape[2]
+    if len(labels) != T + 1 or not 0 < prompt_length <= T:
+        raise ValueError(f"{len(labels)} labels and prompt {prompt_length} for {T} tokens read")
+    base = _spec(attentions, labels[:T], words=None, word_labels=None, pair_start=None,
+                 pair_word_start=None, title=title, view="heads", layer=layer, head=head,
+                 heads=None, units="tokens", theme=theme)  # fmt: skip
+    spec = {"base": base, "labels": list(labels), "prompt": prompt_length,
+            "layer": layer, "head": head}  # fmt: skip
+    root = f"attnviz-steps-{uuid.uuid4().hex[:12]}"
+    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    body = (
+        f'<div id="{root}"></div>\n'
+        f"<style>{_asset('attnviz.css')}\n{_asset('steps.css')}</style>\n"
+        f'<script type="application/json" id="{root}-data">{data}</script>\n'
+        "<script>(function () {\n"
+        f"{_asset('attnviz.js')}\n{_asset('steps.js')}\n"
+        f'attnvizSteps(document.getElementById("{root}"), '
+        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
+        "})();</script>\n"
+    )
+    return _document(title, theme, body)
+
+
+def _document(title: str, theme: str, body: str, lang: str = "en") -> str:
     background = {"dark": "#161a1f", "light": "#ffffff"}.get(theme, "Canvas")
     return (
         "<!DOCTYPE html>\n"

@@ -150,10 +150,13 @@ def tokenize(
     max_positions: int,
     truncate: bool = False,
     why: str = "",
+    start: tuple[str, int] | None = None,
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit.
 
     `why` follows the limit in the refusal when the bound is not the model's own.
+    `start` (token, id) is a start token put in front of the tokenizer's pieces (see
+    `start_token`); it takes one of the `max_positions`.
     """
     for value in (text, pair):
         try:
@@ -162,7 +165,9 @@ def tokenize(
             raise BadInput(
                 "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
             ) from None
-    text, cut = _bounded(text, pair, max_positions, truncate)
+    extra = 1 if start is not None else 0
+    room = max_positions - extra  # positions left for the tokenizer's own pieces
+    text, cut = _bounded(text, pair, max(room, 1), truncate)
     encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
@@ -170,15 +175,21 @@ def tokenize(
             "characters): pass a sentence with words"
         )
     dropped = 0
-    if len(encoding) > max_positions:
-        if not truncate:
-            raise BadInput(
-                f"the text is {len(encoding)} pieces long but the model takes at most "
-                f"{max_positions}{why}: shorten it or pass {{truncate}} to keep the first "
-                f"{max_positions}",
-                param=("truncate", "max_tokens"),  # `why` may name max_tokens
+    if len(encoding) > room:
+        with_start = f" with the start token {start[0]} attnviz adds" if start else ""
+        if not truncate or room < 1:
+            fix = (
+                "shorten it or pass {truncate} to keep the first " + str(max_positions)
+                if room >= 1
+                else "raise {max_tokens}"
             )
-        tokenizer.enable_truncation(max_positions)
+            raise BadInput(
+                f"the text is {len(encoding) + extra} pieces long{with_start} but the model takes "
+                f"at most {max_positions}{why}: {fix}"
+                + (" ({bos} reads the text as typed)" if start else ""),
+                param=("truncate", "max_tokens", "bos"),  # `why` may name max_tokens
+            )
+        tokenizer.enable_truncation(room)
         try:
             full = len(encoding)
             encoding = _encode(tokenizer, text, pair)
@@ -186,7 +197,8 @@ def tokenize(
         finally:
             tokenizer.no_truncation()
     typed = typed_special(tokenizer, encoding, text, pair)
-    return _pieces(encoding, text, pair, dropped, cut, typed)
+    pieces = _pieces(encoding, text, pair, dropped, cut, typed)
+    return pieces if start is None else pieces.with_start(*start)
 
 
 def typed_special(
