@@ -87,7 +87,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-def measure(sizes: list[int], work: Path) -> list[tuple[str, int, float, int]]:
+def measure(sizes: list[int], work: Path, only: str = "") -> list[tuple[str, int, float, int]]:
     from benchmarks.decoder import write_decoder
 
     folder = work / "smol"
@@ -99,6 +99,8 @@ def measure(sizes: list[int], work: Path) -> list[tuple[str, int, float, int]]:
         if T <= 2048:
             cases.update(WHOLE_CASES)
         for name, code in cases.items():
+            if only not in name:
+                continue
             seconds, peak = run_case(folder, T, code, work)
             rows.append((name, T, seconds, peak))
             print(f"{name:58} {T:6,} pieces {seconds:7.1f} s {peak / 2**30:6.2f} GB", flush=True)
@@ -109,9 +111,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2048,8192")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON at the end")
+    parser.add_argument("--cases", default="", help="only the cases whose name has this word")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = measure([int(s) for s in args.sizes.split(",")], Path(tmp))
+        rows = measure([int(s) for s in args.sizes.split(",")], Path(tmp), args.cases)
     if args.json:
         print(json.dumps(rows))
 

@@ -206,3 +206,22 @@ def test_the_model_view_pools_by_itself_past_the_budget(
     code, out, err = _cli("model", TEXT, "--model", folder, "--no-cache")
     assert code == 0, err
     assert "blocks of 2 pieces" in out
+
+
+def test_show_query_reads_a_text_past_the_decoder_bound(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    whole = attnviz.analyse(TEXT, model=folder, cache=False)
+    monkeypatch.setattr("attnviz.model.families.DECODER_TOKENS", 30)  # TEXT is longer
+    code, _, err = _cli("show", TEXT, "--model", folder, "--no-cache")
+    assert code != 0 and "pieces long" in err  # the whole view is still refused
+    code, out, err = _cli("show", TEXT, "--model", folder, "--query", "he#2", "--head", "1",
+                          "--json")  # fmt: skip
+    assert code == 0, err
+    record = json.loads(out)
+    q = whole.pieces.labels.index("he", whole.pieces.labels.index("he") + 1)
+    expected = np.sort(whole.attentions[-1, 1, q])[::-1]
+    np.testing.assert_allclose([k["weight"] for k in record["keys"]], expected, atol=1e-5)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -187,7 +187,20 @@ def show(
     query: str | None = None,
     exclude: Sequence[str] | None = None,
 ) -> None:
-    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted."""
+    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted.
+
+    A query of a text too long to read whole (past the decoder's 2,048 pieces, or what one
+    layer's attention may take) is read a block of queries at a time (`analyse_long`)."""
+    if query is not None and not request.truncate and _too_long(request):
+        if out is not None:
+            check_output(out, IMAGE_SUFFIXES, style)
+        result = api.analyse_long(request.text, model=request.model, query=query,
+                                  max_tokens=request.max_tokens, bos=request.bos)  # fmt: skip
+        row = result.row(layer, head)
+        if out is not None:
+            row.save(out, **asdict(style))
+        _show_result(console, row, as_json, out)
+        return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
     _page_shows_every_token(out, exclude)
@@ -213,6 +226,15 @@ def show(
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
+
+
+def _too_long(request: Request) -> bool:
+    """Whether the text is refused for its length (its pieces past the bound)."""
+    try:
+        _prepare(replace(request, quiet=True))
+    except BadInput as exc:
+        return "pieces long" in exc.template
+    return False
 
 
 def heads(

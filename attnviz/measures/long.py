@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from attnviz.measures.query import QueryRow
     from attnviz.measures.views import AttentionView, HeadsView
     from attnviz.text.pieces import TokenKinds
 
@@ -340,6 +341,34 @@ class LongResult:
             units="tokens",
             pair_start=None,
             columns=H,
+        )
+
+    def row(self, layer: int = -1, head: int | None = None) -> QueryRow:
+        """The query's row (`query=` when analysed) in one layer's head, or the head mean,
+        as a list of pieces, largest weight first (what `show --query` prints)."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.query import QueryRow
+
+        if self.rows is None or self.labels is None or self.query is None:
+            raise BadInput("this result has no query row: analyse with {query}=WORD", param="query")
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        weights = self.rows[layer].mean(axis=0) if head is None else self.rows[layer, head]
+        order = np.argsort(-weights, kind="stable")
+        which = "head mean" if head is None else f"head {head}"
+        return QueryRow(
+            query=self.labels[self.query],
+            index=self.query,
+            keys=[f"{self.labels[j]} #{j}" for j in order],
+            indices=[int(j) for j in order],
+            weights=weights[order],
+            title=f"{self.model} · {self.T:,} pieces · layer {layer} · {which} · query "
+            f"{self.labels[self.query]} #{self.query}",
+            model=self.model,
+            layer=layer,
+            head=head,
+            units="tokens",
         )
 
     def profile_table(self, layers: Sequence[int] | None = None) -> Any:
