@@ -160,6 +160,10 @@ def test_the_command_line_draws_long_views(tiny_decoder: TinyFactory, tmp_path: 
     code, out, err = _cli("distance", TEXT, "--model", folder, "--out", str(tmp_path / "d.png"))
     assert code == 0, err
     assert "3–4" in out and "kind" in out and (tmp_path / "d.png").stat().st_size > 0
+    for command in (["show", "--layer", "1", "--head", "2"], ["heads", "--layer", "0"]):
+        code, out, err = _cli(command[0], TEXT, "--model", folder, "--pool", "8", *command[1:])
+        assert code == 0, err
+        assert "0–7" in out and "blocks of 8 pieces" in " ".join(out.split())
     code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--heads", "0")
     assert code != 0 and "--pool" in err and "--heads" in err
 

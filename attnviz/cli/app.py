@@ -207,6 +207,8 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    pool: PoolOpt = None,
+    pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -233,6 +235,8 @@ def show(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             query=query,
             exclude=exclude_list(exclude),
+            pool=pool,
+            pool_by=pool_by.value,
         )
 
 
@@ -259,6 +263,8 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    pool: PoolOpt = None,
+    pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -280,6 +286,8 @@ def heads(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
+            pool=pool,
+            pool_by=pool_by.value,
         )
 
 

@@ -28,6 +28,7 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.measures.long import LongResult
     from attnviz.prepared import Prepared
 
 
@@ -186,6 +187,8 @@ def show(
     style: ImageStyle,
     query: str | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted.
 
@@ -200,6 +203,13 @@ def show(
         if out is not None:
             row.save(out, **asdict(style))
         _show_result(console, row, as_json, out)
+        return
+    if pool is not None:
+        if query is not None or as_json:
+            raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
+                           param=("pool", "query", "json"))  # fmt: skip
+        result = _pooled(request, out, style, pool, pool_by, None, exclude)
+        _draw_pooled(console, result.view(layer, head), out, style)
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
@@ -247,8 +257,15 @@ def heads(
     style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
-    """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
+    """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
+    pooled in blocks of `pool` pieces when asked."""
+    if pool is not None:
+        result = _pooled(request, out, style, pool, pool_by, subset, exclude)
+        _draw_pooled(console, result.heads_view(layer), out, style)
+        return
     _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
@@ -313,6 +330,36 @@ def model_view(
     _wrote(out)
 
 
+def _pooled(
+    request: Request,
+    out: Path | None,
+    style: ImageStyle,
+    pool: int,
+    pool_by: str,
+    subset: Sequence[int] | None,
+    exclude: Sequence[str] | None,
+) -> LongResult:
+    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    if subset is not None or exclude or request.measure != "weight":
+        raise BadInput(
+            "{pool} draws every head's weights over every piece: leave out {heads}, "
+            "{exclude} and {measure}",
+            param=("pool", "heads", "exclude", "measure"),
+        )
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, style)
+    return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
+                            max_tokens=request.max_tokens, truncate=request.truncate,
+                            bos=request.bos)  # fmt: skip
+
+
+def _draw_pooled(console: Console, view: Any, out: Path | None, style: ImageStyle) -> None:
+    if out is not None:
+        view.save(out, **asdict(style))
+    console.print(view)
+    _wrote(out)
+
+
 def _pooled_model_view(
     console: Console,
     request: Request,
@@ -323,23 +370,9 @@ def _pooled_model_view(
     subset: Sequence[int] | None,
     exclude: Sequence[str] | None,
 ) -> None:
-    """The model view in blocks of `pool` pieces, computed a block of queries at a time."""
-    if subset is not None or exclude or request.measure != "weight":
-        raise BadInput(
-            "{pool} draws every head's weights over every piece: leave out {heads}, "
-            "{exclude} and {measure}",
-            param=("pool", "heads", "exclude", "measure"),
-        )
-    if out is not None:
-        check_output(out, IMAGE_SUFFIXES, style)
-    result = api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
-                              max_tokens=request.max_tokens, truncate=request.truncate,
-                              bos=request.bos)  # fmt: skip
-    view = result.model_view()
-    if out is not None:
-        view.save(out, **asdict(style))
-    console.print(view)
-    _wrote(out)
+    """The model view in blocks of `pool` pieces."""
+    result = _pooled(request, out, style, pool, pool_by, subset, exclude)
+    _draw_pooled(console, result.model_view(), out, style)
 
 
 def distance(
