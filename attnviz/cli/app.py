@@ -367,7 +367,7 @@ def distance(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=Mask.none, no_cache=True,
+                               max_tokens=max_tokens, mask=Mask.none, no_cache=False,
                                dtype=Dtype.float32, measure=Measure.weight, lang="en",
                                no_bos=no_bos)  # fmt: skip
         commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
