@@ -72,7 +72,6 @@ def test_blocked_reductions_keep_a_sliding_window(tiny_decoder: TinyFactory) -> 
     _check(folder, causal=True, block=4, pool=4)
 
 
-@pytest.mark.slow
 def test_blocked_reductions_equal_the_whole_array_on_an_encoder(embedded_folder: Path) -> None:
     _check(None, causal=False, block=10, pool=5)
 
@@ -102,6 +101,7 @@ def test_analyse_long_refuses_bad_options_in_one_line(tiny_decoder: TinyFactory)
         attnviz.analyse_long(TEXT, model=folder, query="nowhere")
 
 
+@pytest.mark.slow
 def test_long_views_draw_and_name_their_blocks(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
     import io
 
