@@ -229,3 +229,7 @@ def test_show_query_reads_a_text_past_the_decoder_bound(
     q = whole.pieces.labels.index("he", whole.pieces.labels.index("he") + 1)
     expected = np.sort(whole.attentions[-1, 1, q])[::-1]
     np.testing.assert_allclose([k["weight"] for k in record["keys"]], expected, atol=1e-5)
+    code, out, err = _cli("show", TEXT, "--model", folder, "--query", f"#{q}", "--head", "1",
+                          "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["keys"] == record["keys"]

@@ -192,13 +192,16 @@ def show(
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted.
 
-    A query of a text too long to read whole (past the decoder's 2,048 pieces, or what one
-    layer's attention may take) is read a block of queries at a time (`analyse_long`)."""
-    if query is not None and not request.truncate and _too_long(request):
+    A query named by its piece index (`#12`), or of a text too long to read whole (past the
+    decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
+    queries at a time (`analyse_long`), over pieces."""
+    by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
+    if query is not None and (by_index or (not request.truncate and _too_long(request))):
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
-                                  max_tokens=request.max_tokens, bos=request.bos)  # fmt: skip
+                                  max_tokens=request.max_tokens, truncate=request.truncate,
+                                  bos=request.bos)  # fmt: skip
         row = result.row(layer, head)
         if out is not None:
             row.save(out, **asdict(style))
