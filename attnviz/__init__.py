@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from attnviz.api import (
         ModelDetails,
         analyse,
+        analyse_long,
         generate,
         head_stats,
         model_info,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from attnviz.inputs import ModelInfo
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
+    from attnviz.measures.long import LongResult
     from attnviz.measures.query import QueryRow
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it.
 _EXPORTS = {
     "analyse": "attnviz.api",
+    "analyse_long": "attnviz.api",
+    "LongResult": "attnviz.measures.long",
     "prepare": "attnviz.api",
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
@@ -85,6 +89,7 @@ __all__ = [
     "HeadRecord",
     "HeadStats",
     "HeadsView",
+    "LongResult",
     "ModelDetails",
     "ModelInfo",
     "Prepared",
@@ -93,6 +98,7 @@ __all__ = [
     "Word",
     "__version__",
     "analyse",
+    "analyse_long",
     "generate",
     "head_stats",
     "model_info",

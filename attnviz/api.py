@@ -25,11 +25,16 @@ from attnviz.prepared import Prepared
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import numpy as np
+
     from attnviz.analysis import Analysis
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
+    from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
+    from attnviz.pipeline import Corpus
+    from attnviz.text.pieces import TokenKinds
 
 __all__ = [
     "ModelDetails",
@@ -274,7 +279,7 @@ def head_stats(
     """
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.model.weights import load_encoder
-    from attnviz.pipeline import compute_batches, corpus_chunks
+    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole
     from attnviz.text.pieces import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
@@ -305,7 +310,9 @@ def head_stats(
     dropped = 0
     firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
     texts = itertools.chain(first, sentences)
-    chunks = corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos)
+    chunks = corpus_chunks(
+        texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, long=True
+    )
     for corpus in chunks:
         shape = corpus.shape
         if sums is None:
@@ -318,6 +325,16 @@ def head_stats(
         if decoder:
             firsts |= {p.tokens[0] if p.sequence_ids[0] is None else None for p in corpus.pieces}
         dropped += sum(p.dropped for p in corpus.pieces)
+        whole = [i for i, p in enumerate(corpus.pieces) if fits_whole(len(p), shape)]
+        for i in sorted(set(range(len(corpus.pieces))) - set(whole)):  # too long: layer by layer
+            sums.add_sums(_long_sums(corpus, i, kinds[i], encoder), [len(corpus.pieces[i])])
+            if decoder:
+                sums.drop_first_queries([kinds[i]])
+            if progress is not None:
+                progress(1)
+        if len(whole) < len(corpus.pieces):
+            corpus = Corpus(corpus.model, corpus.config, [corpus.pieces[i] for i in whole])
+            kinds = [kinds[i] for i in whole]
         for batch in compute_batches(
             corpus,
             batch_size=batch_size,
@@ -354,6 +371,105 @@ def head_stats(
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
         lang=lang,
     )
+
+
+def _long_sums(corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any) -> np.ndarray:
+    """The statistics' sums (S, L, H) of sentence `i` of `corpus`, a block of queries at a
+    time: its whole attention is over the budget."""
+    from attnviz.measures.long import LongReducer
+    from attnviz.pipeline import compute_blocked
+
+    shape, pieces = corpus.shape, corpus.pieces[i]
+    prepared = Prepared(corpus.model, corpus.config, pieces, False, None, True)
+    reducer = LongReducer(shape.layers, shape.heads, len(pieces), causal=shape.causal, kinds=kinds)
+    compute_blocked(prepared, reducer, block=reducer.block, encoder=encoder)
+    assert reducer.stats_sums is not None
+    return reducer.stats_sums
+
+
+def analyse_long(
+    text: str,
+    *,
+    model: str | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
+    query: str | int | None = None,
+    max_tokens: int | None = None,
+    truncate: bool = False,
+    bos: bool = True,
+    dtype: str = "float32",
+) -> LongResult:
+    """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
+    (the model's own limit when lower), computed without holding any layer's whole attention.
+
+    Every layer runs once; its weights are reduced a block of queries at a time into: the
+    distance profile of each head (`profile` (L, H, bins), the mean weight of a pair at
+    distance 0, 1, 2, 3–4, 5–8, ...: `bin_labels`), the sink share of each head (`sink`
+    (L, H): the share of queries putting over half their weight on position 0), with `pool`
+    the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
+    "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
+    piece index) that query's row in every layer and head (`rows` (L, H, T)).
+    """
+    from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
+    from attnviz.measures.long import bin_label as _bin_label
+    from attnviz.pipeline import compute_blocked
+    from attnviz.pipeline import prepare as _prepare
+
+    model = _model(model)
+    truncate, bos = _flag(truncate, "truncate"), _flag(bos, "bos")
+    max_tokens = _max_tokens(max_tokens)
+    check_choice(dtype, DTYPES, "dtype")
+    _text(text, "the text")
+    if pool is not None:
+        pool, pool_by = check_pool(pool, pool_by)
+    else:
+        check_choice(pool_by, ("mean", "max"), "pool_by")
+    source, config, pieces = _prepare(
+        text, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, blocked=True
+    )
+    prepared = Prepared(source, config, pieces, truncate, max_tokens, bos)
+    T = len(pieces)
+    index = None if query is None else _query_index(query, list(pieces.labels), T)
+    shape = prepared.model
+    reducer = LongReducer(
+        shape.layers,
+        shape.heads,
+        T,
+        pool=pool,
+        pool_by=pool_by,
+        causal=shape.decoder,
+        query=index,
+    )
+    compute_blocked(prepared, reducer, block=reducer.block, dtype=dtype)
+    return LongResult(
+        model=source.name,
+        T=T,
+        layers=shape.layers,
+        heads=shape.heads,
+        pool=pool,
+        pool_by=pool_by,
+        pooled=reducer.pooled() if pool is not None else None,
+        pool_labels=[_bin_label(a, b) for a, b in pool_edges(T, pool or T)],
+        profile=reducer.profile(),
+        bin_labels=[_bin_label(a, b) for a, b in reducer.bins],
+        sink=reducer.sink(),
+        query=index,
+        query_label="" if index is None else pieces.labels[index],
+        rows=reducer.rows,
+        labels=list(pieces.labels) if index is not None else None,
+    )
+
+
+def _query_index(query: object, labels: list[str], T: int) -> int:
+    """A query named by a word of the text (`ele`, `ele#2`) or a piece index (`#12` or 12)."""
+    from attnviz.limits import resolve_index
+    from attnviz.text.match import find_label
+
+    if isinstance(query, str) and query.startswith("#") and query[1:].lstrip("-").isdigit():
+        query = int(query[1:])
+    if isinstance(query, str):
+        return find_label(labels, query, "query")
+    return resolve_index(query, T, "piece", "query")
 
 
 def _text(value: object, what: str) -> str:

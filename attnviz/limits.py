@@ -45,6 +45,13 @@ ATTENTION_MB = (16, 1 << 20)  # what ATTNVIZ_ATTENTION_MB may be: 16 MB to 1 TB
 # attention; the model's own limit applies when it is lower).
 DECODER_TOKENS = 2048
 
+# The views made for length (attnviz.analyse_long: pooled maps, distance profiles, sink
+# shares, one query's rows, head statistics) never hold a layer's whole attention: the model
+# hands it over a block of queries at a time. They read up to this many pieces (the model's
+# own limit applies when it is lower): 16,384 pieces on 30 layers of 9 heads is 4 minutes
+# of compute on 2 cores, its blocks 150 MB.
+LONG_TOKENS = 16_384
+
 # Text. A piece of a BERT-family tokenizer is a few characters, so a text of more than
 # TEXT_CHARS_PER_POSITION characters per position the model has is refused (or, with
 # --truncate, cut at a space) before it is tokenized: tokenizing costs time and about
@@ -198,20 +205,35 @@ JSON_WEIGHTS = 20_000_000  # a 512-piece input on a 6-layer, 12-head model is 18
 PAGE_WEIGHTS = 40_000_000
 
 
-def check_export(suffix: str, weights: int) -> None:
-    """Refuse a .json or .html file of `weights` weights past what attnviz writes, in one line."""
+def check_export(suffix: str, weights: int, maps: int | None = None) -> None:
+    """Refuse a .json or .html file of `weights` weights past what attnviz writes, in one line.
+
+    `maps` (layers × heads the file holds), when known, lets the refusal name the longest
+    input that fits: `--max-tokens N --truncate`, a suggestion that works for this file."""
+    import math
+
     suffix = suffix.lower()
+
+    def fits(limit: int) -> str:
+        if not maps:
+            return ""
+        longest = min(math.isqrt(limit // maps), math.isqrt(attention_budget() // (maps * 4)))
+        return f", or read at most {longest:,} pieces ({{max_tokens}} {longest} with {{truncate}})"
+
     if suffix == ".json" and weights > JSON_WEIGHTS:
         raise BadInput(
             f"a .json file writes every weight as text: {weights:,} weights (about "
             f"{amount(weights * 10)}) are more than attnviz writes ({JSON_WEIGHTS:,}); write "
-            ".npz instead (4 bytes a weight), or shorten the text"
+            f".npz instead (4 bytes a weight), or shorten the text{fits(JSON_WEIGHTS)}",
+            param=("max_tokens", "truncate") if maps else None,
         )
     if suffix in (".html", ".htm") and weights > PAGE_WEIGHTS:
         raise BadInput(
             f"a page carries every weight of every layer to the browser: {weights:,} weights are "
             f"more than attnviz puts in one ({PAGE_WEIGHTS:,}); draw one layer (show or heads "
-            "--layer L --out x.png), write .npz, or shorten the text"
+            "--layer L --out x.png), the pooled model view (model --pool N --out x.png), write "
+            f".npz, or shorten the text{fits(PAGE_WEIGHTS)}",
+            param=("max_tokens", "truncate") if maps else None,
         )
 
 

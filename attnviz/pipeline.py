@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -63,6 +63,7 @@ def prepare(
     use_cache: bool = True,
     max_tokens: int | None = None,
     bos: bool = True,
+    blocked: bool = False,
 ) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
@@ -70,7 +71,8 @@ def prepare(
     `max_tokens` bounds the input in pieces (default: the model's limit, and for a
     decoder at most `limits.DECODER_TOKENS`). `bos`: a decoder whose tokenizer adds no
     start token gets the model's own in front (`text.tokenize.start_token`); False reads
-    the text exactly as typed.
+    the text exactly as typed. `blocked`: for the views made for length (`compute_blocked`),
+    which read up to `limits.LONG_TOKENS` pieces.
     """
     source = locate(model, use_cache=use_cache)
     config = read_config(source.folder)
@@ -82,7 +84,7 @@ def prepare(
             param="pair",
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, blocked)
     pieces = tokenize(
         tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, **start
     )
@@ -96,13 +98,14 @@ def _bounds(
     config: dict[str, Any],
     max_tokens: int | None,
     bos: bool,
+    blocked: bool = False,
 ) -> tuple[dict[str, Any], int, str]:
     """(how `tokenize` treats the start token, the most pieces the input may have, why that
     bound). A decoder read with `bos` gets the model's start token in front when its
     tokenizer adds none (it takes one of the positions); read as typed (`bos=False`), a
-    start token its tokenizer adds is taken off."""
+    start token its tokenizer adds is taken off. `blocked`: the bound of the long views."""
     shape = describe(config)
-    limit, why = shape.token_limit(max_tokens)
+    limit, why = shape.token_limit(max_tokens, blocked)
     if not shape.causal:
         return {}, limit, why
     if bos:
@@ -265,6 +268,42 @@ def _encode(
     return attentions
 
 
+def compute_blocked(
+    prepared: Request,
+    reduce: Callable[[int, int, Any], None],
+    *,
+    block: int,
+    causal: bool = False,
+    dtype: str = "float32",
+    encoder: Encoder | Decoder | None = None,
+) -> None:
+    """Run the model on the prepared input, handing every layer's weights to
+    `reduce(layer, first query, weights (H, b, K))` `block` queries at a time, and keeping
+    none (attnviz.model.blocked). For the views made for length; nothing is cached.
+    `encoder` saves loading the weights again."""
+    perf.import_torch()
+    import torch
+
+    from attnviz.model.blocked import run_blocked
+    from attnviz.model.weights import load_encoder
+
+    input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
+    type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
+    shape = describe(prepared.config)
+    with perf.threads_for(len(prepared.pieces)):
+        if encoder is None:
+            encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
+        run_blocked(
+            encoder,
+            input_ids,
+            type_ids,
+            reduce,
+            num_layers=shape.layers,
+            causal=causal or shape.causal,
+            block=block,
+        )
+
+
 @dataclass(frozen=True)
 class Corpus:
     """Many tokenized sentences for one model; no weights loaded yet."""
@@ -309,18 +348,21 @@ def corpus_chunks(
     chunk: int = CHUNK_SENTENCES,
     max_tokens: int | None = None,
     bos: bool = True,
+    long: bool = False,
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
     One model lookup and one tokenizer serve every chunk; a sentence's number in an
     error counts from the first sentence of `texts`. At least one chunk is yielded
-    (empty when `texts` is). `bos` as in `prepare`.
+    (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence whose whole attention
+    is over the budget is kept (up to `limits.LONG_TOKENS` pieces), for a caller that runs
+    it a block at a time (`compute_blocked`), instead of refused.
     """
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, long)
     texts = iter(texts)
     number = 0
     while True:
@@ -339,7 +381,8 @@ def corpus_chunks(
                     )
                 )
                 _check_vocabulary(pieces[-1], shape, source)
-                _check_attention_size(len(pieces[-1]), shape)
+                if not long:
+                    _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
                 raise exc.prefixed(f"sentence {number} ({quoted!r}): ") from None
@@ -347,6 +390,13 @@ def corpus_chunks(
             yield Corpus(source, config, pieces)
         if len(pieces) < chunk:
             return
+
+
+def fits_whole(T: int, shape: ModelShape) -> bool:
+    """Whether a sentence's attention over every layer fits the budget (else: blocks)."""
+    from attnviz.limits import attention_budget
+
+    return shape.layers * shape.heads * T * T * 4 <= attention_budget()
 
 
 def _check_attention_size(T: int, shape: ModelShape) -> None:

@@ -300,4 +300,4 @@ class Prepared(TokenizedInput):
 
         out = as_path(out, "out")
         check_page_measure(out, measure)
-        check_export(out.suffix, self.attention_bytes() // 4)
+        check_export(out.suffix, self.attention_bytes() // 4, self.num_layers * self.num_heads)

@@ -26,11 +26,12 @@ matter; seconds vary from machine to machine.
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
+    long inputs (benchmarks/long.py): the views made for length at 2,048 and 8,192 pieces
     attnviz.generate, tokens/s  vs  transformers generate(output_attentions=True), 1 thread
     attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, generate, gguf); by default all of them run.
+measures, stats, throughput, memory, decoder, generate, gguf, long); by default all of them run.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ GROUPS = (
     "decoder",
     "generate",
     "gguf",
+    "long",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -385,6 +387,11 @@ def main() -> None:
                 )
             ]
 
+        long_rows = None
+        if "long" in only:  # each case in a fresh process: time and peak memory
+            from benchmarks import long
+
+            long_rows = long.measure([2048, 8192], folder / "long")
         writing = None
         if "generate" in only:
             from benchmarks import decoder, generate
@@ -444,6 +451,14 @@ def main() -> None:
         print("|---|---:|---|")
         for what, rss in decoder_memory:
             print(f"| attnviz {what} | {rss:.0f} | ≤ 1024 MB: {_met(rss <= 1024)} |")
+    if long_rows is not None:
+        print("\n| long input, SmolLM2-135M's shape | pieces | seconds | peak memory | target |")
+        print("|---|---:|---:|---:|---|")
+        for what, T, seconds, peak in long_rows:
+            goal = peak <= 1.5 * 2**30 and seconds <= 120 if T > 2048 else peak <= 2**30
+            target = "≤ 2 min, ≤ 1.5 GB" if T > 2048 else "≤ 1 GB"
+            print(f"| {what} | {T:,} | {seconds:.0f} | {peak / 2**30:.2f} GB | {target}: "
+                  f"{_met(goal)} |")  # fmt: skip
     if writing is not None:
         from benchmarks.generate import print_rows
 

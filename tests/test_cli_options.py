@@ -106,6 +106,7 @@ REQUIRED = {
     "tokens": ([], "tokens"),
     "export": (["--out", "x.npz"], "export"),
     "generate": ([], "generate"),
+    "distance": ([], "distance"),
 }
 
 
@@ -148,7 +149,10 @@ def test_every_shared_option_reaches_the_request(
 IMAGE_ARGS = ["--dpi", "300", "--cmap", "magma", "--theme", "dark", "--transparent"]
 
 
-@pytest.mark.parametrize("name", sorted({*REQUIRED, "stats"} - {"explain", "tokens"}))
+@pytest.mark.parametrize(
+    "name",
+    sorted({*REQUIRED, "stats"} - {"explain", "tokens", "distance"}),  # distance: --cmap only
+)
 def test_every_image_option_reaches_the_style(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import attnviz.cli.commands as commands
     from attnviz.output import ImageStyle

@@ -108,9 +108,12 @@ def test_show_and_heads_keep_their_layer_and_say_so(small_budget: str) -> None:
     np.testing.assert_allclose(record["weights"], whole.matrix, atol=1e-6)
     heads = runner.invoke(app, ["heads", TEXT, "--model", folder, "--layer", "1", "--quiet"])
     assert heads.exit_code == 0 and "keeping" not in heads.stderr
-    model = runner.invoke(app, ["model", TEXT, "--model", folder])
-    assert model.exit_code == 2  # bad input, as for any option the input cannot take
-    assert model.stderr.count("\n") == 1 and "more than attnviz keeps" in model.stderr
+    model = runner.invoke(app, ["model", TEXT, "--model", folder])  # pooled, a block at a time
+    assert model.exit_code == 0, model.stderr
+    assert "--pool" in model.stderr and "blocks of 1 pieces" in model.stdout
+    some = runner.invoke(app, ["model", TEXT, "--model", folder, "--heads", "0"])
+    assert some.exit_code == 2  # bad input, as for any option the input cannot take
+    assert some.stderr.count("\n") == 1 and "more than attnviz keeps" in some.stderr
 
 
 def test_a_decoder_reads_2048_pieces_unless_max_tokens_says_otherwise(

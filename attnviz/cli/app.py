@@ -66,6 +66,9 @@ from attnviz.cli.options import (
     NoCacheOpt,
     OutOpt,
     PairOpt,
+    PoolBy,
+    PoolByOpt,
+    PoolOpt,
     QuietOpt,
     SortColumn,
     TextArg,
@@ -204,6 +207,8 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    pool: PoolOpt = None,
+    pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -230,6 +235,8 @@ def show(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             query=query,
             exclude=exclude_list(exclude),
+            pool=pool,
+            pool_by=pool_by.value,
         )
 
 
@@ -256,6 +263,8 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    pool: PoolOpt = None,
+    pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -277,6 +286,8 @@ def heads(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
+            pool=pool,
+            pool_by=pool_by.value,
         )
 
 
@@ -302,11 +313,15 @@ def model_view(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    pool: PoolOpt = None,
+    pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
+
+    A long input (or --pool N) is drawn in blocks of pieces, computed a block at a time.
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
@@ -322,7 +337,40 @@ def model_view(
             style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
+            pool=pool,
+            pool_by=pool_by.value,
         )
+
+
+@catalogue.command()
+def distance(
+    text: TextArg = None,
+    layer: Annotated[
+        list[int] | None,
+        typer.Option("--layer", help="Only these layers (repeat the option); default: all."),
+    ] = None,
+    model: ModelOpt = None,
+    out: OutOpt = None,
+    truncate: TruncateOpt = False,
+    max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
+    cmap: CmapOpt = "viridis",
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Where each head looks, by distance: the share of its weight 0, 1, 2, 3–4, 5–8, ...
+    pieces back, its sink share and its kind (self, previous, local, global, sink).
+
+    Computed a block of queries at a time: for inputs up to 16,384 pieces.
+
+    [bold]Example:[/bold] attnviz distance < long.txt --out distance.png
+    """
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
+                               max_tokens=max_tokens, mask=Mask.none, no_cache=False,
+                               dtype=Dtype.float32, measure=Measure.weight, lang="en",
+                               no_bos=no_bos)  # fmt: skip
+        commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
 
 
 @catalogue.command()

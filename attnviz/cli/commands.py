@@ -12,7 +12,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,11 +23,12 @@ from attnviz import api
 from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
-from attnviz.limits import attention_budget
+from attnviz.limits import amount, attention_budget
 from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.measures.long import LongResult
     from attnviz.prepared import Prepared
 
 
@@ -186,8 +187,33 @@ def show(
     style: ImageStyle,
     query: str | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
-    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted."""
+    """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted.
+
+    A query named by its piece index (`#12`), or of a text too long to read whole (past the
+    decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
+    queries at a time (`analyse_long`), over pieces."""
+    by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
+    if query is not None and (by_index or (not request.truncate and _too_long(request))):
+        if out is not None:
+            check_output(out, IMAGE_SUFFIXES, style)
+        result = api.analyse_long(request.text, model=request.model, query=query,
+                                  max_tokens=request.max_tokens, truncate=request.truncate,
+                                  bos=request.bos)  # fmt: skip
+        row = result.row(layer, head)
+        if out is not None:
+            row.save(out, **asdict(style))
+        _show_result(console, row, as_json, out)
+        return
+    if pool is not None:
+        if query is not None or as_json:
+            raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
+                           param=("pool", "query", "json"))  # fmt: skip
+        result = _pooled(request, out, style, pool, pool_by, None, exclude)
+        _draw_pooled(console, result.view(layer, head), out, style)
+        return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
     _page_shows_every_token(out, exclude)
@@ -215,6 +241,15 @@ def show(
     _show_result(console, shown, as_json, out)
 
 
+def _too_long(request: Request) -> bool:
+    """Whether the text is refused for its length (its pieces past the bound)."""
+    try:
+        _prepare(replace(request, quiet=True))
+    except BadInput as exc:
+        return "pieces long" in exc.template
+    return False
+
+
 def heads(
     console: Console,
     request: Request,
@@ -225,8 +260,15 @@ def heads(
     style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
-    """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps."""
+    """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
+    pooled in blocks of `pool` pieces when asked."""
+    if pool is not None:
+        result = _pooled(request, out, style, pool, pool_by, subset, exclude)
+        _draw_pooled(console, result.heads_view(layer), out, style)
+        return
     _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
@@ -259,8 +301,27 @@ def model_view(
     style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
+    pool: int | None = None,
+    pool_by: str = "mean",
 ) -> None:
-    """Every layer and head (or the `subset` of heads in every layer) as one grid."""
+    """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
+    blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
+    attention is too large to keep (then 64 blocks a side)."""
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if pool is None and request.measure == "weight" and not (subset or exclude or page):
+        prepared, hit = _prepare(request, cached=True)
+        whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
+        if hit is None and whole > attention_budget():
+            pool = -(-len(prepared.pieces) // 64)
+            if not request.quiet:
+                defer_note(
+                    f"note: the attention of every layer at {len(prepared.pieces):,} pieces "
+                    f"would take {amount(whole)}: drawing blocks of {pool} pieces, computed a "
+                    f"block at a time (--pool {pool})"
+                )
+    if pool is not None:
+        _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
+        return
     _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
@@ -269,6 +330,73 @@ def model_view(
     if out is not None:
         _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
+    _wrote(out)
+
+
+def _pooled(
+    request: Request,
+    out: Path | None,
+    style: ImageStyle,
+    pool: int,
+    pool_by: str,
+    subset: Sequence[int] | None,
+    exclude: Sequence[str] | None,
+) -> LongResult:
+    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    if subset is not None or exclude or request.measure != "weight":
+        raise BadInput(
+            "{pool} draws every head's weights over every piece: leave out {heads}, "
+            "{exclude} and {measure}",
+            param=("pool", "heads", "exclude", "measure"),
+        )
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, style)
+    return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
+                            max_tokens=request.max_tokens, truncate=request.truncate,
+                            bos=request.bos)  # fmt: skip
+
+
+def _draw_pooled(console: Console, view: Any, out: Path | None, style: ImageStyle) -> None:
+    if out is not None:
+        view.save(out, **asdict(style))
+    console.print(view)
+    _wrote(out)
+
+
+def _pooled_model_view(
+    console: Console,
+    request: Request,
+    out: Path | None,
+    style: ImageStyle,
+    pool: int,
+    pool_by: str,
+    subset: Sequence[int] | None,
+    exclude: Sequence[str] | None,
+) -> None:
+    """The model view in blocks of `pool` pieces."""
+    result = _pooled(request, out, style, pool, pool_by, subset, exclude)
+    _draw_pooled(console, result.model_view(), out, style)
+
+
+def distance(
+    console: Console,
+    request: Request,
+    *,
+    layers: Sequence[int] | None,
+    out: Path | None,
+    cmap: str,
+) -> None:
+    """Each head's distance profile, sink share and kind, as a table (and an image)."""
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, ImageStyle(200, cmap, "light", False, False))
+    result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
+                              truncate=request.truncate, bos=request.bos)  # fmt: skip
+    table = result.profile_table(layers or None)
+    if out is not None:
+        from attnviz.render.saving import save_figure
+
+        save_figure(result.profile_figure(cmap), out, dpi=200, transparent=False)
+    console.print(table)
     _wrote(out)
 
 

@@ -223,6 +223,28 @@ LangOpt = Annotated[
         show_default=False,
     ),
 ]
+PoolOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pool",
+        help="Draw blocks of N pieces (their mean or max weight, labelled 0–63, 64–127, ...), "
+        "computed a block of queries at a time: for long inputs (up to 16,384 pieces). On by "
+        "itself (64 blocks a side) when the whole attention is too large to keep.",
+        min=1,
+        max=1_000_000,
+        show_default=False,
+    ),
+]
+
+
+class PoolBy(str, Enum):
+    mean = "mean"
+    max = "max"
+
+
+PoolByOpt = Annotated[
+    PoolBy, typer.Option("--pool-by", help="How a block of pieces is pooled (with --pool).")
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
 ]

@@ -176,6 +176,16 @@ class StatsAccumulator:
         self.queries += int(sum(lengths))
         self._log_t_sum += float(sum(n * math.log(n) for n in lengths))
 
+    def add_sums(self, sums: np.ndarray, lengths: Sequence[int]) -> None:
+        """Add sums (S, L, H) computed elsewhere over sentences of `lengths` pieces: a long
+        input's, accumulated a block of queries at a time (attnviz.measures.long)."""
+        if sums.shape != self._sums.shape:
+            raise ValueError(f"sums must be {self._sums.shape}, got {sums.shape}")
+        self._sums += sums
+        self.sentences += len(lengths)
+        self.queries += int(sum(lengths))
+        self._log_t_sum += float(sum(n * math.log(n) for n in lengths))
+
     def _check_batch(
         self, values: Any, lengths: Sequence[int], kinds: Sequence[TokenKinds]
     ) -> None:

@@ -248,16 +248,25 @@ class ModelShape:
         """The longest input the model itself takes (a decoder's `max_tokens` is attnviz's)."""
         return self.decoder.max_positions if self.decoder is not None else self.max_tokens
 
-    def token_limit(self, max_tokens: int | None = None) -> tuple[int, str]:
+    def token_limit(self, max_tokens: int | None = None, blocked: bool = False) -> tuple[int, str]:
         """The longest input read, and why when it is not the model's own limit.
 
         `max_tokens` (--max-tokens) sets it, up to the model's own limit and to the most
         pieces whose attention in one layer fits what attnviz keeps (`limits`); by default
-        a decoder reads at most `limits.DECODER_TOKENS` pieces.
+        a decoder reads at most `limits.DECODER_TOKENS` pieces. `blocked`: the views made for
+        length, which never hold one layer whole, read up to `limits.LONG_TOKENS`.
         """
-        from attnviz.limits import ATTENTION_ENV, amount, check_range, longest_input
+        from attnviz.limits import ATTENTION_ENV, LONG_TOKENS, amount, check_range, longest_input
 
         own, fits = self.own_max_tokens, longest_input(self.heads)
+        if blocked:
+            limit = min(own, LONG_TOKENS)
+            if max_tokens is None:
+                return limit, "" if limit == own else " (attnviz's bound for the long views)"
+            limit = check_range(
+                max_tokens, "max_tokens", (1, limit), f" (the long views read at most {limit:,})"
+            )
+            return limit, " ({max_tokens})"
         if max_tokens is not None:
             limit = check_range(
                 max_tokens, "max_tokens", (1, own), f" (this model takes at most {own:,})"

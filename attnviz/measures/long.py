@@ -1,0 +1,420 @@
+"""Views made for length: what is kept of a long input's attention, reduced block by block.
+
+A long input's whole attention (L, H, T, T) is never held (at 8,192 pieces, 30 layers × 9
+heads would be 65 GB). The model (attnviz.model.blocked) hands each layer's weights over in
+blocks of queries, (H, b, K) for rows start..start+b (keys past K weigh 0: a causal
+block stops at its last query), and `LongReducer` keeps only:
+
+- `pooled` (L, H, n, n): blocks of `pool` pieces, the mean (or max) weight of the cells
+  of each block of queries × block of keys; the last block may be shorter;
+- the distance profile (L, H, bins): the mean weight of the (query, key) pairs at each
+  distance i − j (|i − j| for an encoder), on log bins 0, 1, 2, 3–4, 5–8, 9–16, ...;
+  a decoder counts the pairs j ≤ i (a key the mask hides after a sliding window is a
+  pair of weight 0);
+- `sink` (L, H): the share of queries that put over half their weight on position 0;
+- `rows` (L, H, T) of one query, when asked;
+- the head statistics' sums (attnviz.measures.stats), when token kinds are given.
+
+Each is the same as computing it from the whole array (tests/test_long_context.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.errors import BadInput
+from attnviz.limits import check_choice, check_range
+
+if TYPE_CHECKING:
+    import torch
+    from matplotlib.figure import Figure
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+    from attnviz.measures.query import QueryRow
+    from attnviz.measures.views import AttentionView, HeadsView
+    from attnviz.text.pieces import TokenKinds
+
+POOL = (1, 1_000_000)  # --pool: pieces per block
+POOL_BY = ("mean", "max")
+
+
+def distance_bins(T: int) -> list[tuple[int, int]]:
+    """The (first, last) distance of each bin for inputs of T pieces: (0, 0), (1, 1), (2, 2),
+    (3, 4), (5, 8), ... up to T − 1."""
+    bins = [(0, 0)]
+    low = 1
+    while low <= max(T - 1, 0):
+        high = 1 if low == 1 else 2 * (low - 1)
+        bins.append((low, min(high, T - 1)))
+        low = high + 1
+    return bins
+
+
+def bin_label(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def pool_edges(T: int, pool: int) -> list[tuple[int, int]]:
+    """The (first, last) piece of each block of `pool` pieces."""
+    return [(s, min(T, s + pool) - 1) for s in range(0, T, pool)]
+
+
+def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
+    """`pool` and `pool_by` checked, in the caller's words."""
+    return check_range(pool, "pool", POOL), check_choice(pool_by, POOL_BY, "pool_by")
+
+
+class LongReducer:
+    """Reduces blocks of one input's weights as the model hands them over (see the module)."""
+
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        T: int,
+        *,
+        pool: int | None = None,
+        pool_by: str = "mean",
+        causal: bool = True,
+        query: int | None = None,
+        kinds: TokenKinds | None = None,
+    ) -> None:
+        self.L, self.H, self.T, self.causal = layers, heads, T, causal
+        self.pool, self.pool_by, self.query = pool, pool_by, query
+        self.bins = distance_bins(T)
+        nb = len(self.bins)
+        self.distance_sums = np.zeros((layers, heads, nb))  # (L, H, bins)
+        self.sink_queries = np.zeros((layers, heads))  # (L, H)
+        n = 0 if pool is None else -(-T // pool)
+        start = -np.inf if pool_by == "max" else 0.0
+        self.pooled_acc = np.full((layers, heads, n, n), start)  # (L, H, n, n)
+        self.rows = np.zeros((layers, heads, T), dtype=np.float32) if query is not None else None
+        self.kinds = kinds
+        self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
+        self._key_kinds: Any = None
+        self._bin_of: Any = None
+
+    @property
+    def block(self) -> int:
+        """Queries per block the model should use: a multiple of `pool`, about 256."""
+        if self.pool is None:
+            return 256
+        return self.pool * max(1, 256 // self.pool)
+
+    def __call__(self, layer: int, start: int, weights: torch.Tensor) -> None:
+        """Take rows start.. of `layer`: weights (H, b, K) float32, keys past K weigh 0."""
+        import torch
+
+        _H, b, K = weights.shape
+        rows = torch.arange(start, start + b)  # (b,) the queries' positions
+        self._distances(layer, weights, rows, K)
+        self.sink_queries[layer] += (weights[:, :, 0] > 0.5).sum(dim=1).double().numpy()
+        if self.pool is not None:
+            self._pool(layer, start, weights)
+        if self.rows is not None and start <= self.query < start + b:  # type: ignore[operator]
+            self.rows[layer, :, :K] = weights[:, self.query - start].numpy()  # type: ignore[operator]
+        if self.stats_sums is not None:
+            self._stats(layer, start, weights)
+
+    def _distances(self, layer: int, w: torch.Tensor, rows: torch.Tensor, K: int) -> None:
+        """Per bin, the sum of the weights at those distances: each row turned so that its
+        column d holds the key at distance d, then summed per bin with one matmul."""
+        import torch
+
+        H = w.shape[0]
+        if self._bin_of is None:
+            bin_of = torch.zeros(self.T, len(self.bins))  # (T, bins): distance d is in bin
+            for k, (first, last) in enumerate(self.bins):
+                bin_of[first : last + 1, k] = 1
+            self._bin_of = bin_of
+        d = torch.arange(K)  # distances 0..K-1
+        sides = [rows[:, None] - d[None]]  # (b, K): the key at distance d before the query
+        if not self.causal:
+            sides.append(rows[:, None] + d[None])  # and after it (d ≥ 1)
+        for n, keys in enumerate(sides):
+            inside = (keys >= 0) & (keys < K)  # (b, K)
+            if n:
+                inside[:, 0] = False  # distance 0 is counted once
+            turned = w.gather(2, keys.clamp(0, K - 1)[None].expand(H, -1, -1))  # (H, b, K)
+            turned.masked_fill_(~inside[None], 0.0)
+            per_bin = turned.sum(dim=1) @ self._bin_of[:K]  # (H, bins)
+            self.distance_sums[layer] += per_bin.double().numpy()
+
+    def _pairs(self) -> np.ndarray:
+        """(bins,): the (query, key) pairs at each distance bin: T − d pairs at distance d
+        (twice for d ≥ 1 in an encoder, which reads both ways)."""
+        counts = np.zeros(len(self.bins))
+        for k, (first, last) in enumerate(self.bins):
+            d = np.arange(first, last + 1)
+            per = self.T - d
+            counts[k] = per.sum() if self.causal else (per * np.where(d > 0, 2, 1)).sum()
+        return counts
+
+    def _pool(self, layer: int, start: int, w: torch.Tensor) -> None:
+        """Blocks of `pool` queries × `pool` keys: their sum (mean) or their max."""
+        import torch
+
+        H, b, K = w.shape
+        p = self.pool or 1
+        if start % p:
+            raise ValueError(f"blocks of queries must start at multiples of pool {p}: {start}")
+        n = self.pooled_acc.shape[-1]
+        reduce_max = self.pool_by == "max"
+        keys = torch.zeros(H, b, n)  # (H, b, n): key blocks past K weigh 0
+        whole = K // p
+        grouped = w[:, :, : whole * p].reshape(H, b, whole, p)  # (H, b, whole, p)
+        keys[:, :, :whole] = grouped.amax(dim=-1) if reduce_max else grouped.sum(dim=-1)
+        if K % p:  # the last key block, cut short by K
+            rest = w[:, :, whole * p :]  # (H, b, K % p)
+            keys[:, :, whole] = rest.amax(dim=-1) if reduce_max else rest.sum(dim=-1)
+        q_blocks = -(-b // p)
+        first = start // p
+        target = self.pooled_acc[layer, :, first : first + q_blocks]  # (H, q, n)
+        for r in range(q_blocks):
+            part = keys[:, r * p : (r + 1) * p]  # (H, ≤p, n)
+            if reduce_max:
+                np.maximum(target[:, r], part.amax(dim=1).double().numpy(), out=target[:, r])
+            else:
+                target[:, r] += part.sum(dim=1).double().numpy()
+
+    def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
+        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows."""
+        import torch
+
+        assert self.kinds is not None and self.stats_sums is not None
+        _H, b, K = w.shape
+        if self._key_kinds is None:
+            kinds = self.kinds
+            stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float64)
+            self._key_kinds = torch.from_numpy(stacked)  # (T, 3)
+        A = w.double()  # (H, b, K)
+        tiny = torch.finfo(torch.float64).tiny
+        sums = self.stats_sums[:, layer]  # (7, H)
+        sums[0] -= (A * A.clamp_min(tiny).log()).sum(dim=(1, 2)).numpy()  # entropy
+        to_key = A.sum(dim=1)  # (H, K)
+        sums[1:4] += (to_key @ self._key_kinds[:K]).T.numpy()  # (3, H): cls, sep, punct
+        rows = torch.arange(b)
+        for s, offset in ((4, 0), (5, -1), (6, 1)):  # self, prev, next: key = query + offset
+            keys = rows + start + offset
+            ok = (keys >= 0) & (keys < K)
+            sums[s] += A[:, rows[ok], keys[ok]].sum(dim=1).numpy()
+
+    # ------------------------------------------------------------ results
+
+    def pooled(self) -> np.ndarray:
+        """(L, H, n, n): the mean or the max of each block of the attention."""
+        if self.pool_by == "max":
+            return self.pooled_acc.astype(np.float32)
+        sizes = np.array([last - first + 1 for first, last in pool_edges(self.T, self.pool or 1)])
+        cells = sizes[:, None] * sizes[None, :]  # (n, n)
+        return (self.pooled_acc / cells).astype(np.float32)
+
+    def profile(self) -> np.ndarray:
+        """(L, H, bins): the mean weight of a (query, key) pair at each distance."""
+        pairs = np.maximum(self._pairs(), 1)
+        return (self.distance_sums / pairs).astype(np.float32)
+
+    def sink(self) -> np.ndarray:
+        """(L, H): the share of queries that put over half their weight on position 0."""
+        return (self.sink_queries / max(self.T, 1)).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LongResult:
+    """What was kept of a long input's attention (see the module): arrays and their labels."""
+
+    model: str
+    T: int
+    layers: int
+    heads: int
+    pool: int | None
+    pool_by: str
+    pooled: np.ndarray | None  # (L, H, n, n), or None without `pool`
+    pool_labels: list[str]  # "0–63", "64–127", ...
+    profile: np.ndarray  # (L, H, bins)
+    bin_labels: list[str]  # "0", "1", "2", "3–4", ...
+    sink: np.ndarray  # (L, H)
+    query: int | None = None
+    query_label: str = ""
+    rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
+    labels: list[str] | None = None  # the pieces, for `rows`
+
+    def head_kinds(self, layer: int) -> list[str]:
+        """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
+        half its queries put over half their weight on position 0), "self" (distance 0),
+        "previous" (1), "local" (2–8), else "global"."""
+        shares = self.profile[layer] * self.bin_widths  # (H, bins): the weight of a row per bin
+        kinds = []
+        for h in range(self.heads):
+            top = int(np.argmax(shares[h]))
+            if self.sink[layer, h] > 0.5:
+                kinds.append("sink")
+            else:
+                kinds.append(
+                    ["self", "previous"][top] if top < 2 else "local" if top <= 4 else "global"
+                )
+        return kinds
+
+    @property
+    def bin_widths(self) -> np.ndarray:
+        """(bins,): how many distances each bin holds (a query has at most that many keys
+        in it): the mean weight times this is the bin's share of a row."""
+        widths = []
+        for name in self.bin_labels:
+            first, _, last = name.partition("–")
+            widths.append(int(last or first) - int(first) + 1)
+        return np.array(widths, dtype=np.float64)
+
+    # ------------------------------------------------------------ drawing
+
+    def _pooled_or_refuse(self) -> np.ndarray:
+        if self.pooled is None:
+            raise BadInput("this result has no pooled map: analyse with {pool}=N", param="pool")
+        return self.pooled
+
+    def _title(self, what: str) -> str:
+        how = f"blocks of {self.pool} pieces, {self.pool_by}"
+        return f"{self.model} · {self.T:,} pieces · {what} · {how}"
+
+    def view(self, layer: int = -1, head: int | None = None) -> AttentionView:
+        """One layer's head (or head mean when None), pooled, as a view that draws itself."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.views import AttentionView
+
+        pooled = self._pooled_or_refuse()
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
+        which = "head mean" if head is None else f"head {head}"
+        return AttentionView(
+            matrix=matrix,
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            title=self._title(f"layer {layer} · {which}"),
+            model=self.model,
+            layer=layer,
+            head=head,
+            units="tokens",
+            pair_start=None,
+        )
+
+    def heads_view(self, layer: int = -1) -> HeadsView:
+        """Every head of one layer, pooled."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.views import HeadsView
+
+        pooled = self._pooled_or_refuse()
+        layer = resolve_index(layer, self.layers, "layer")
+        return HeadsView(
+            matrices=pooled[layer],
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            panel_titles=[f"head {h}" for h in range(self.heads)],
+            title=self._title(f"layer {layer}"),
+            model=self.model,
+            layer=layer,
+            heads=list(range(self.heads)),
+            units="tokens",
+            pair_start=None,
+        )
+
+    def model_view(self) -> HeadsView:
+        """Every layer (rows) and head (columns), pooled."""
+        from attnviz.measures.views import HeadsView
+
+        pooled = self._pooled_or_refuse()
+        L, H, n, _ = pooled.shape
+        return HeadsView(
+            matrices=pooled.reshape(L * H, n, n),  # (L·H, n, n)
+            labels=self.pool_labels,
+            tokens=self.pool_labels,
+            panel_titles=[f"L{layer} H{head}" for layer in range(L) for head in range(H)],
+            title=self._title(f"{L} layers × {H} heads"),
+            model=self.model,
+            layer=None,
+            heads=list(range(H)),
+            units="tokens",
+            pair_start=None,
+            columns=H,
+        )
+
+    def row(self, layer: int = -1, head: int | None = None) -> QueryRow:
+        """The query's row (`query=` when analysed) in one layer's head, or the head mean,
+        as a list of pieces, largest weight first (what `show --query` prints)."""
+        from attnviz.limits import resolve_index
+        from attnviz.measures.query import QueryRow
+
+        if self.rows is None or self.labels is None or self.query is None:
+            raise BadInput("this result has no query row: analyse with {query}=WORD", param="query")
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        weights = self.rows[layer].mean(axis=0) if head is None else self.rows[layer, head]
+        order = np.argsort(-weights, kind="stable")
+        which = "head mean" if head is None else f"head {head}"
+        return QueryRow(
+            query=self.labels[self.query],
+            index=self.query,
+            keys=[f"{self.labels[j]} #{j}" for j in order],
+            indices=[int(j) for j in order],
+            weights=weights[order],
+            title=f"{self.model} · {self.T:,} pieces · layer {layer} · {which} · query "
+            f"{self.labels[self.query]} #{self.query}",
+            model=self.model,
+            layer=layer,
+            head=head,
+            units="tokens",
+        )
+
+    def profile_table(self, layers: Sequence[int] | None = None) -> Any:
+        """A rich Table of each head's distance profile (the share of its weight at each
+        distance), sink share and kind; `layers` (default: all)."""
+        from attnviz.limits import resolve_index
+        from attnviz.render.long import profile_table
+
+        chosen = (
+            list(range(self.layers))
+            if layers is None
+            else [resolve_index(x, self.layers, "layer") for x in layers]
+        )
+        kinds = [self.head_kinds(x) if x in chosen else [] for x in range(self.layers)]
+        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        return profile_table(
+            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen
+        )
+
+    def profile_figure(self, cmap: str = "viridis") -> Figure:
+        """The distance profiles as one heatmap: heads × distance bins."""
+        from attnviz.render.long import profile_figure
+
+        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.profile_table()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The arrays as lists, for JSON."""
+        return {
+            "model": self.model,
+            "pieces": self.T,
+            "distance_bins": self.bin_labels,
+            "profile": self.profile.tolist(),
+            "sink": self.sink.tolist(),
+            "pool": self.pool,
+            "pool_by": self.pool_by,
+            "pool_labels": self.pool_labels if self.pooled is not None else None,
+            "pooled": None if self.pooled is None else self.pooled.tolist(),
+            "query": self.query,
+            "rows": None if self.rows is None else self.rows.tolist(),
+        }
+
+    def check_layer(self, layer: int) -> int:
+        from attnviz.limits import resolve_index
+
+        return resolve_index(layer, self.layers, "layer")
