@@ -26,9 +26,12 @@ matter; seconds vary from machine to machine.
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
+    attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
+                                     shape (6 layers, 12 heads, 4 key/value heads), 512 pieces
+                                     (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder); by default all of them run.
+measures, stats, throughput, memory, decoder, decoder-measures); by default all of them run.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ GROUPS = (
     "throughput",
     "memory",
     "decoder",
+    "decoder-measures",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -380,6 +384,28 @@ def main() -> None:
                     ("show --layer 3 --out PNG", ["--layer", "3", "--out", png]),
                 )
             ]
+
+        if "decoder-measures" in only:
+            from benchmarks import decoder
+
+            small = decoder.write_decoder(
+                folder / "minilm-shaped", dtype="float32", shape=decoder.MINILM_SHAPED
+            )
+            for measure, pieces in (
+                ("norm", 512),
+                ("norm-res-ln", 512),
+                ("alti", 512),
+                ("value-zeroing", 256),  # T + 1 passes of each layer: 512 is past its bound
+            ):
+                plain = [*ATTNVIZ, "show", decoder.long_text(), "--model", str(small)]
+                plain += ["--max-tokens", str(pieces), "--truncate", "--no-cache", "--quiet"]
+                pair(
+                    f"attnviz show --measure {measure}, cold, decoder, {pieces} pieces",
+                    [*plain, "--measure", measure],
+                    plain,
+                    f"attnviz show, cold, the same {pieces} pieces",
+                    runs=min(args.runs, 3),
+                )
 
         throughput = None
         if "throughput" in only:

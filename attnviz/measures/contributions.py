@@ -22,6 +22,10 @@ Two measures, computed from the model's own numbers:
   cosine distance; each row is then normalised to sum to 1. [L, T, T]; costs T + 1
   passes of each layer, run as one batch per layer.
 
+On a decoder, whose norm comes before attention, the same four measures are computed by
+`attnviz.measures.decoder_parts`: there the block's parts are exact and stop at the residual
+stream, and a decoder family is computed only where its row of facts has been checked.
+
 Names: T pieces, C hidden size, nh heads, hs head size.
 """
 
