@@ -3,8 +3,8 @@
 Tiny random GPT-2, Llama (grouped-query), Mistral (a window shorter than the text) and
 Qwen2 (biases on q, k, v) checkpoints are written by tests/conftest.py. The references
 share no code with attnviz.measures: transformers' model runs in float64 with forward
-hooks that read each layer's input, its input norm's output, the attention's output and
-the residual stream before the feed-forward norm; the per-key parts are built from
+hooks that read each layer's input norm's output, the residual stream the feed-forward
+norm reads, and the layer's output; the per-key parts are built from
 transformers' own weights (v_proj and o_proj, GPT-2's c_attn and c_proj), and value
 zeroing is a forward hook on the value projection that zeroes one position.
 """
@@ -34,15 +34,10 @@ CASES: dict[str, tuple[str, dict]] = {
 
 
 def _modules(layer):  # type: ignore[no-untyped-def]
-    """(input norm, attention, feed-forward norm, value projection) of a transformers layer."""
+    """(input norm, feed-forward norm, value projection) of a transformers layer."""
     if hasattr(layer, "ln_1"):  # GPT-2
-        return layer.ln_1, layer.attn, layer.ln_2, layer.attn.c_attn
-    return (
-        layer.input_layernorm,
-        layer.self_attn,
-        layer.post_attention_layernorm,
-        layer.self_attn.v_proj,
-    )
+        return layer.ln_1, layer.ln_2, layer.attn.c_attn
+    return layer.input_layernorm, layer.post_attention_layernorm, layer.self_attn.v_proj
 
 
 def _run(model, ids, extra=None):  # type: ignore[no-untyped-def]
@@ -52,7 +47,7 @@ def _run(model, ids, extra=None):  # type: ignore[no-untyped-def]
     seen: list[dict] = [{} for _ in _layers(model)]
     handles = []
     for index, layer in enumerate(_layers(model)):
-        norm, attention, ff_norm, _ = _modules(layer)
+        norm, ff_norm, _ = _modules(layer)
         record = seen[index]
 
         def save(name, position="out", record=record):  # type: ignore[no-untyped-def]
@@ -64,7 +59,6 @@ def _run(model, ids, extra=None):  # type: ignore[no-untyped-def]
 
         handles += [
             norm.register_forward_hook(save("n")),
-            attention.register_forward_hook(save("attended")),
             ff_norm.register_forward_pre_hook(save("r", "in")),
             layer.register_forward_hook(save("out")),
         ]
@@ -163,7 +157,7 @@ def _value_zeroing(model, ids, index: int, seen) -> np.ndarray:  # type: ignore[
     import torch
 
     layer = _layers(model)[index]
-    value = _modules(layer)[3]
+    value = _modules(layer)[2]
     C = model.config.hidden_size
     original = seen[index]["out"]  # (T, C)
     T = original.shape[0]

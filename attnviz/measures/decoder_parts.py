@@ -248,7 +248,8 @@ def decoder_value_zeroing(
         return out[0] if isinstance(out, tuple) else out  # (B, T, C)
 
     original = outputs(heads[None])  # (1, T, C)
-    chunk = max(1, numbers // (T * max(C, ff_width)))  # keys per chunk
+    width = max(C, ff_width, attention.num_heads * attention.head_size)
+    chunk = max(1, numbers // (T * width))  # keys per chunk
     distances = []
     for start in range(0, T, chunk):
         js = slice(start, min(T, start + chunk))
