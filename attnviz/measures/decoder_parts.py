@@ -83,6 +83,11 @@ DECODER_FACTS: dict[str, DecoderFacts] = {
     "llama": DecoderFacts("Llama", input_norm="norm1"),
     "mistral": DecoderFacts("Mistral", input_norm="norm1"),
     "qwen2": DecoderFacts("Qwen2", input_norm="norm1"),
+    "qwen3": DecoderFacts("Qwen3", input_norm="norm1"),  # QK-norm changes α only
+    "phi3": DecoderFacts("Phi-3", input_norm="norm1"),
+    "gemma2": DecoderFacts("Gemma 2", input_norm="norm1", output_norm="attention_out_norm"),
+    "gemma3_text": DecoderFacts("Gemma 3", input_norm="norm1", output_norm="attention_out_norm"),
+    "gemma3": DecoderFacts("Gemma 3", input_norm="norm1", output_norm="attention_out_norm"),
 }
 
 
