@@ -10,6 +10,8 @@
     >>> a.row("ele", layer=3, head=7)           # one query's keys, largest first
     >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
     >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
+    >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
+    >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.
@@ -24,8 +26,17 @@ from attnviz.version import __version__
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.api import ModelDetails, analyse, head_stats, model_info, prepare, sample_sentences
+    from attnviz.api import (
+        ModelDetails,
+        analyse,
+        generate,
+        head_stats,
+        model_info,
+        prepare,
+        sample_sentences,
+    )
     from attnviz.errors import AttnvizError, BadInput
+    from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
@@ -40,6 +51,8 @@ _EXPORTS = {
     "analyse": "attnviz.api",
     "prepare": "attnviz.api",
     "head_stats": "attnviz.api",
+    "generate": "attnviz.api",
+    "Generation": "attnviz.generation",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
@@ -66,6 +79,7 @@ __all__ = [
     "AttnvizError",
     "BadInput",
     "Explanation",
+    "Generation",
     "HeadLink",
     "HeadLinks",
     "HeadRecord",
@@ -79,6 +93,7 @@ __all__ = [
     "Word",
     "__version__",
     "analyse",
+    "generate",
     "head_stats",
     "model_info",
     "prepare",

@@ -19,6 +19,7 @@ import numpy as np
 from attnviz import limits
 from attnviz.errors import BadInput
 from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, short
+from attnviz.lexicon import label, resolve_lang
 from attnviz.limits import TOP, check_choice, check_export, check_range, resolve_heads
 from attnviz.measures.views import (
     AttentionView,
@@ -89,10 +90,14 @@ class Analysis(TokenizedInput):
     @property
     def title(self) -> str:
         """The model's name as titles show it, marked when the numbers are not the plain model's."""
+        return self._title("en")
+
+    def _title(self, lang: str) -> str:
+        """`title` in `lang` (resolved)."""
         name = self.prepared.source.name
         if self.dtype != "float32":
-            name += f" (in {self.dtype})"
-        return f"{name} (modified: causal mask)" if self.causal else name
+            name = label(lang, "computed_in", model=name, dtype=self.dtype)
+        return label(lang, "modified_causal", model=name) if self.causal else name
 
     def __repr__(self) -> str:
         _, H, T, _ = self.attentions.shape
@@ -102,18 +107,19 @@ class Analysis(TokenizedInput):
             f"{T} pieces, text={short(self.text)!r}{', causal' if self.causal else ''}>"
         )
 
-    @property
-    def _source(self) -> Source:
+    def _source(self, lang: str = "en") -> Source:
         return Source(
             self.attentions,
             self.pieces,
-            self.title,
+            self._title(lang),
             kept=self.layers,
             num_layers=self.prepared.num_layers,
+            lang=lang,
+            **self._mask,
         )
 
     def _whole(self, what: str) -> None:
-        self._source.whole(what)
+        self._source().whole(what)
 
     def _measured(
         self,
@@ -122,25 +128,41 @@ class Analysis(TokenizedInput):
         head: int | None = None,
         heads: Sequence[int] | None = None,
         view: str = "show",
+        lang: str = "en",
     ) -> Source:
         """What the views draw for `measure`: the weights, or a contribution measure."""
         from attnviz.measures.contributions import PER_LAYER, check_measure, describe_measure
 
         check_measure(measure, head=head, heads=heads, view=view)
-        note = describe_measure(measure)
+        note = describe_measure(measure, lang)
         if measure == "weight":
-            return self._source
+            return self._source(lang)
         self._whole(f"measure {measure!r}")
         values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
         per_layer = measure in PER_LAYER
         return Source(
             values[:, None] if per_layer else values,  # (L, H or 1, T, T)
             self.pieces,
-            self.title,
+            self._title(lang),
             measure=measure,
             per_layer=per_layer,
             note=f" · {note}",
+            lang=lang,
+            **self._mask,
         )
+
+    @property
+    def _mask(self) -> dict[str, Any]:
+        """The model's mask, as `Source` takes it: causal, and each layer's sliding window."""
+        return {"causal": self.causal or self.model.decoder, "windows": self._windows}
+
+    @property
+    def _windows(self) -> tuple[int | None, ...]:
+        """Each model layer's sliding window in pieces (None: none); () for an encoder."""
+        decoder = self.prepared.shape.decoder
+        if decoder is None:
+            return ()
+        return tuple(decoder.window(layer) for layer in range(decoder.num_layers))
 
     # ------------------------------------------------------------ views
 
@@ -152,16 +174,21 @@ class Analysis(TokenizedInput):
         *,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str | None = None,
     ) -> AttentionView:
         """One layer's head, or the mean over its heads when `head` is None.
 
         Layers and heads count from 0; negative numbers count from the end. `units` is
         "words" (pieces merged back into the words of the text) or "tokens".
-        `exclude` ("special", "punct" or both) drops those tokens and renormalises
-        each row over the keys left. `measure` draws a contribution measure instead of
-        the weights (see `measure()`); a per-layer measure takes no `head`.
+        `exclude` ("special", "punct", "first" (alias "sink") or a list of them) drops
+        those tokens and renormalises each row over the keys left. `measure` draws a
+        contribution measure instead of the weights (see `measure()`); a per-layer measure
+        takes no `head`. `lang` is the language of the titles and labels, "en" or "pt"
+        (every verb that draws takes it; None: Portuguese when LC_ALL, LC_MESSAGES or LANG
+        starts with pt).
         """
-        return layer_view(self._measured(measure, head=head), layer, head, units, exclude)
+        source = self._measured(measure, head=head, lang=resolve_lang(lang))
+        return layer_view(source, layer, head, units, exclude)
 
     def row(
         self,
@@ -171,12 +198,13 @@ class Analysis(TokenizedInput):
         units: str = "words",
         *,
         exclude: Exclude = None,
+        lang: str | None = None,
     ) -> QueryRow:
         """One query's attention in one head (or the head mean), keys sorted by weight.
 
         `query` is a word of the text (any case or accents; `ele#2` for the second).
         """
-        return self.view(layer, head, units, exclude=exclude).row(query)
+        return self.view(layer, head, units, exclude=exclude, lang=lang).row(query)
 
     def heads(
         self,
@@ -186,9 +214,10 @@ class Analysis(TokenizedInput):
         *,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str | None = None,
     ) -> HeadsView:
         """Every head of one layer (or those listed in `heads`), side by side."""
-        source = self._measured(measure, heads=heads, view="heads")
+        source = self._measured(measure, heads=heads, view="heads", lang=resolve_lang(lang))
         return heads_view(source, layer, heads, units, exclude)
 
     def model_view(
@@ -198,9 +227,11 @@ class Analysis(TokenizedInput):
         *,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str | None = None,
     ) -> HeadsView:
         """Every layer and head at a glance (or the `heads` listed, in every layer)."""
-        return model_view(self._measured(measure, heads=heads), heads, units, exclude)
+        source = self._measured(measure, heads=heads, lang=resolve_lang(lang))
+        return model_view(source, heads, units, exclude)
 
     def rollout(
         self,
@@ -212,6 +243,7 @@ class Analysis(TokenizedInput):
         measure: str = "weight",
         method: str = "rollout",
         progress: Callable[[int], None] | None = None,
+        lang: str | None = None,
     ) -> RolloutView:
         """Attention rollout (Abnar & Zuidema 2020) through layer `upto` (None: the last).
 
@@ -222,9 +254,8 @@ class Analysis(TokenizedInput):
         already contain the residual. `method="flow"` computes attention flow (maximum
         flow through the layers; at most 64 pieces), calling `progress(n)` as it goes.
         """
-        return rollout_view(
-            self._measured(measure), upto, units, top, exclude, method=method, progress=progress
-        )
+        source = self._measured(measure, lang=resolve_lang(lang))
+        return rollout_view(source, upto, units, top, exclude, method=method, progress=progress)
 
     def find(
         self,
@@ -234,6 +265,7 @@ class Analysis(TokenizedInput):
         units: str = "words",
         exclude: Exclude = None,
         top: int = 10,
+        lang: str | None = None,
     ) -> HeadLinks:
         """Every (layer, head) ranked by the weight from the word `source` to `target`.
 
@@ -245,7 +277,7 @@ class Analysis(TokenizedInput):
 
         self._whole("find")
         return find_links(
-            self._source,
+            self._source(resolve_lang(lang)),
             source,
             target,
             units=units,
@@ -282,6 +314,7 @@ class Analysis(TokenizedInput):
         measures: Sequence[str] | None = None,
         units: str = "words",
         top: int = 5,
+        lang: str | None = None,
     ) -> Comparison:
         """For one query word, how each measure ranks the keys in `layer`, side by side.
 
@@ -303,6 +336,7 @@ class Analysis(TokenizedInput):
                 f"{type(measures).__name__}",
                 param="measures",
             )
+        lang = resolve_lang(lang)
         chosen = list(MEASURES) if measures is None else list(measures)
         if not chosen:
             raise BadInput("name at least one measure to compare")
@@ -319,18 +353,25 @@ class Analysis(TokenizedInput):
         _word(query, "query")
         check_decoder_comparison(self.prepared, chosen)
         check_measure_cost(self.prepared, [m for m in chosen if m not in self._measures])
-        views = [self.view(layer, None, units, measure=m) for m in chosen]
+        views = [self.view(layer, None, units, measure=m, lang=lang) for m in chosen]
         q = find_label(views[0].tokens, query, "query")
         from attnviz.measures.compare import Comparison
 
         return Comparison(
-            title=f"{self.title} · layer {views[0].layer} · query {views[0].tokens[q]}",
+            title=label(
+                lang,
+                "compare_title",
+                title=self._title(lang),
+                layer=views[0].layer,
+                query=views[0].tokens[q],
+            ),
             query=q,
             labels=views[0].tokens,
             layer=views[0].layer,
             measures=chosen,
             values=np.stack([v.matrix[q] for v in views]),  # (M, N)
             top=check_range(top, "top", TOP),
+            lang=lang,
         )
 
     def explain(
@@ -340,20 +381,21 @@ class Analysis(TokenizedInput):
         index: int | None = None,
         layer: int = -1,
         head: int = 0,
-        lang: str = "en",
+        lang: str | None = None,
     ) -> Explanation:
         """How one query's attention in one head is computed, every intermediate kept.
 
         Name the query by a word of the text (`token="ele"`, `"ele#2"` for the second)
         or by a piece index (`index=`). `lang` ("en" or "pt") is the language the
-        explanation prints in. Runs the encoder again to read the layer's input.
+        explanation prints in (None: Portuguese when the locale is). Runs the encoder again
+        to read the layer's input.
         """
         return self.prepared.explain(
             token=token,
             index=index,
             layer=layer,
             head=head,
-            lang=lang,
+            lang=resolve_lang(lang),
             mask="causal" if self.causal else "none",
         )
 
@@ -366,13 +408,14 @@ class Analysis(TokenizedInput):
         units: str,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str = "en",
     ) -> AttentionView | HeadsView:
         check_choice(view, VIEWS, "view")
         if view == "heads":
-            return self.heads(layer, heads, units, exclude=exclude, measure=measure)
+            return self.heads(layer, heads, units, exclude=exclude, measure=measure, lang=lang)
         if view == "model":
-            return self.model_view(heads, units, exclude=exclude, measure=measure)
-        return self.view(layer, head, units, exclude=exclude, measure=measure)
+            return self.model_view(heads, units, exclude=exclude, measure=measure, lang=lang)
+        return self.view(layer, head, units, exclude=exclude, measure=measure, lang=lang)
 
     def figure(
         self,
@@ -387,9 +430,10 @@ class Analysis(TokenizedInput):
         annotate: bool = False,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str | None = None,
     ) -> Figure:
         """A matplotlib Figure of `view`: "show" (one head or the mean), "heads", "model"."""
-        chosen = self._pick(view, layer, head, heads, units, exclude, measure)
+        chosen = self._pick(view, layer, head, heads, units, exclude, measure, resolve_lang(lang))
         return chosen.figure(cmap=cmap, theme=theme, annotate=annotate)
 
     def save(
@@ -408,6 +452,7 @@ class Analysis(TokenizedInput):
         annotate: bool = False,
         exclude: Exclude = None,
         measure: str = "weight",
+        lang: str | None = None,
     ) -> Path:
         """Write an image of `view` (.png, .svg, .pdf), an interactive page (.html) or the
         raw attention (.npz, .json).
@@ -415,8 +460,10 @@ class Analysis(TokenizedInput):
         The data files are those `attnviz export` writes (with a `measure` other than the
         weights, `.npz` also holds it under its name); the page is `html()`, opened on
         `view` at `layer` and `head`. `theme` is "light" (images) or "auto" (pages) when
-        not given. All of the file or nothing.
+        not given. `lang` ("en" or "pt") is the language of an image's or a page's labels.
+        All of the file or nothing.
         """
+        lang = resolve_lang(lang)
         path = _path(path)
         style = ImageStyle(dpi, cmap, theme or "light", transparent, annotate)
         check_output(path, IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES, style)
@@ -433,12 +480,18 @@ class Analysis(TokenizedInput):
         check_page_measure(path, measure)
         if suffix in HTML_SUFFIXES:
             page = self.html(
-                view, layer=layer, head=head, heads=heads, units=units, theme=theme or "auto"
+                view,
+                layer=layer,
+                head=head,
+                heads=heads,
+                units=units,
+                theme=theme or "auto",
+                lang=lang,
             )
             with atomic_write(path, "w") as handle:
                 handle.write(page)
             return path
-        chosen = self._pick(view, layer, head, heads, units, exclude, measure)
+        chosen = self._pick(view, layer, head, heads, units, exclude, measure, lang)
         return chosen.save(
             path,
             dpi=dpi,
@@ -468,6 +521,7 @@ class Analysis(TokenizedInput):
             "kind": self.model.kind,
             "causal": self.causal or self.model.decoder,  # a decoder's own mask, or a what-if
             "dtype": self.dtype,
+            "windows": self._windows,
         }
 
     def _page_options(
@@ -478,6 +532,7 @@ class Analysis(TokenizedInput):
         heads: Sequence[int] | None,
         units: str,
         theme: str,
+        lang: str = "en",
     ) -> dict[str, Any]:
         """Where the page opens, checked as the views check it."""
         check_choice(view, PAGE_VIEWS, "view")
@@ -494,14 +549,26 @@ class Analysis(TokenizedInput):
             "word_labels": [w.label for w in words],
             "pair_start": self.pair_start,
             "pair_word_start": word_start,
-            "title": self.title,
+            "title": self._title(lang),
             "view": {"show": "matrix", "heads": "heads", "model": "model"}.get(view, view),
             "layer": chosen.layer,
             "head": chosen.head,
             "heads": resolve_heads(heads, self.model.heads),
             "units": units,
             "theme": theme,
+            "lang": lang,
+            "masked": self._piece_masks(),
         }
+
+    def _piece_masks(self) -> np.ndarray | None:
+        """(L, T, T) bool: the keys each held layer hides from each query, over the pieces;
+        None when nothing is hidden (an encoder)."""
+        source = self._source()
+        layers = self._layer_numbers
+        masks = [source.hidden(layer) for layer in layers]
+        if any(mask is None for mask in masks):
+            return None
+        return np.stack([mask for mask in masks if mask is not None])  # (L, T, T)
 
     # ------------------------------------------------------------ interactive pages
 
@@ -514,6 +581,7 @@ class Analysis(TokenizedInput):
         heads: Sequence[int] | None = None,
         units: str = "words",
         theme: str = "auto",
+        lang: str | None = None,
     ) -> str:
         """One self-contained HTML page to explore every layer and head, offline.
 
@@ -521,6 +589,7 @@ class Analysis(TokenizedInput):
         per head; bertviz's head view), "show" (one head's heatmap, with the exact weight
         under the pointer) or "model" (every layer and head); at `layer`, `head`, and
         with `heads` selected. `theme` is "auto" (the reader's setting), "light" or "dark".
+        `lang` ("en" or "pt") is the language of the page's controls and captions.
         """
         from attnviz.render.html import page
 
@@ -529,26 +598,27 @@ class Analysis(TokenizedInput):
         return page(
             self.attentions,
             self.labels,
-            **self._page_options(view, layer, head, heads, units, theme),
+            **self._page_options(view, layer, head, heads, units, theme, resolve_lang(lang)),
         )
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in an analysis shows the interactive view."""
         from attnviz.render.html import fragment
 
+        lang = resolve_lang(None)
         if self.layers is not None or self.attentions.size > limits.PAGE_WEIGHTS:
-            return self.view(self._last)._repr_html_()  # one layer's matrix
-        options = self._page_options("heads", -1, None, None, "words", "auto")
+            return self.view(self._last, lang=lang)._repr_html_()  # one layer's matrix
+        options = self._page_options("heads", -1, None, None, "words", "auto", lang)
         return fragment(self.attentions, self.labels, **options)
 
     # ------------------------------------------------------------ display
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """`rich.print(analysis)` draws the last layer's head mean, as `attnviz show` does."""
-        yield self.view(self._last)
+        yield self.view(self._last, lang=resolve_lang(None))
 
     def _repr_png_(self) -> bytes:
-        return self.view(self._last)._repr_png_()
+        return self.view(self._last, lang=resolve_lang(None))._repr_png_()
 
     @property
     def _last(self) -> int:

@@ -13,21 +13,33 @@ import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attnviz import perf
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES, MASKS
+from attnviz.lexicon import resolve_lang
 from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
 from attnviz.prepared import Prepared
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from attnviz.analysis import Analysis
+    from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
 
-__all__ = ["ModelDetails", "analyse", "head_stats", "model_info", "prepare", "sample_sentences"]
+__all__ = [
+    "ModelDetails",
+    "analyse",
+    "generate",
+    "head_stats",
+    "model_info",
+    "prepare",
+    "sample_sentences",
+]
 
 
 def prepare(
@@ -38,6 +50,7 @@ def prepare(
     truncate: bool = False,
     cache: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> Prepared:
     """Find the model and tokenize `text` for it, without loading weights or importing torch.
 
@@ -46,19 +59,29 @@ def prepare(
     (encoders only). A text longer than `max_tokens` pieces (default: the model's limit;
     for a decoder at most 2,048) is refused, unless `truncate` keeps its start.
     `cache=False` keeps nothing on disk (a tokenizer converted from vocab.txt included).
+    A decoder whose tokenizer adds no start token gets the model's own start token (BOS)
+    in front, as interpretability tools read decoders; `bos=False` reads the text exactly
+    as typed, without even the start token a tokenizer adds itself (then the first word
+    takes the start token's role: the attention sink).
     """
     from attnviz.pipeline import prepare as _prepare
 
     model = _model(model)
-    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    truncate, cache, bos = _flag(truncate, "truncate"), _flag(cache, "cache"), _flag(bos, "bos")
     max_tokens = _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
     source, config, pieces = _prepare(
-        text, model=model, pair=pair, truncate=truncate, use_cache=cache, max_tokens=max_tokens
+        text,
+        model=model,
+        pair=pair,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+        bos=bos,
     )
-    return Prepared(source, config, pieces, truncate, max_tokens)
+    return Prepared(source, config, pieces, truncate, max_tokens, bos)
 
 
 def analyse(
@@ -72,6 +95,7 @@ def analyse(
     cache: bool = True,
     layers: Sequence[int] | None = None,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
 
@@ -81,17 +105,89 @@ def analyse(
     text seen before is not computed again (off when ATTNVIZ_NO_CACHE is set).
     `layers` keeps only those layers (`attentions[i]` is layer `analysis.layers[i]`): a
     long input whose whole attention is over `attnviz.limits.attention_budget()` needs it.
-    `max_tokens` bounds the input (see `prepare`).
+    `max_tokens` bounds the input and `bos=False` reads a decoder's text without its
+    start token (see `prepare`).
     """
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
-                         cache=cache, max_tokens=max_tokens)  # fmt: skip
+                         cache=cache, max_tokens=max_tokens, bos=bos)  # fmt: skip
         if hit is not None:
             return hit
     prepared = prepare(
-        text, pair=pair, model=model, truncate=truncate, cache=cache, max_tokens=max_tokens
+        text,
+        pair=pair,
+        model=model,
+        truncate=truncate,
+        cache=cache,
+        max_tokens=max_tokens,
+        bos=bos,
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+
+
+def generate(
+    prompt: str,
+    *,
+    model: str | None = None,
+    max_new: int = 20,
+    sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    dtype: str = "float32",
+    max_tokens: int | None = None,
+    bos: bool = True,
+    on_text: Callable[[str], None] | None = None,
+) -> Generation:
+    """A decoder writes after `prompt`, and keeps what it attended to at each step.
+
+    Greedy (the most likely token each step) unless `sample`: then each token is drawn
+    from the softmax of the logits / `temperature`, among the `top_k` likeliest (None:
+    all), with `seed` for a repeatable draw. Stops after an end token or `max_new` tokens
+    (1 to 512; each step keeps a row per layer and head over everything before it, so
+    512 steps after 100 pieces on a 30-layer, 9-head model keep about 210 MB; more than
+    `attnviz.limits.attention_budget()` is refused before any work). `model` must be a
+    decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head. `on_text(s)` receives the
+    continuation as it is written. The prompt is bounded, and `bos` puts the model's start
+    token in front where the tokenizer adds none, as in `prepare`.
+    """
+    from attnviz.generation import MAX_NEW, check_generation, run
+
+    _text(prompt, "the prompt")
+    model = _model(model)
+    max_new = check_range(max_new, "max_new", (1, MAX_NEW))
+    sample = _flag(sample, "sample")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise BadInput(f"{{temperature}} must be a number, got {type(temperature).__name__}",
+                       param="temperature")  # fmt: skip
+    if not 0.01 <= float(temperature) <= 100:
+        raise BadInput(f"{{temperature}} {temperature} is out of range: use 0.01..100",
+                       param="temperature")  # fmt: skip
+    if top_k is not None:
+        top_k = check_range(top_k, "top_k", (1, 10_000_000))
+    if seed is not None:
+        seed = check_range(seed, "seed", (0, 2**63 - 1))
+    if (top_k is not None or seed is not None or temperature != 1.0) and not sample:
+        raise BadInput(
+            "{temperature}, {top_k} and {seed} shape a draw: pass {sample} too (greedy takes "
+            "the likeliest token and draws nothing)",
+            param=("temperature", "top_k", "seed", "sample"),
+        )
+    check_choice(dtype, DTYPES, "dtype")
+    if on_text is not None and not callable(on_text):
+        raise BadInput(f"on_text must be a function of a str, got {type(on_text).__name__}")
+    prepared = prepare(prompt, model=model, max_tokens=_max_tokens(max_tokens), bos=bos)
+    check_generation(prepared, max_new, dtype=dtype)
+    return run(
+        prepared,
+        max_new=max_new,
+        sample=sample,
+        temperature=float(temperature),
+        top_k=top_k,
+        seed=seed,
+        dtype=dtype,
+        on_text=on_text,
+    )
 
 
 def from_cache(
@@ -104,6 +200,7 @@ def from_cache(
     truncate: bool = False,
     cache: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> Analysis | None:
     """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
 
@@ -113,7 +210,7 @@ def from_cache(
     from attnviz.pipeline import cached
 
     model = _model(model)
-    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    truncate, cache, bos = _flag(truncate, "truncate"), _flag(cache, "cache"), _flag(bos, "bos")
     max_tokens = _max_tokens(max_tokens)
     _text(text, "the text")
     if pair is not None:
@@ -130,6 +227,7 @@ def from_cache(
         causal=causal,
         dtype=dtype,
         max_tokens=max_tokens,
+        bos=bos,
     )
     if hit is None:
         return None
@@ -137,7 +235,7 @@ def from_cache(
 
     (source, config, pieces), attentions = hit
     return Analysis(
-        Prepared(source, config, pieces, truncate, max_tokens), attentions, causal, dtype
+        Prepared(source, config, pieces, truncate, max_tokens, bos), attentions, causal, dtype
     )
 
 
@@ -152,10 +250,13 @@ def head_stats(
     dtype: str = "float32",
     progress: Callable[[int], None] | None = None,
     max_tokens: int | None = None,
+    bos: bool = True,
+    lang: str | None = None,
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
-    `max_tokens` bounds each sentence in pieces, as in `prepare`; a sentence whose
+    `max_tokens` bounds each sentence in pieces and `bos=False` reads a decoder's sentences
+    without its start token, as in `prepare`; a sentence whose
     attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
 
     `texts` is any iterable of sentences (a list, a generator, an open file's lines):
@@ -166,6 +267,8 @@ def head_stats(
     `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
     torch's choice). Only running sums are kept, never the attention arrays.
     `progress(n)` is called after each batch with the number of sentences it held.
+    `lang` ("en" or "pt"; None: Portuguese when LC_ALL, LC_MESSAGES or LANG starts with pt)
+    is the language of the table's and the figure's labels.
     A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
     `next`, and leave out each sentence's first query, which sees only itself.
     """
@@ -180,8 +283,9 @@ def head_stats(
             f"{type(texts).__name__}: head_stats([text]) for one sentence"
         )
     model = _model(model)
-    truncate = _flag(truncate, "truncate")
+    truncate, bos = _flag(truncate, "truncate"), _flag(bos, "bos")
     max_tokens = _max_tokens(max_tokens)
+    lang = resolve_lang(lang)
     if progress is not None and not callable(progress):
         raise BadInput(
             f"progress must be a function of the sentences done, or None; got "
@@ -201,7 +305,8 @@ def head_stats(
     dropped = 0
     firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
     texts = itertools.chain(first, sentences)
-    for corpus in corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens):
+    chunks = corpus_chunks(texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos)
+    for corpus in chunks:
         shape = corpus.shape
         if sums is None:
             sums = StatsAccumulator(shape.layers, shape.heads)
@@ -247,6 +352,7 @@ def head_stats(
         queries=sums.queries,
         dropped=dropped,
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
+        lang=lang,
     )
 
 
@@ -320,6 +426,12 @@ class ModelDetails:
     shape: ModelShape  # every size its config gives, a decoder's positions and window
     parameters: int  # the encoder's (a decoder's LM head not counted)
     weights: tuple[str, ...]  # the weight files' names, shards in order; () when there are none
+    # A decoder's start token (BOS) and who puts it in front: "tokenizer", "attnviz" (the
+    # tokenizer adds none; `bos=False` reads the text as typed) or None (no start token).
+    start_token: str | None = None
+    start_by: str | None = None
+    quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
+    computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
 
 
 def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
@@ -332,13 +444,38 @@ def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
     from attnviz.model.weights import count_parameters, weight_files
 
     source = locate(_model(model))
-    shape = describe(read_config(source.folder))
+    config = read_config(source.folder)
+    shape = describe(config)
     try:
         weights = tuple(path.name for path in weight_files(source.folder))
     except AttnvizError:
         weights = ()
     info = ModelInfo.read(source, shape)
-    return ModelDetails(info, shape, count_parameters(source.folder), weights)
+    start, by = _start(source.folder, config) if shape.causal else (None, None)
+    parameters = count_parameters(source.folder)
+    if source.gguf is not None:
+        from attnviz.model.gguf_convert import quantization
+        from attnviz.model.gguf_convert import source as gguf_source
+
+        about = gguf_source(source.folder) or {}
+        computes = "float32, from dequantized weights"
+        return ModelDetails(
+            info, shape, parameters, (source.gguf.name,), start, by, quantization(about), computes
+        )
+    return ModelDetails(info, shape, parameters, weights, start, by)
+
+
+def _start(folder: Path, config: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A decoder's start token and who adds it: ("<s>", "tokenizer"), ("<|endoftext|>",
+    "attnviz") or (None, None) when the model defines none."""
+    from attnviz.text.tokenize import load_tokenizer, start_token
+
+    tokenizer = load_tokenizer(folder)
+    added = start_token(tokenizer, folder, config)
+    if added is not None:
+        return added[0], "attnviz"
+    first = tokenizer.encode("").ids[:1]  # a tokenizer that adds a start token adds it here too
+    return (tokenizer.id_to_token(first[0]), "tokenizer") if first else (None, None)
 
 
 def check_head_stats(

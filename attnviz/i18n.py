@@ -123,6 +123,12 @@ _EN: dict[str, str] = {
         "Here weight and contribution agree on the top key, {label}: weight {weight}, "
         "contribution {contribution}."
     ),
+    "step7_sink": (
+        "{label} looks like an attention sink: it takes weight {weight}, but its transformed "
+        "value is small (‖f(x)‖ {norm}, against a median of {median} for the other keys), so "
+        "the head parks there and adds little: read the contributions, not the weight, or "
+        "drop it with --exclude first."
+    ),
     "step7_top": "Top {n} by weight: {by_weight}. Top {n} by contribution: {by_contribution}.",
     # 8. join and output projection
     "step8": "8. Join the heads, then the output projection",
@@ -211,6 +217,32 @@ _EN: dict[str, str] = {
         "the query and piece j are, not on where they sit. The scores below use the turned "
         "q and kⱼ."
     ),
+    "step2a": "2a. QK-norm: q and k normalised, head by head",
+    "step2a_body": (
+        "Before turning them, this model normalises each head's q and every key kⱼ on their "
+        "own ({norm} over the head's {dk} numbers: divided by their root mean square, then "
+        "times a learned gain), so that their sizes stay in a narrow range whatever the "
+        "layer reads. The query's q and its own key, before and after:"
+    ),
+    "step2b_local": (
+        "Layer {layer} slides a window, and Gemma 3 turns its sliding layers with their own "
+        "base, θ = {theta}; its full layers use θ = {full}."
+    ),
+    "step2b_partial": (
+        "This model turns only the first {r} of the head's {dk} numbers ({pairs} pairs); "
+        "the other {rest} pass unturned."
+    ),
+    "step4_scalar": (
+        "Gemma scales by 1/√query_pre_attn_scalar, set in its config, rather than by "
+        "1/√d_k (d_k is {dk}): 1/√{scalar} = {scale}; the highest score becomes {scaled}."
+    ),
+    "step4_softcap": (
+        "Then the scores are soft-capped (attn_logit_softcapping = {cap}): each becomes "
+        "tanh(sⱼ / {cap}) × {cap}, which leaves small scores almost as they are and squashes "
+        "large ones under {cap}. The highest, {before}, becomes {after}."
+    ),
+    "f_step4_softcap": "s'ⱼ = tanh(sⱼ / {cap}) × {cap}",
+    "col_capped": "capped",
     "step4_off": (
         "This model's config turns the 1/√d_k scale off (scale_attn_weights is false): the "
         "scores are not divided by √{dk}."
@@ -379,6 +411,12 @@ _PT: dict[str, str] = {
         "Aqui peso e contribuição concordam sobre a key principal, {label}: peso {weight}, "
         "contribuição {contribution}."
     ),
+    "step7_sink": (
+        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas o "
+        "seu value transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} nas "
+        "outras keys); a cabeça estaciona ali e acrescenta pouco: leia as contribuições, não "
+        "o peso, ou retire-o com --exclude first."
+    ),
     "step7_top": (
         "As {n} maiores por peso: {by_weight}. As {n} maiores por contribuição: {by_contribution}."
     ),
@@ -468,6 +506,33 @@ _PT: dict[str, str] = {
         "distância entre a query e a peça j, não de onde elas estão. Os scores abaixo usam "
         "q e kⱼ já girados."
     ),
+    "step2a": "2a. QK-norm: q e k normalizados, cabeça por cabeça",
+    "step2a_body": (
+        "Antes de girá-los, este modelo normaliza o q de cada cabeça e cada key kⱼ "
+        "separadamente ({norm} sobre os {dk} números da cabeça: divididos pela raiz da "
+        "média dos quadrados, depois vezes um ganho aprendido), para que seus tamanhos "
+        "fiquem numa faixa estreita, seja o que for que a camada lê. O q da query e a sua "
+        "própria key, antes e depois:"
+    ),
+    "step2b_local": (
+        "A camada {layer} tem janela deslizante, e o Gemma 3 gira as camadas com janela com "
+        "uma base própria, θ = {theta}; as camadas completas usam θ = {full}."
+    ),
+    "step2b_partial": (
+        "Este modelo gira só os primeiros {r} dos {dk} números da cabeça ({pairs} pares); "
+        "os outros {rest} passam sem girar."
+    ),
+    "step4_scalar": (
+        "O Gemma escala por 1/√query_pre_attn_scalar, definido na sua config, em vez de "
+        "1/√d_k (d_k é {dk}): 1/√{scalar} = {scale}; o maior score passa a {scaled}."
+    ),
+    "step4_softcap": (
+        "Depois os scores são limitados suavemente (attn_logit_softcapping = {cap}): cada um "
+        "vira tanh(sⱼ / {cap}) × {cap}, o que deixa os scores pequenos quase iguais e "
+        "espreme os grandes abaixo de {cap}. O maior, {before}, vira {after}."
+    ),
+    "f_step4_softcap": "s'ⱼ = tanh(sⱼ / {cap}) × {cap}",
+    "col_capped": "limitado",
     "step4_off": (
         "A config deste modelo desliga a escala 1/√d_k (scale_attn_weights é false): os "
         "scores não são divididos por √{dk}."
@@ -533,9 +598,16 @@ CATALOGUE: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}
 
 
 def default_lang(environ: Mapping[str, str] | None = None) -> str:
-    """ "pt" when LANG starts with pt (pt_BR.UTF-8, pt_PT), else "en"."""
+    """ "pt" when the locale's messages are Portuguese (pt_BR.UTF-8, pt_PT), else "en".
+
+    The locale is read as POSIX reads it for messages: the first of LC_ALL, LC_MESSAGES
+    and LANG that is set and not empty."""
     env = os.environ if environ is None else environ
-    return "pt" if env.get("LANG", "").strip().lower().startswith("pt") else "en"
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(name, "").strip().lower()
+        if value:
+            return "pt" if value.startswith("pt") else "en"
+    return "en"
 
 
 def check_lang(lang: str) -> str:

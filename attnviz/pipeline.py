@@ -19,7 +19,7 @@ from attnviz.errors import AttnvizError, BadInput
 from attnviz.model.families import ModelShape, describe, read_config
 from attnviz.model.locate import ModelSource, locate
 from attnviz.text.pieces import Pieces
-from attnviz.text.tokenize import load_tokenizer, tokenize
+from attnviz.text.tokenize import load_tokenizer, own_start, start_token, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +50,8 @@ class Request(Protocol):
     def truncate(self) -> bool: ...
     @property
     def max_tokens(self) -> int | None: ...
+    @property
+    def bos(self) -> bool: ...
 
 
 def prepare(
@@ -60,14 +62,17 @@ def prepare(
     truncate: bool = False,
     use_cache: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
     `use_cache` lets a tokenizer that transformers had to convert be kept in the cache.
     `max_tokens` bounds the input in pieces (default: the model's limit, and for a
-    decoder at most `limits.DECODER_TOKENS`).
+    decoder at most `limits.DECODER_TOKENS`). `bos`: a decoder whose tokenizer adds no
+    start token gets the model's own in front (`text.tokenize.start_token`); False reads
+    the text exactly as typed.
     """
-    source = locate(model)
+    source = locate(model, use_cache=use_cache)
     config = read_config(source.folder)
     shape = describe(config)
     if pair is not None and shape.causal:
@@ -77,10 +82,32 @@ def prepare(
             param="pair",
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
-    limit, why = shape.token_limit(max_tokens)
-    pieces = tokenize(tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
+    pieces = tokenize(
+        tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, **start
+    )
     _check_vocabulary(pieces, shape, source)
     return Tokenized(source, config, pieces)
+
+
+def _bounds(
+    tokenizer: Any,
+    source: ModelSource,
+    config: dict[str, Any],
+    max_tokens: int | None,
+    bos: bool,
+) -> tuple[dict[str, Any], int, str]:
+    """(how `tokenize` treats the start token, the most pieces the input may have, why that
+    bound). A decoder read with `bos` gets the model's start token in front when its
+    tokenizer adds none (it takes one of the positions); read as typed (`bos=False`), a
+    start token its tokenizer adds is taken off."""
+    shape = describe(config)
+    limit, why = shape.token_limit(max_tokens)
+    if not shape.causal:
+        return {}, limit, why
+    if bos:
+        return {"start": start_token(tokenizer, source.folder, config)}, limit, why
+    return {"unstart": own_start(tokenizer)}, limit, why
 
 
 def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) -> None:
@@ -138,6 +165,7 @@ def cached(
     causal: bool = False,
     dtype: str = "float32",
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> tuple[Tokenized, np.ndarray] | None:
     """The tokenized input and attentions of a text seen before, from the cache alone: no
     tokenizer, no torch.
@@ -160,6 +188,7 @@ def cached(
             dtype=dtype,
             truncate=truncate,
             max_tokens=max_tokens,
+            bos=bos and shape.causal,
         )
     except OSError:
         return None  # compute's own lookup says why
@@ -209,6 +238,7 @@ def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
             dtype=dtype,
             truncate=prepared.truncate,
             max_tokens=prepared.max_tokens,
+            bos=prepared.bos and describe(prepared.config).causal,
         )
     except OSError as exc:
         notices.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
@@ -257,9 +287,12 @@ class Batch:
     attentions: Any  # (L, B, H, Tmax, Tmax) float32 numpy, or a tensor; padded keys weigh 0
 
 
-def prepare_corpus(texts: list[str], *, model: str | None = None, truncate: bool = False) -> Corpus:
+def prepare_corpus(
+    texts: list[str], *, model: str | None = None, truncate: bool = False, bos: bool = True
+) -> Corpus:
     """Tokenize every sentence for `model` with one tokenizer, without importing torch."""
-    return next(corpus_chunks(texts, model=model, truncate=truncate, chunk=max(1, len(texts))))
+    chunk = max(1, len(texts))
+    return next(corpus_chunks(texts, model=model, truncate=truncate, chunk=chunk, bos=bos))
 
 
 # Sentences tokenized at a time by `corpus_chunks`: a tokenized sentence holds some
@@ -275,18 +308,19 @@ def corpus_chunks(
     truncate: bool = False,
     chunk: int = CHUNK_SENTENCES,
     max_tokens: int | None = None,
+    bos: bool = True,
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
     One model lookup and one tokenizer serve every chunk; a sentence's number in an
     error counts from the first sentence of `texts`. At least one chunk is yielded
-    (empty when `texts` is).
+    (empty when `texts` is). `bos` as in `prepare`.
     """
     source = locate(model)
     config = read_config(source.folder)
     tokenizer = load_tokenizer(source.folder)
     shape = describe(config)
-    limit, why = shape.token_limit(max_tokens)
+    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos)
     texts = iter(texts)
     number = 0
     while True:
@@ -295,7 +329,14 @@ def corpus_chunks(
             number += 1
             try:
                 pieces.append(
-                    tokenize(tokenizer, text, max_positions=limit, truncate=truncate, why=why)
+                    tokenize(
+                        tokenizer,
+                        text,
+                        max_positions=limit,
+                        truncate=truncate,
+                        why=why,
+                        **start,
+                    )
                 )
                 _check_vocabulary(pieces[-1], shape, source)
                 _check_attention_size(len(pieces[-1]), shape)

@@ -37,6 +37,7 @@ class Prepared(TokenizedInput):
     pieces: Pieces
     truncate: bool = False
     max_tokens: int | None = None  # the bound asked for (None: the model's own)
+    bos: bool = True  # a decoder's start token put in front when its tokenizer adds none
 
     def __repr__(self) -> str:
         return (

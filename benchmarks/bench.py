@@ -26,12 +26,15 @@ matter; seconds vary from machine to machine.
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
+    attnviz.generate, tokens/s  vs  transformers generate(output_attentions=True), 1 thread
+    attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
     attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
                                      shape (6 layers, 12 heads, 4 key/value heads), 512 pieces
                                      (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, decoder-measures); by default all of them run.
+measures, stats, throughput, memory, decoder, decoder-measures, generate,
+gguf); by default all of them run.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ GROUPS = (
     "memory",
     "decoder",
     "decoder-measures",
+    "generate",
+    "gguf",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -406,6 +411,20 @@ def main() -> None:
                     f"attnviz show, cold, the same {pieces} pieces",
                     runs=1,  # the work dominates: one run says it
                 )
+        writing = None
+        if "generate" in only:
+            from benchmarks import decoder, generate
+
+            smol32 = decoder.write_decoder(folder / "smol32", dtype="float32")
+            writing = generate.measure(smol32, 32, 3)
+        if "gguf" in only:
+            from benchmarks import quantized
+
+            for name, ours, theirs in quantized.measure(env, min(args.runs, 3)):
+                rows.append(
+                    Row(f"attnviz {name}, a Q8_0 GGUF", ours, "the same, a safetensors folder",
+                        theirs, "", None)
+                )  # fmt: skip
 
         throughput = None
         if "throughput" in only:
@@ -451,6 +470,10 @@ def main() -> None:
         print("|---|---:|---|")
         for what, rss in decoder_memory:
             print(f"| attnviz {what} | {rss:.0f} | ≤ 1024 MB: {_met(rss <= 1024)} |")
+    if writing is not None:
+        from benchmarks.generate import print_rows
+
+        print_rows(writing, 32)
     print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
 
 

@@ -74,10 +74,10 @@ def write_decoder(
     import torch
     import transformers
 
-    from tests.conftest import _decoder_tokenizer
+    from tests.conftest import decoder_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    _decoder_tokenizer(folder, bos=False)
+    decoder_tokenizer(folder, bos=False)
     settings = dict(shape or SMOLLM2_135M, initializer_range=0.3)
     if hidden is not None:  # the real head count, each head 16 wide
         settings.update(hidden_size=hidden, head_dim=hidden // 9, intermediate_size=2 * hidden)

@@ -323,7 +323,7 @@ DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
 _DECODER_CLASSES = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
 
 
-def _decoder_tokenizer(folder: Path, bos: bool) -> int:
+def decoder_tokenizer(folder: Path, bos: bool) -> int:
     """A GPT-2 style byte-level BPE (`Ġ` marks word starts); with `bos`, `<s>` starts each input
     as Llama's tokenizers do (GPT-2's and Qwen2's add nothing)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -406,7 +406,7 @@ def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
         if key in made:
             return made[key]
         folder = tmp_path_factory.mktemp(f"tiny-{family}")
-        vocab = _decoder_tokenizer(folder, bos=family == "llama")
+        vocab = decoder_tokenizer(folder, bos=family == "llama")
         stem = _DECODER_CLASSES[family]
         config = getattr(transformers, f"{stem}Config")(
             **{**_decoder_settings(family, vocab), **overrides}

@@ -91,6 +91,8 @@ SHARED = {
     "--no-cache": (["--no-cache"], "cache", False),
     "--dtype": (["--dtype", "bfloat16"], "dtype", "bfloat16"),
     "--measure": (["--measure", "alti"], "measure", "alti"),
+    "--no-bos": (["--no-bos"], "bos", False),
+    "--lang": (["--lang", "pt"], "lang", "pt"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.
 REQUIRED = {
@@ -103,6 +105,7 @@ REQUIRED = {
     "compare-measures": (["--query", "A"], "compare_measures"),
     "tokens": ([], "tokens"),
     "export": (["--out", "x.npz"], "export"),
+    "generate": ([], "generate"),
 }
 
 

@@ -22,7 +22,7 @@ TEXT = "The cat sat. The dog ran."
 
 def _entry(folder: str) -> Path:
     key = keys.cache_key(
-        Path(folder), text=TEXT, pair=None, causal=False, dtype="float32", truncate=False
+        Path(folder), text=TEXT, pair=None, causal=False, dtype="float32", truncate=False, bos=True
     )
     return settings.cache_dir() / f"{key}.npz"
 

@@ -280,6 +280,15 @@ def test_catalogue_is_complete_in_every_language() -> None:
             assert placeholders(CATALOGUE[lang][key]) == placeholders(CATALOGUE["en"][key]), key
     # the two languages really differ where there is prose
     assert CATALOGUE["pt"]["step6_body"] != CATALOGUE["en"]["step6_body"]
+    # the labels of every drawing, table and page (attnviz.lexicon): the same rule
+    from attnviz.lexicon import LABELS
+
+    assert set(LABELS) == set(LANGS)
+    for lang in LANGS:
+        assert set(LABELS[lang]) == set(LABELS["en"]), lang
+        for key, english in LABELS["en"].items():
+            assert LABELS[lang][key].strip(), (lang, key)
+            assert placeholders(LABELS[lang][key]) == placeholders(english), key
 
 
 def test_default_lang_follows_lang() -> None:

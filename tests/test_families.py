@@ -181,7 +181,7 @@ def test_other_architectures_are_refused_in_one_line(tmp_path: Path, name: str) 
     message = str(info.value)
     assert "\n" not in message and name in message
     assert "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT" in message
-    assert "GPT-2, Llama, Mistral and Qwen2 decoders" in message
+    assert "GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 decoders" in message
 
 
 def test_config_without_model_type_is_bert_only_when_shaped_like_bert(

@@ -197,7 +197,7 @@ def test_rollout_sources_ignore_excluded_tokens(pt: attnviz.Analysis) -> None:
 def test_exclude_refuses_an_unknown_kind() -> None:
     code, _, err = cli("heads", EN, "--exclude", "stopwords")
     assert code == 2
-    assert "cannot exclude 'stopwords': use special or punct" in err
+    assert "cannot exclude 'stopwords': use 'special', 'punct' or 'first' (alias 'sink')" in err
 
 
 def test_a_causal_model_refuses_a_link_to_a_later_word_both_ways_of_asking(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TinyFactory
@@ -350,3 +350,40 @@ def test_fuzz_safetensors_header(base: Path, choice: tuple[str, Any, Any]) -> No
             raw = json.dumps(header).encode()
             path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
         _check(folder, f"model.safetensors {how} {which} = {str(value)[:80]!r}")
+
+
+@pytest.fixture(scope="module")
+def gguf_base(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    from tests.gguf_files import write_gguf
+
+    path = write_gguf(tmp_path_factory.mktemp("gguf") / "m.gguf", "llama", "Q8_0")
+    return path.read_bytes()
+
+
+# Where a GGUF file's counts and lengths sit: the tensor and pair counts, the first key's
+# length; anywhere in the header (a u64 overwritten at a random place) or the data.
+_GGUF_U64 = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**31, 2**32, 2**62, 2**63])
+
+
+@FUZZ
+@given(
+    choice=st.one_of(
+        st.tuples(st.just("u64"), st.sampled_from([8, 16, 24]), _GGUF_U64),
+        st.tuples(st.just("u64 anywhere"), st.integers(0, 10**9), _GGUF_U64),
+        st.tuples(st.just("bytes"), st.sampled_from(["truncate", "overwrite", "insert"]), _BYTES),
+    )
+)
+@example(choice=("bytes", "insert", (182783, b"\x00")))  # a block's scale turned infinite
+def test_fuzz_gguf_file(gguf_base: bytes, choice: tuple[str, Any, Any]) -> None:
+    how, where, value = choice
+    data = bytearray(gguf_base)
+    if how == "bytes":
+        at, junk = value
+        data = bytearray(_mutate_bytes(bytes(data), where, at, junk))
+    else:
+        at = where if how == "u64" else 4 + where % (len(data) - 12)
+        data[at : at + 8] = struct.pack("<Q", value)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.gguf"
+        path.write_bytes(bytes(data))
+        _check(path, f"gguf {how} {where} = {str(value)[:80]!r}")

@@ -340,7 +340,7 @@ def test_heads_and_model_views_show_inline_with_their_own_names(  # type: ignore
 
 @pytest.mark.slow
 def test_decoder_page_shows_its_causal_weights(browser, tiny_decoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A Llama-family page: a query's weights on later tokens are 0, the rest as --json."""
+    """A Llama-family page: a query's later tokens are masked (unlisted), the rest as --json."""
     folder = str(tiny_decoder("llama"))
     text = "the bank refused the loan"
     out = tmp_path / "decoder.html"
@@ -356,7 +356,12 @@ def test_decoder_page_shows_its_causal_weights(browser, tiny_decoder, tmp_path: 
     for i in (0, 3, 7):
         page_.hover(f'.av-left .av-tok[data-index="{i}"]')
         shown = view.weights("right")
-        np.testing.assert_allclose(shown, record["weights"][i], atol=1e-4)
-        assert not any(shown[i + 1 :])  # a decoder's query never sees a later token
+        np.testing.assert_allclose(shown[: i + 1], record["weights"][i][: i + 1], atol=1e-4)
+        # A decoder's query never sees a later token: those keys are masked and unlisted.
+        masked = page_.eval_on_selector_all(
+            ".av-right .av-tok", "els => els.map(e => e.dataset.masked === 'true')"
+        )
+        assert masked == [k > i for k in range(8)] == record["masked"][i]
+        assert np.isnan(shown[i + 1 :]).all()  # no weight shown, not 0.0000
     assert view.errors == [] and view.requests == []
     view.close()

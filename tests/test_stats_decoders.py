@@ -67,8 +67,11 @@ def test_decoder_statistics_are_the_means_over_queries_after_the_first(
         }
         for name, grid in expected.items():
             assert record[name] == pytest.approx(grid[record["layer"], record["head"]], abs=1e-5)
-    # Llama's tokenizer puts <s> first; GPT-2's adds nothing, so the first token is a word.
-    assert stats.first_token == ("<s>" if family == "llama" else None)
+    # Llama's tokenizer puts <s> first; GPT-2's adds nothing and attnviz puts the model's
+    # start token in front; read as typed (bos=False) the first token is a word in both.
+    assert stats.first_token == "<s>"
+    typed = head_stats(SENTENCES, model=folder, batch_size=2, bos=False)
+    assert typed.first_token is None  # Llama's own <s> is taken off too
 
 
 def test_a_first_token_head_is_labelled_and_sorted_by_first(tiny_decoder: TinyFactory) -> None:
@@ -110,7 +113,8 @@ def test_stats_command_on_a_decoder(tiny_decoder: TinyFactory) -> None:
 
 def test_one_piece_sentences_on_a_decoder_are_refused(tiny_decoder: TinyFactory) -> None:
     with pytest.raises(BadInput, match="a first token sees only itself"):
-        head_stats(["The"], model=str(tiny_decoder("gpt2")))
+        head_stats(["The"], model=str(tiny_decoder("gpt2")), bos=False)
+    assert head_stats(["The"], model=str(tiny_decoder("gpt2"))).queries == 1  # <s> The
 
 
 def test_decoder_records_name_a_sink_head_and_keep_no_cls_sep_next() -> None:

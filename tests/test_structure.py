@@ -1,9 +1,10 @@
 """The house in floors: imports point down, no loops, no private names across modules.
 
 Every import counts: at module level, inside functions and under TYPE_CHECKING. The floors,
-bottom to top, are the ground (errors, limits, reading, perf, i18n, cache, output, version), text/,
-model/, render/, measures/, the face (the package's `__init__`, api, analysis, prepared,
-pipeline) and cli/. An arrow from a module to a higher floor is an arrow running back up.
+bottom to top, are the ground (errors, limits, reading, perf, i18n, lexicon, cache, output,
+version), text/, model/, render/, measures/, the face (the package's `__init__`, api,
+analysis, prepared, pipeline) and cli/. An arrow from a module to a higher floor is an arrow
+running back up.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "limits": 0,
     "perf": 0,
     "i18n": 0,
+    "lexicon": 0,
     "cache": 0,
     "output": 0,
     "version": 0,
@@ -31,6 +33,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "": 5,  # the package's __init__
     "api": 5,
     "analysis": 5,
+    "generation": 5,
     "prepared": 5,
     "pipeline": 5,
     "inputs": 5,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -14,12 +15,23 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attnviz.cache.folder import fix, folder_problem, open_folder, open_subfolder, unusable
-from attnviz.cache.names import ENTRY, TEMP, TEMP_TOKENIZER, TOKENIZER, TOKENIZERS
+from attnviz.cache.names import (
+    CONVERTED,
+    CONVERTED_FILES,
+    ENTRY,
+    IDENTITY,
+    TEMP,
+    TEMP_CONVERTED,
+    TEMP_TOKENIZER,
+    TOKENIZER,
+    TOKENIZERS,
+)
 from attnviz.cache.secret import SECRET
 from attnviz.cache.settings import SHARED_ENV, cache_dir, limit_bytes
 from attnviz.errors import AttnvizError
 
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
+MAX_CONVERTED = 256  # converted models' folders looked at (each is held open while listed)
 
 
 @dataclass(frozen=True)
@@ -58,9 +70,22 @@ def _listing(
             )
             if inner is not None:
                 folders[TOKENIZERS] = inner
+            converted = stack.enter_context(
+                open_subfolder(top, CONVERTED, create=False, check=check, environ=environ)
+            )
+            if converted is not None:
+                for name in _converted_folders(converted):
+                    fd = stack.enter_context(
+                        open_subfolder(converted, name, create=False, check=check, environ=environ)
+                    )
+                    if fd is not None:
+                        folders[f"{CONVERTED}/{name}"] = fd
         files: list[_File] = []
         for where, fd in folders.items():
-            entry, temp = (ENTRY, TEMP) if where == "" else (TOKENIZER, TEMP_TOKENIZER)
+            entry: re.Pattern[str] | _Named = ENTRY if where == "" else TOKENIZER
+            temp = TEMP if where == "" else TEMP_TOKENIZER
+            if where.startswith(CONVERTED):
+                entry, temp = _NAMED, TEMP_CONVERTED
             with contextlib.suppress(OSError), os.scandir(fd) as items:
                 for item in items:
                     is_entry = bool(entry.fullmatch(item.name))
@@ -81,6 +106,27 @@ def _listing(
             return True
 
         yield files, remove
+
+
+class _Named:
+    """Matches the file names of a converted model's folder, as a compiled pattern would."""
+
+    @staticmethod
+    def fullmatch(name: str) -> bool:
+        return name in CONVERTED_FILES
+
+
+_NAMED = _Named()
+
+
+def _converted_folders(fd: int) -> list[str]:
+    """The names of the converted models' folders (never a link), at most MAX_CONVERTED."""
+    names: list[str] = []
+    with contextlib.suppress(OSError), os.scandir(fd) as items:
+        for item in items:
+            if IDENTITY.fullmatch(item.name) and item.is_dir(follow_symlinks=False):
+                names.append(item.name)
+    return sorted(names)[:MAX_CONVERTED]
 
 
 def evict(limit: int, *, keep: tuple[str, str]) -> None:
@@ -166,4 +212,17 @@ def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.unlink(SECRET, dir_fd=fd)  # a link itself, never what it points to
+            _remove_converted_folders(fd, environ)
     return removed, freed
+
+
+def _remove_converted_folders(top: int, environ: Mapping[str, str] | None) -> None:
+    """Remove the converted models' folders emptied by `clear` (rmdir: only empty ones go)."""
+    with open_subfolder(top, CONVERTED, create=False, check=False, environ=environ) as fd:
+        if fd is None:
+            return
+        for name in _converted_folders(fd):
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(CONVERTED, dir_fd=top)

@@ -54,6 +54,7 @@ def cache_key(
     dtype: str,
     truncate: bool,
     max_tokens: int | None = None,
+    bos: bool = False,
 ) -> str:
     """A hex digest of everything that changes the attentions of `text` under the model in `folder`.
 
@@ -73,6 +74,7 @@ def cache_key(
         "dtype": dtype,
         "truncate": truncate,
         "max_tokens": max_tokens,  # the bound asked for (None: the model's), which can cut
+        "bos": bos,  # a decoder read with its start token in front (see pipeline.prepare)
     }
     blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
     return hashlib.sha256(blob.encode("ascii")).hexdigest()

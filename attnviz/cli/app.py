@@ -53,6 +53,7 @@ from attnviz.cli.options import (
     HeadsOpt,
     ImageOutOpt,
     Lang,
+    LangOpt,
     LayerOpt,
     Mask,
     MaskOpt,
@@ -61,6 +62,7 @@ from attnviz.cli.options import (
     MeasureOpt,
     Method,
     ModelOpt,
+    NoBosOpt,
     NoCacheOpt,
     OutOpt,
     PairOpt,
@@ -141,6 +143,13 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
+def _lang(lang: Lang | None) -> str:
+    """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
+    from attnviz.lexicon import resolve_lang
+
+    return resolve_lang(None if lang is None else lang.value)
+
+
 def _images(
     ctx: typer.Context,
     out: Path | None,
@@ -187,6 +196,7 @@ def show(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -194,6 +204,7 @@ def show(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -207,7 +218,7 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -237,6 +248,7 @@ def heads(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -244,6 +256,7 @@ def heads(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -254,7 +267,7 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -281,6 +294,7 @@ def model_view(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -288,6 +302,7 @@ def model_view(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -298,7 +313,7 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -337,7 +352,8 @@ def explain(
         Lang | None,
         typer.Option(
             "--lang",
-            help="Language of the explanation. Default: pt when $LANG starts with pt, else en.",
+            help="Language of the explanation. Default: pt when $LC_ALL, $LC_MESSAGES or "
+            "$LANG starts with pt, else en.",
             show_default=False,
         ),
     ] = None,
@@ -346,6 +362,7 @@ def explain(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -359,15 +376,15 @@ def explain(
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
     with _running(debug) as commands:
-        from attnviz.i18n import default_lang
-
         if (token is None) == (index is None):
             raise BadInput(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
+        language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask)  # fmt: skip
+                               max_tokens=max_tokens, mask=mask, lang=language,
+                               no_bos=no_bos)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -375,7 +392,7 @@ def explain(
             index=index,
             layer=layer,
             head=head,
-            lang=lang.value if lang is not None else default_lang(),
+            lang=language,
         )
 
 
@@ -413,6 +430,7 @@ def rollout(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -420,6 +438,7 @@ def rollout(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -434,7 +453,7 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -483,6 +502,7 @@ def find(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -490,6 +510,7 @@ def find(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -505,7 +526,7 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -544,6 +565,7 @@ def compare_measures(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -551,6 +573,7 @@ def compare_measures(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -564,7 +587,7 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -619,6 +642,7 @@ def stats(
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -655,6 +679,7 @@ def stats(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -687,6 +712,8 @@ def stats(
             quiet=quiet,
             shared_scale=not own_scales,
             max_tokens=max_tokens,
+            bos=not no_bos,
+            lang=_lang(lang),
         )
 
 
@@ -697,6 +724,8 @@ def tokens(
     pair: PairOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -706,7 +735,7 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.tokens(_console(), request)
 
 
@@ -718,6 +747,99 @@ def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
     """
     with _running(debug) as commands:
         commands.info(_console(), model)
+
+
+@catalogue.command()
+def generate(
+    ctx: typer.Context,
+    text: TextArg = None,
+    max_new: Annotated[
+        int,
+        typer.Option(
+            "--max-new", help="The most tokens to write (1..512); an end token stops sooner."
+        ),
+    ] = 20,
+    sample: Annotated[
+        bool, typer.Option("--sample", help="Draw each token (default: take the likeliest).")
+    ] = False,
+    temperature: Annotated[
+        float,
+        typer.Option("--temperature", help="With --sample: logits divided by this (0.01..100)."),
+    ] = 1.0,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k", help="With --sample: draw among the K likeliest only.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="With --sample: the same seed draws the same tokens.", show_default=False
+        ),
+    ] = None,
+    layer: LayerOpt = -1,
+    head: HeadOpt = None,
+    lens: Annotated[
+        bool,
+        typer.Option(
+            "--lens",
+            help="Also the logit lens: each layer's top next-token guess at each position "
+            "(with --out, its image).",
+        ),
+    ] = False,
+    model: ModelOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
+            "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
+    ] = False,
+    max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
+    dtype: DtypeOpt = Dtype.float32,
+    dpi: DpiOpt = 200,
+    cmap: CmapOpt = "viridis",
+    theme: ThemeOpt = Theme.light,
+    transparent: TransparentOpt = False,
+    annotate: AnnotateOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """A decoder writes after TEXT; then what each new token attended to.
+
+    Prints the continuation as it is written, then one row per new token over the prompt
+    and the tokens written before it (one head with --head, else the mean of the heads).
+    Needs a decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head, given by --model.
+
+    [bold]Example:[/bold] attnviz generate "Once upon a time" --max-new 20 --model ./smollm2
+    """
+    with _running(debug) as commands:
+        request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
+        commands.generate(
+            _console(),
+            request,
+            max_new=max_new,
+            sample=sample,
+            temperature=temperature,
+            top_k=top_k,
+            seed=seed,
+            layer=layer,
+            head=head,
+            lens=lens,
+            out=out,
+            as_json=as_json,
+            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+        )
 
 
 @catalogue.command()
@@ -746,6 +868,7 @@ def export(
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
+    no_bos: NoBosOpt = False,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -753,6 +876,7 @@ def export(
     theme: ThemeOpt = Theme.light,
     transparent: TransparentOpt = False,
     annotate: AnnotateOpt = False,
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -766,7 +890,7 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -53,12 +53,14 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         hit = None
         if cached and request.cache:
             hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=request.mask,
-                                 dtype=request.dtype, max_tokens=request.max_tokens)  # fmt: skip
+                                 dtype=request.dtype, max_tokens=request.max_tokens,
+                                 bos=request.bos)  # fmt: skip
         if hit is not None:
             prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
-                                   cache=request.cache, max_tokens=request.max_tokens)  # fmt: skip
+                                   cache=request.cache, max_tokens=request.max_tokens,
+                                   bos=request.bos)  # fmt: skip
     except BadInput as exc:
         if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -141,9 +143,11 @@ def _save(
     """Write `view` to `out`: an image in `style`, a page (which follows the reader's theme),
     or data (with the measure asked for)."""
     if out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, view, **where, theme=style.theme)
+        analysis.save(out, view, **where, theme=style.theme, lang=request.lang)
     else:
-        analysis.save(out, view, **where, measure=request.measure, **asdict(style))
+        analysis.save(
+            out, view, **where, measure=request.measure, lang=request.lang, **asdict(style)
+        )
 
 
 def _show_result(console: Console, result: Any, as_json: bool, out: Path | None) -> None:
@@ -198,10 +202,14 @@ def show(
         units=units,
         one_layer=True,
     )
-    view = analysis.view(layer, head, units, exclude=exclude, measure=request.measure)
+    view = analysis.view(
+        layer, head, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme)
+        analysis.save(
+            out, "show", layer=layer, head=head, units=units, theme=style.theme, lang=request.lang
+        )
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
@@ -223,7 +231,9 @@ def heads(
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
-    view = analysis.heads(layer, subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.heads(
+        layer, subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(
             analysis,
@@ -253,7 +263,9 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid."""
     _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
-    view = analysis.model_view(subset, units, exclude=exclude, measure=request.measure)
+    view = analysis.model_view(
+        subset, units, exclude=exclude, measure=request.measure, lang=request.lang
+    )
     if out is not None:
         _save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
@@ -306,6 +318,7 @@ def rollout(
             measure=request.measure,
             method=method,
             progress=advance if method == "flow" else None,
+            lang=request.lang,
         )
     if out is not None:
         view.save(out, **asdict(style))
@@ -328,7 +341,7 @@ def compare_measures(
     analysis = _analyse(
         request, out, style, layer=layer, words={"query": query}, units=units, compared=True
     )
-    comparison = analysis.compare(query, layer, units=units, top=top)
+    comparison = analysis.compare(query, layer, units=units, top=top, lang=request.lang)
     if out is not None:
         comparison.save(out, **asdict(style))
     _show_result(console, comparison, as_json, out)
@@ -350,7 +363,7 @@ def find(
     """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
     words = {"source": source, "target": target}
     analysis = _analyse(request, out, style, words=words, units=units)
-    links = analysis.find(source, target, units=units, exclude=exclude, top=top)
+    links = analysis.find(source, target, units=units, exclude=exclude, top=top, lang=request.lang)
     if out is not None:
         links.save(out, **asdict(style))
     _show_result(console, links, as_json, out)
@@ -373,6 +386,88 @@ def export(
     _wrote(out)
 
 
+def generate(
+    console: Console,
+    request: Request,
+    *,
+    max_new: int,
+    sample: bool,
+    temperature: float,
+    top_k: int | None,
+    seed: int | None,
+    layer: int,
+    head: int | None,
+    lens: bool,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+) -> None:
+    """Write after the text, printing the continuation as it comes; then each new token's
+    attention (and the logit lens), and the file asked for."""
+    from attnviz.render.cells import visible
+
+    if out is not None:
+        allowed = IMAGE_SUFFIXES if lens else IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES
+        if lens and out.suffix.lower() not in IMAGE_SUFFIXES:
+            raise BadInput(
+                "--lens writes its image (.png, .svg, .pdf): drop --lens to write the steps' "
+                "page or data, or name an image"
+            )
+        check_output(out, allowed, style)
+    from attnviz.generation import MAX_NEW, check_generation
+    from attnviz.limits import check_range
+
+    prepared, _ = _prepare(request)
+    check_generation(prepared, check_range(max_new, "max_new", (1, MAX_NEW)))
+    prepared.check(layer=layer, head=head)
+    stream = not as_json
+    started = [False]
+
+    def on_text(piece: str) -> None:
+        if not started[0]:  # the prompt, once the model is loaded and writing
+            console.print(Text(visible(request.text, newlines=True)), end="", soft_wrap=True)
+            started[0] = True
+        text = "\n".join(visible(line) for line in piece.split("\n"))
+        console.print(Text(text, style="bold"), end="", soft_wrap=True)
+        console.file.flush()
+
+    generation = api.generate(
+        request.text,
+        model=request.model,
+        max_new=max_new,
+        sample=sample,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        dtype=request.dtype,
+        max_tokens=request.max_tokens,
+        bos=request.bos,
+        on_text=on_text if stream else None,
+    )
+    if as_json:
+        record = generation.to_dict()
+        if lens:
+            record["lens"] = generation.lens().to_dict()
+        _json(record)
+    else:
+        end = "end token" if generation.stopped_at_eos else f"{len(generation.new_ids)} tokens"
+        console.print()
+        console.print(Text(f"({end})", style="dim"))
+        console.print()
+        console.print(generation.steps_view(layer, head))
+        if lens:
+            console.print()
+            console.print(generation.lens())
+    if out is not None:
+        if lens:
+            generation.lens().save(out, **asdict(style))
+        elif out.suffix.lower() in HTML_SUFFIXES:
+            generation.save(out, layer=layer, head=head, theme=style.theme)
+        else:
+            generation.save(out, layer=layer, head=head, **asdict(style))
+    _wrote(out)
+
+
 def stats(
     console: Console,
     texts: Iterable[str],
@@ -388,6 +483,8 @@ def stats(
     quiet: bool = False,
     shared_scale: bool = True,
     max_tokens: int | None = None,
+    bos: bool = True,
+    lang: str = "en",
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
@@ -402,11 +499,13 @@ def stats(
             model=model,
             truncate=truncate,
             max_tokens=max_tokens,
+            bos=bos,
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,
             dtype=batching.dtype,
             progress=advance,
+            lang=lang,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
@@ -462,12 +561,14 @@ def tokens(console: Console, request: Request) -> None:
     """
     from rich.table import Table
 
+    from attnviz import lexicon
     from attnviz.render.cells import visible
 
     pieces = _prepare(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}
-    table = Table(title=f"{len(pieces)} pieces, {len(words)} words")
+    lang = request.lang
+    table = Table(title=lexicon.label(lang, "tokens_title", pieces=len(pieces), words=len(words)))
     for name, justify in (
         ("index", "right"),
         ("piece", "left"),
@@ -476,7 +577,7 @@ def tokens(console: Console, request: Request) -> None:
         ("word", "left"),
         ("span", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(lexicon.label(lang, f"tokens_{name}"), justify=justify)  # type: ignore[arg-type]
     for i, piece in enumerate(pieces.tokens):
         w, label = word_of[i]
         start, end = pieces.offsets[i]
@@ -519,9 +620,15 @@ def info(console: Console, model: str | None) -> None:
         ("weights", _weights(details.weights)),
         ("loaded from", about.origin),
     ]
+    if details.quantization is not None:
+        rows[-1:-1] = [
+            ("quantization", details.quantization),
+            ("computes in", details.computes_in),
+        ]
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
+        rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -536,6 +643,18 @@ def info(console: Console, model: str | None) -> None:
     # and a copy of it pastes whole.
     folder = visible(str(about.folder))
     console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
+
+
+def _start(details: api.ModelDetails) -> str:
+    """Who puts the decoder's start token in front, for `info`."""
+    if details.start_token is None:
+        return "none (the model defines none: the first word is the first token)"
+    if details.start_by == "tokenizer":
+        return f"{details.start_token} (the tokenizer puts it in front; --no-bos takes it off)"
+    return (
+        f"{details.start_token} (the tokenizer adds none: attnviz puts it in front, as "
+        "interpretability tools do; --no-bos reads the text as typed)"
+    )
 
 
 def _weights(files: tuple[str, ...]) -> str:
@@ -568,9 +687,20 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
     else:
         rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
         scaling = dict(cfg.rope_scaling)
-        if cfg.rope_type != "default":
+        if cfg.rope_type == "longrope":
+            rotary += (
+                f", longrope scaling (trained on {scaling['original_max_position_embeddings']:,}"
+                f" tokens, cos and sin ×{scaling['attention_factor']:.4g})"
+            )
+        elif cfg.rope_type != "default":
             rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+        if cfg.local_rope_theta is not None:
+            rotary += f" (full layers); θ = {cfg.local_rope_theta:g} in the sliding layers"
+        if cfg.rotary_dims is not None:
+            rotary += f"; the first {cfg.rotary_dims} of each head's {cfg.head_size} numbers"
         rows.append(("positions", rotary))
+    if cfg.qk_norm:
+        rows.append(("QK-norm", "each head's q and k RMS-normalised before the rotation"))
     windows = cfg.sliding_windows
     if any(w is not None for w in windows):
         sizes = {w for w in windows if w is not None}
@@ -583,6 +713,11 @@ def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
         rows.append(
             ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
         )
+    if cfg.query_pre_attn_scalar is not None:
+        scale = f"1/√{cfg.query_pre_attn_scalar:g} (query_pre_attn_scalar) = {cfg.scale(0):.4g}"
+        rows.append(("score scale", scale))
+    if cfg.softcap is not None:
+        rows.append(("soft-capping", f"scores become tanh(s / {cfg.softcap:g}) × {cfg.softcap:g}"))
     if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
         scale = "1/√d_k" if cfg.scale_attn_weights else "none"
         if cfg.scale_by_inverse_layer:

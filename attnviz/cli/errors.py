@@ -27,6 +27,7 @@ FLAGS = {
     "target": "--to",
     "subset": "--heads",
     "cache": "--no-cache",
+    "bos": "--no-bos",
     "as_json": "--json",
     "path": "--out",  # Analysis.save, HeadStats.save
     "text": "TEXT",

@@ -36,6 +36,8 @@ class Request:
     from_stdin: bool = False  # the text was read from standard input
     measure: str = "weight"  # what the views draw (see attnviz.measures.contributions)
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
+    bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
+    lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
 
 
 def read_request(
@@ -50,9 +52,12 @@ def read_request(
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
     measure: Measure = Measure.weight,
+    no_bos: bool = False,
+    lang: str = "en",
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
-    last four have their defaults on a command that does not take them."""
+    last five have their defaults on a command that does not take them. `lang` is
+    resolved already (`attnviz.lexicon.resolve_lang`)."""
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
@@ -70,6 +75,8 @@ def read_request(
         from_stdin=from_stdin,
         measure=measure.value,
         max_tokens=max_tokens,
+        bos=not no_bos,
+        lang=lang,
     )
 
 

@@ -198,8 +198,28 @@ ExcludeOpt = Annotated[
     typer.Option(
         "--exclude",
         "-x",
-        help="Drop special tokens ([CLS], [SEP]) or punctuation, or both (special,punct), "
-        "as keys and queries, and renormalise each row over the keys left.",
+        help="Drop special tokens ([CLS], [SEP], <bos>), punctuation, or the first token "
+        "(first, alias sink: a decoder's attention sink), or several (special,punct), as keys "
+        "and queries, and renormalise each row over the keys left.",
+        show_default=False,
+    ),
+]
+NoBosOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-bos",
+        help="Read a decoder's text exactly as typed, with no start token (<s>, <bos>, "
+        "<|endoftext|>) in front, not even one its tokenizer adds. By default a decoder whose "
+        "tokenizer adds none gets the model's own, as interpretability tools read decoders; "
+        "without it the first word is the attention sink.",
+    ),
+]
+LangOpt = Annotated[
+    Lang | None,
+    typer.Option(
+        "--lang",
+        help="Language of titles, axis names, legends, tables and pages: en or pt. Default: "
+        "pt when $LC_ALL, $LC_MESSAGES or $LANG starts with pt, else en.",
         show_default=False,
     ),
 ]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz.lexicon import label
 from attnviz.measures.drawn import Drawn
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class Comparison(Drawn):
     measures: list[str]
     values: np.ndarray  # (M, N): each measure's row as computed
     top: int = 5
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     @property
     def shares(self) -> np.ndarray:
@@ -43,23 +45,32 @@ class Comparison(Drawn):
         row = self.values[self.measures.index(measure)]
         return [int(j) for j in np.argsort(-row, kind="stable")]
 
-    def disagreements(self) -> list[str]:
-        """Plain sentences on where the measures' top keys differ (or that they agree)."""
+    def disagreements(self, lang: str = "en") -> list[str]:
+        """Plain sentences on where the measures' top keys differ (or that they agree), in
+        `lang` ("en", as `to_dict` keeps them, or "pt")."""
         firsts = {m: self.ranking(m)[0] for m in self.measures}
         distinct = sorted(set(firsts.values()), key=list(firsts.values()).index)
         name = self.labels
         if len(distinct) == 1:
-            return [f"every measure puts {name[distinct[0]]!r} first"]
+            return [label(lang, "compare_all_first", word=repr(name[distinct[0]]))]
         lines = []
         for key in distinct:
             which = [m for m, first in firsts.items() if first == key]
-            lines.append(
-                f"{', '.join(which)} put{'s' if len(which) == 1 else ''} {name[key]!r} first"
-            )
+            one = "compare_puts_first" if len(which) == 1 else "compare_put_first"
+            lines.append(label(lang, one, measures=", ".join(which), word=repr(name[key])))
         reference = self.ranking(self.measures[0])[: self.top]
         for m in self.measures[1:]:
             shared = len(set(reference) & set(self.ranking(m)[: self.top]))
-            lines.append(f"{m} shares {shared} of {self.measures[0]}'s top {self.top} keys")
+            lines.append(
+                label(
+                    lang,
+                    "compare_shares",
+                    measure=m,
+                    shared=shared,
+                    first=self.measures[0],
+                    top=self.top,
+                )
+            )
         return lines
 
     def to_dict(self) -> dict[str, Any]:

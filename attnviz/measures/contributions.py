@@ -38,6 +38,7 @@ import numpy as np
 
 from attnviz import limits
 from attnviz.errors import BadInput, exhausted
+from attnviz.lexicon import label
 from attnviz.limits import check_choice
 
 if TYPE_CHECKING:
@@ -79,9 +80,10 @@ DECOMPOSED_NUMBERS = 2**24
 PER_LAYER = tuple(name for name, (_, per_head) in MEASURES.items() if not per_head)
 
 
-def describe_measure(name: str) -> str:
-    """The measure as a title names it; BadInput for a name attnviz does not compute."""
-    return MEASURES[check_choice(name, tuple(MEASURES), "measure")][0]
+def describe_measure(name: str, lang: str = "en") -> str:
+    """The measure as a title names it (in `lang`); BadInput for a name attnviz does not
+    compute."""
+    return label(lang, f"measure_{check_choice(name, tuple(MEASURES), 'measure')}")
 
 
 def check_measure(

@@ -15,7 +15,10 @@ layer's input after its pre-norm; Llama-family models turn q and k by their
 positions' angles (rotary) before the scores; a query head reads the key/value head
 of its group (grouped-query attention); the scale is the config's (GPT-2 may add
 1/(layer + 1)); and the mask is the model's own causal mask, with the layer's
-sliding window when it has one.
+sliding window when it has one. Qwen3 and Gemma 3 normalise each head's q and k (QK-norm)
+before the rotation; Gemma scales by query_pre_attn_scalar ** -0.5 and Gemma 2 soft-caps
+the scaled scores (tanh(s / cap) · cap) before the mask; Gemma 3's sliding layers turn
+by their own rotary base, and Phi-3 may turn only part of each head.
 
 Names: T pieces, C hidden size (= d), h query heads, n_kv key/value heads, dk head
 size (d / h in an encoder).
@@ -161,6 +164,15 @@ class Explanation:
     scale_layer: int | None = None  # GPT-2's scale_attn_by_inverse_layer_idx: 1/(layer + 1)
     qkv_bias: bool = True  # W_Q, W_K, W_V have biases (Llama's do not)
     out_bias: bool = True  # W_O has a bias
+    # Gemma 2 and 3, Qwen3, Phi-3.
+    q_unnormed: np.ndarray | None = None  # (dk,) QK-norm: q before it (q_unrotated is after)
+    k_unnormed: np.ndarray | None = None  # (T, dk) the keys before QK-norm
+    softcap: float | None = None  # soft-capping: the scores' bound
+    capped_scores: np.ndarray | None = None  # (T,) tanh(sⱼ / cap) · cap, before the mask
+    query_pre_attn_scalar: float | None = None  # Gemma: the scale is its ** -0.5
+    rope_local: bool = False  # Gemma 3: this sliding layer's own rotary base
+    rope_global_theta: float | None = None  # ... and the base of the full layers
+    rotary_dims: int | None = None  # Phi-3: the features turned, when fewer than dk
 
     def __post_init__(self) -> None:
         for value in vars(self).values():
@@ -215,6 +227,33 @@ class Explanation:
     def top_contribution(self) -> int:
         return int(np.argmax(self.contributions))
 
+    @property
+    def sink(self) -> int | None:
+        """The key that looks like an attention sink for this query, or None.
+
+        A sink takes most of the weight (over half) while its transformed value ‖f(xⱼ)‖
+        is small, under half the median of the other keys the query sees: the head parks
+        there and adds little (Xiao et al. 2023; Kobayashi et al. 2020 saw it on [CLS]).
+        """
+        w = self.top_weight
+        seen = ~self.hidden  # (T,)
+        seen[w] = False
+        if self.weights[w] <= SINK_WEIGHT or not seen.any():
+            return None
+        others = float(np.median(self.transformed_norms[seen]))
+        return w if self.transformed_norms[w] < SINK_NORM_RATIO * others else None
+
+    @property
+    def others_median_norm(self) -> float:
+        """The median ‖f(xⱼ)‖ of the keys the query sees, but the top-weighted one."""
+        seen = ~self.hidden  # (T,)
+        seen[self.top_weight] = False
+        return float(np.median(self.transformed_norms[seen])) if seen.any() else 0.0
+
+
+SINK_WEIGHT = 0.5  # a sink takes more than this share of the query's weight
+SINK_NORM_RATIO = 0.5  # and its ‖f(x)‖ is under this share of the other keys' median
+
 
 def explain(
     prepared: ModelInput,
@@ -235,7 +274,7 @@ def explain(
     import torch
 
     from attnviz.model.attention import Rotary
-    from attnviz.model.decoder import decoder_mask, rotary_frequencies
+    from attnviz.model.decoder import decoder_mask, rope_attention_factor, rotary_frequencies
     from attnviz.model.encoder import hiding_mask
     from attnviz.model.weights import load_encoder
 
@@ -268,10 +307,15 @@ def explain(
         Q = attention.split_heads(attention.q_proj(x)[None])[0]  # (nh, T, dk)
         K = attention.split_heads(attention.k_proj(x)[None])[0]  # (n_kv, T, dk)
         V = attention.split_heads(attention.v_proj(x)[None])[0]  # (n_kv, T, dk)
+        Q_raw, K_raw = Q, K
+        if attention.q_norm is not None and attention.k_norm is not None:  # QK-norm
+            Q, K = attention.q_norm(Q), attention.k_norm(K)  # (nh, T, dk), (n_kv, T, dk)
         Q_plain, K_plain = Q, K
         rotary = None
         if cfg is not None and cfg.kind != "gpt2":  # Llama family: turn q and k by position
-            rotary = Rotary(rotary_frequencies(cfg), torch.arange(T), x.dtype)
+            local = cfg.local_rope(layer)  # Gemma 3's sliding layers: their own base
+            inv_freq = rotary_frequencies(cfg, local, T)  # (r/2,)
+            rotary = Rotary(inv_freq, torch.arange(T), x.dtype, rope_attention_factor(cfg, local))
             Q = rotary.rotate(Q[None])[0]  # (nh, T, dk)
             K = rotary.rotate(K[None])[0]  # (n_kv, T, dk)
         K = K.repeat_interleave(g, dim=0)  # (nh, T, dk): query head h reads K[h // g]
@@ -280,6 +324,8 @@ def explain(
         q = Q[:, query]  # (nh, dk): the query's vector in every head
         raw = torch.einsum("hd,htd->ht", q, K)  # (nh, T): q·kⱼ for every key, every head
         scaled = raw * attention.scale  # (nh, T): 1/sqrt(dk), or the decoder config's scale
+        cap = attention.softcap
+        capped = scaled if cap is None else torch.tanh(scaled / cap) * cap  # (nh, T)
         mask: torch.Tensor | None  # (T, T) or None; True hides
         if cfg is not None:  # the model's own mask: causal, and the layer's window
             mask = decoder_mask(T, cfg.window(layer), None, x.device)
@@ -289,7 +335,7 @@ def explain(
             hidden = torch.zeros(T, dtype=torch.bool)  # (T,): nothing hidden
         else:
             hidden = mask.reshape(-1, T, T)[0, query]  # (T,): True where the key is hidden
-        weights = torch.softmax(scaled.masked_fill(hidden, float("-inf")), dim=-1)  # (nh, T)
+        weights = torch.softmax(capped.masked_fill(hidden, float("-inf")), dim=-1)  # (nh, T)
         heads_out = torch.einsum("ht,htd->hd", weights, V)  # (nh, dk): o = Σⱼ wⱼ vⱼ per head
         joined = heads_out.reshape(-1)  # (nh·dk,), the heads side by side
         output = attention.out_proj(joined)  # (C,)
@@ -318,16 +364,24 @@ def explain(
             window=cfg.window(layer),
             scale_root=cfg.scale_attn_weights,
             scale_layer=layer + 1 if cfg.scale_by_inverse_layer else None,
+            query_pre_attn_scalar=cfg.query_pre_attn_scalar,
         )
     if rotary is not None:
         assert cfg is not None
         decoder |= dict(
-            angles=numpy(rotary.angles[query, : dk // 2]),
-            rope_theta=cfg.rope_theta,
-            rope_type=cfg.rope_type,
+            angles=numpy(rotary.angles[query, : rotary.angles.shape[-1] // 2]),
+            rope_theta=cfg.rope_base(layer),
+            rope_type=str(dict(cfg.layer_rope_scaling(layer)).get("rope_type", "default")),
             q_unrotated=numpy(Q_plain[head, query]),
             k_unrotated=numpy(K_plain[kv]),
+            rope_local=cfg.local_rope(layer),
+            rope_global_theta=cfg.rope_theta,
+            rotary_dims=cfg.rotary_dims,
         )
+    if attention.q_norm is not None:
+        decoder |= dict(q_unnormed=numpy(Q_raw[head, query]), k_unnormed=numpy(K_raw[kv]))
+    if cap is not None:
+        decoder |= dict(softcap=float(cap), capped_scores=numpy(capped[head]))
     return Explanation(
         model=name,
         layer=layer,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.limits import TOP, check_range
 from attnviz.measures.drawn import Drawn
@@ -44,6 +45,7 @@ class HeadLink:
     top_key: str  # the query's largest key (the target itself when rank is 1)
     top_weight: float  # its weight
     others_above: int  # other words (not the query, not the target) weighing the target more
+    sink: float = 0.0  # share of the queries that see the target putting over half on it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +56,7 @@ class HeadLink:
             "top_key": self.top_key,
             "top_weight": self.top_weight,
             "others_above": self.others_above,
+            "sink": self.sink,
         }
 
 
@@ -76,6 +79,8 @@ class HeadLinks(Drawn):
     units: str
     excluded: tuple[str, ...] = ()
     top: int = 10
+    note: str = ""  # why the ranking may mislead (the target is a sink), and what to do
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
 
     def best(self, top: int | None = None) -> list[HeadLink]:
         """The `top` strongest heads (None: `self.top`)."""
@@ -89,13 +94,16 @@ class HeadLinks(Drawn):
             "target": self.target,
             "units": self.units,
             "excluded": list(self.excluded),
+            "note": self.note,
             "heads": [link.to_dict() for link in self.best(top)],
         }
 
     def _renderable(self) -> Any:
         from attnviz.render.find import LinkTable
 
-        return LinkTable(self.best(), self.source, self.target, title=self.title)
+        return LinkTable(
+            self.best(), self.source, self.target, title=self.title, note=self.note, lang=self.lang
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -113,6 +121,7 @@ class HeadLinks(Drawn):
             theme=theme,
             annotate=annotate,
             axis_names=("layer", "head"),
+            lang=self.lang,
         )
 
 
@@ -163,6 +172,8 @@ def find_links(
     others = np.ones(len(labels), dtype=bool)  # (N,)
     others[[q, k]] = False
     above = (column[:, :, others] > weights[..., None]).sum(axis=-1)  # (L, H)
+    seeing = np.arange(len(labels)) >= k if causal else np.ones(len(labels), dtype=bool)  # (N,)
+    sinks = (column[:, :, seeing] > SINK_SHARE).mean(axis=-1)  # (L, H)
     order = np.argsort(-weights, axis=None, kind="stable")  # strongest first
     links = []
     for flat in order:
@@ -176,6 +187,7 @@ def find_links(
                 top_key=labels[int(tops[layer, head])],
                 top_weight=float(rows[layer, head, tops[layer, head]]),
                 others_above=int(above[layer, head]),
+                sink=float(sinks[layer, head]),
             )
         )
     return HeadLinks(
@@ -185,10 +197,35 @@ def find_links(
         target_index=k,
         weights=weights,
         links=links,
-        title=f"{src.model} · {labels[q]} → {labels[k]} in every head"
-        + exclusion_note(unit_map.exclude),
+        title=f"{src.model} · "
+        + lexicon.label(src.lang, "in_every_head", source=labels[q], target=labels[k])
+        + exclusion_note(unit_map.exclude, src.lang),
         model=src.model,
         units=units,
         excluded=unit_map.exclude,
         top=top,
+        note=sink_note(labels[k], k == 0 and bool(unit_map.keep()[0]), links[:top]),
+        lang=src.lang,
     )
+
+
+SINK_SHARE = 0.5  # a query parks on a key when it puts over half its weight there
+
+
+def sink_note(target: str, first: bool, strongest: Sequence[HeadLink]) -> str:
+    """A line saying the target is the first token or the attention sink of most of the
+    `strongest` heads, so their weight may be parking, not a link; "" when neither."""
+    parked = sum(link.sink >= SINK_SHARE for link in strongest)
+    fix = 'rank the heads without it with --exclude first (exclude="first")'
+    if parked * 2 >= len(strongest) > 0:
+        where = f"{target!r} is {'the first token and ' if first else ''}the attention sink"
+        return (
+            f"{where} of {parked} of these {len(strongest)} heads (most queries put over "
+            f"half their weight on it): a high weight there is parking, not a link; {fix}"
+        )
+    if first:
+        return (
+            f"{target!r} is the first token, where heads often park attention (the sink of "
+            f"{parked} of these {len(strongest)} heads); {fix}"
+        )
+    return ""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.measures.drawn import Drawn
 from attnviz.text.match import find_label
@@ -43,6 +44,10 @@ class OneMatrix(Protocol):
     def units(self) -> str: ...
     @property
     def excluded(self) -> tuple[str, ...]: ...
+    @property
+    def lang(self) -> str: ...  # the language of its title and labels
+    @property
+    def masked(self) -> np.ndarray | None: ...  # (N, N) bool: keys the model could not see
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -64,6 +69,10 @@ class QueryRow(Drawn):
     head: int | None
     units: str
     excluded: tuple[str, ...] = ()
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
+    # (N,) bool, in the order of `keys`: True for a key the model could not see (weight 0.0);
+    # None when nothing is masked.
+    masked: np.ndarray | None = None
 
     def weight(self, key: str) -> float:
         """The weight on the key named `key` (a label, matched like the query)."""
@@ -83,15 +92,29 @@ class QueryRow(Drawn):
             "units": self.units,
             "excluded": list(self.excluded),
             "keys": [
-                {"index": j, "token": label, "weight": float(w)}
-                for j, label, w in zip(self.indices, self.keys, self.weights, strict=True)
+                {"index": j, "token": label, "weight": float(w), "masked": hidden}
+                for j, label, w, hidden in zip(
+                    self.indices, self.keys, self.weights, self._masked_list(), strict=True
+                )
             ],
         }
+
+    def _masked_list(self) -> list[bool]:
+        if self.masked is None:
+            return [False] * len(self.keys)
+        return [bool(m) for m in self.masked]
 
     def _renderable(self) -> Any:
         from attnviz.render.bars import BarList
 
-        return BarList(self.keys, self.weights, title=self.title, indices=self.indices)
+        return BarList(
+            self.keys,
+            self.weights,
+            title=self.title,
+            indices=self.indices,
+            lang=self.lang,
+            masked=self._masked_list(),
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -99,7 +122,13 @@ class QueryRow(Drawn):
         from attnviz.render.figures import bars_figure
 
         return bars_figure(
-            self.keys, self.weights, title=self.title, cmap=cmap, theme=theme, annotate=annotate
+            self.keys,
+            self.weights,
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            annotate=annotate,
+            lang=self.lang,
         )
 
 
@@ -116,16 +145,23 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
         i = int(query) % n
     row = np.asarray(view.matrix[i], dtype=float)  # (N,)
     order = np.argsort(-row, kind="stable")  # (N,): largest first, ties in text order
+    masked = None
+    if view.masked is not None:  # the keys it could not see last, after any real zero
+        hidden = np.asarray(view.masked[i], dtype=bool)  # (N,)
+        order = order[np.argsort(hidden[order], kind="stable")]
+        masked = hidden[order]
     return QueryRow(
         query=view.labels[i],
         index=i,
         keys=[view.labels[j] for j in order],
         indices=[int(j) for j in order],
         weights=row[order],
-        title=f"{view.title} · query {view.labels[i]}",
+        title=f"{view.title} · {lexicon.label(view.lang, 'query_named', label=view.labels[i])}",
         model=view.model,
         layer=view.layer,
         head=view.head,
         units=view.units,
         excluded=view.excluded,
+        lang=view.lang,
+        masked=masked,
     )

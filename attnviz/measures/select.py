@@ -9,12 +9,21 @@ word is the sum over its pieces, FROM a word the mean over its pieces, so rows s
 sum to 1); "tokens" keeps the model's own pieces. `UnitMap` takes a matrix over
 pieces to the chosen units.
 
-Exclusion: `exclude=("special", "punct")` drops the special tokens ([CLS], [SEP]) and
-the punctuation, as keys and as queries, and renormalises each remaining row over
-the keys left, so it sums to 1 again: where a head parks most of its attention on
-[CLS], what is left shows how the rest is shared. Exclusion comes last, after heads
+Exclusion: `exclude=("special", "punct")` drops the special tokens ([CLS], [SEP], a
+decoder's start token, special tokens typed in the text) and the punctuation, and
+`"first"` (alias `"sink"`) the first position (its word, in words) whatever it is: a
+decoder without a start token parks attention on its first word, the attention sink.
+Each is dropped as keys and as queries, and each remaining row renormalised over the
+keys left, so it sums to 1 again: where a head parks most of its attention on [CLS] or
+the first word, what is left shows how the rest is shared. Exclusion comes last, after heads
 are picked, words merged or layers chained, so the numbers before renormalising are
 the model's own.
+
+Masked cells: `hidden_keys` is what a causal mask (and a sliding window) hides over
+the pieces, computed from the model's mask, never from the weights (a visible key can
+underflow to exactly 0); `UnitMap.masked` takes it to the view's units: a word cell is
+masked when every pair of its pieces is, and exclusion drops the same rows and columns
+as it drops from the weights.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import label
 from attnviz.limits import check_choice, resolve_index
 from attnviz.text.pieces import Pieces, token_kinds
 
@@ -38,6 +48,8 @@ __all__ = [
     "check_units",
     "excluded_pieces",
     "exclusion_note",
+    "hidden_keys",
+    "merge_masked",
     "merge_words",
     "pair_marked",
     "renormalise",
@@ -45,9 +57,10 @@ __all__ = [
 ]
 
 UNITS: tuple[str, ...] = ("words", "tokens")
-EXCLUDABLE: tuple[str, ...] = ("special", "punct")  # what `exclude=` can drop
+EXCLUDABLE: tuple[str, ...] = ("special", "punct", "first")  # what `exclude=` can drop
+ALIASES = {"sink": "first"}  # other names `exclude=` takes
 PAIR_MARK = "B:"
-_EXCLUDED_NAMES = {"special": "special tokens", "punct": "punctuation"}
+_CHOICES = "'special', 'punct' or 'first' (alias 'sink')"
 
 
 def check_units(units: str) -> str:
@@ -56,43 +69,62 @@ def check_units(units: str) -> str:
 
 
 def check_exclude(exclude: str | Sequence[str] | None) -> tuple[str, ...]:
-    """`exclude` as a tuple in EXCLUDABLE order: None, "special", "punct" or a list of them."""
+    """`exclude` as a tuple in EXCLUDABLE order: None, "special", "punct", "first" (alias
+    "sink") or a list of them."""
     if exclude is None:
         return ()
     if not isinstance(exclude, str | Sequence) or isinstance(exclude, bytes):
         raise BadInput(
-            f"{{exclude}} must be 'special', 'punct' or a list of them, got "
-            f"{type(exclude).__name__}",
+            f"{{exclude}} must be {_CHOICES} or a list of them, got {type(exclude).__name__}",
             param="exclude",
         )
     given = [exclude] if isinstance(exclude, str) else list(exclude)
     if len(given) > len(EXCLUDABLE) * 4:  # by its length, before reading the entries
-        raise BadInput(f"{{exclude}} lists {len(given):,} names: use "
-                       f"{' or '.join(EXCLUDABLE)}", param="exclude")  # fmt: skip
+        raise BadInput(f"{{exclude}} lists {len(given):,} names: use {_CHOICES}", param="exclude")
+    names = []
     for name in given:
+        name = ALIASES.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in EXCLUDABLE:
             shown = repr(name)[:40] if isinstance(name, str) else type(name).__name__
-            raise BadInput(f"cannot exclude {shown}: use {' or '.join(EXCLUDABLE)}")
-    return tuple(name for name in EXCLUDABLE if name in given)
+            raise BadInput(f"cannot exclude {shown}: use {_CHOICES}")
+        names.append(name)
+    return tuple(name for name in EXCLUDABLE if name in names)
 
 
-def excluded_pieces(pieces: Pieces, exclude: Sequence[str]) -> np.ndarray:
-    """(T,) bool, True for the pieces `exclude` drops: special tokens, punctuation."""
+def excluded_pieces(pieces: Pieces, exclude: Sequence[str], *, words: bool = False) -> np.ndarray:
+    """(T,) bool, True for the pieces `exclude` drops: special tokens, punctuation, the
+    first piece (with `words`, the first word's pieces)."""
     kinds = token_kinds(pieces)
     dropped = np.zeros(len(pieces), dtype=bool)  # (T,)
     if "special" in exclude:
         dropped |= kinds.cls | kinds.sep
     if "punct" in exclude:
         dropped |= kinds.punct
+    if "first" in exclude:
+        dropped[pieces.words()[0].pieces if words else 0] = True
     return dropped
 
 
-def exclusion_note(exclude: Sequence[str]) -> str:
+def exclusion_note(exclude: Sequence[str], lang: str = "en") -> str:
     """What a title adds for `exclude`: ` · without special tokens (rows renormalised)`."""
     if not exclude:
         return ""
-    names = " and ".join(_EXCLUDED_NAMES[name] for name in exclude)
-    return f" · without {names} (rows renormalised)"
+    names = label(lang, "and").join(label(lang, f"excluded_{name}") for name in exclude)
+    return label(lang, "without", names=names)
+
+
+def hidden_keys(T: int, causal: bool, window: int | None = None) -> np.ndarray | None:
+    """(T, T) bool, True where query (row) q cannot see key (column) k: k > q under a causal
+    mask, and q - k >= `window` outside a sliding window, as the decoder masks them. None
+    when nothing is hidden (an encoder without the causal what-if)."""
+    if not causal:
+        return None
+    query = np.arange(T)[:, None]  # (T, 1)
+    key = np.arange(T)[None, :]  # (1, T)
+    hidden = key > query  # (T, T): the future
+    if window is not None:
+        hidden |= query - key >= window  # only the last `window` tokens are seen
+    return hidden
 
 
 def renormalise(matrix: np.ndarray) -> np.ndarray:
@@ -138,6 +170,18 @@ def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarr
     keys = from_words if in_order else from_words[..., order]
     summed = _run_sums(keys, starts, sizes, axis=-1)  # (..., W, W): sum over a key word's pieces
     return summed / sizes.astype(summed.dtype)[:, None]  # the sum over query pieces -> mean
+
+
+def merge_masked(hidden: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """(..., T, T) bool over pieces -> (..., W, W) over words: a word pair is masked when
+    every pair of its pieces is (then its merged weight is exactly 0 too)."""
+    order = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])  # (T,)
+    if np.array_equal(order, np.arange(hidden.shape[-1])):  # words are runs of pieces
+        starts = np.cumsum([0] + [len(g) for g in groups[:-1]])  # (W,)
+        rows = np.logical_and.reduceat(hidden, starts, axis=-2)  # (..., W, T)
+        return np.logical_and.reduceat(rows, starts, axis=-1)  # (..., W, W)
+    visible = (~hidden).astype(np.float32)  # (..., T, T): pieces out of order
+    return merge_words(visible, groups) == 0
 
 
 def _run_sums(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, axis: int) -> np.ndarray:
@@ -192,7 +236,7 @@ class UnitMap:
     def keep(self) -> np.ndarray:
         """(N,) bool over these units: False for what `exclude` drops (a word, when all
         its pieces are dropped)."""
-        dropped = excluded_pieces(self.pieces, self.exclude)  # (T,)
+        dropped = excluded_pieces(self.pieces, self.exclude, words=self.words)  # (T,)
         if self.words:
             dropped = np.array([dropped[w.pieces].all() for w in self.pieces.words()], dtype=bool)
         return ~dropped
@@ -205,6 +249,16 @@ class UnitMap:
             return matrix
         kept = np.flatnonzero(self.keep())
         return renormalise(matrix[..., kept[:, None], kept])  # (..., n, n)
+
+    def masked(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., T, T) bool over pieces (True: hidden from the query) -> (..., N, N) in these
+        units: a word cell is masked when every pair of its pieces is; exclusions dropped."""
+        if self.words:
+            hidden = merge_masked(hidden, [w.pieces for w in self.pieces.words()])
+        if not self.exclude:
+            return hidden
+        kept = np.flatnonzero(self.keep())
+        return hidden[..., kept[:, None], kept]  # (..., n, n)
 
     def labels(self) -> list[str]:
         words = self.pieces.words()

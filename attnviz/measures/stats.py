@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from attnviz import lexicon
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import TOP, check_range, resolve_index
 from attnviz.measures.drawn import save_image, write_figure
@@ -429,6 +430,7 @@ class HeadStats:
     queries: int  # query positions pooled, special tokens included
     dropped: int = 0  # pieces cut off by truncation, over all sentences
     first_token: str | None = None  # a decoder's: the piece every sentence starts with (BOS)
+    lang: str = "en"  # the language of its table's and figure's labels: "en" or "pt"
 
     def __repr__(self) -> str:
         heads = f"{self.layers}×{self.heads} heads"
@@ -441,10 +443,9 @@ class HeadStats:
 
     @property
     def title(self) -> str:
-        n = self.sentences
-        return (
-            f"{self.model} · head statistics over {n} sentence{'s' if n != 1 else ''} "
-            f"({self.queries} query positions)"
+        key = "stats_title_one" if self.sentences == 1 else "stats_title"
+        return lexicon.label(
+            self.lang, key, model=self.model, n=self.sentences, queries=self.queries
         )
 
     def sorted(self, by: str = "layer", top: int | None = None) -> list[HeadRecord]:
@@ -477,6 +478,7 @@ class HeadStats:
             cmap=cmap,
             theme=theme,
             shared_scale=shared_scale,
+            lang=self.lang,
         )
 
     def save(
@@ -513,6 +515,7 @@ class HeadStats:
             statistics=statistics_of(shown),
             label_shares=LABEL_SHARES,
             first_token=self.first_token,
+            lang=self.lang,
         )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -9,6 +9,11 @@ terminal (`rich.print(view)`), in a notebook (`_repr_png_`) and as images (`figu
 
 Picking a head, merging words (`units`) and dropping tokens (`exclude`) are
 attnviz.measures.select's. Titles say what was excluded; `to_dict` lists it.
+
+Masked cells: on a decoder (or an encoder under the causal what-if) a view carries
+`masked`, a bool array of its matrix's shape, True where the model could not see the
+key (after the query, outside the layer's sliding window), from the model's mask, not
+the weights. Renderers draw those cells as masked; `to_dict` lists them (`"masked"`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import label
 from attnviz.limits import TOP, check_choice, check_range, resolve_heads, resolve_index
 from attnviz.measures.contributions import per_layer_refusal
 from attnviz.measures.drawn import Drawn
-from attnviz.measures.select import UnitMap, exclusion_note, pair_marked, select
+from attnviz.measures.select import (
+    UnitMap,
+    exclusion_note,
+    hidden_keys,
+    pair_marked,
+    select,
+)
 from attnviz.output import ImageStyle
 
 if TYPE_CHECKING:
@@ -73,6 +85,10 @@ class AttentionView(Drawn):
     pair_start: int | None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
+    lang: str = "en"  # the language of its title and labels: "en" or "pt"
+    # (N, N) bool: True where the model could not see the key (causal mask, sliding window);
+    # None when nothing is masked. The weight there is exactly 0.
+    masked: np.ndarray | None = field(default=None, repr=False)
 
     def weight(self, query: int, key: int) -> float:
         """The weight from row `query` to column `key` (indices as in `labels`)."""
@@ -110,6 +126,7 @@ class AttentionView(Drawn):
             "excluded": list(self.excluded),
             "measure": self.measure,
             "weights": self.matrix.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def _repr_html_(self) -> str:
@@ -130,14 +147,22 @@ class AttentionView(Drawn):
             heads=None,
             units="tokens",
             theme="auto",
-            layer_names=[self.title.split(" · ")[1] if " · " in self.title else "layer"],
+            layer_names=[
+                self.title.split(" · ")[1]
+                if " · " in self.title
+                else label(self.lang, "layer_n", layer=self.layer)
+            ],
             head_names=[self.title.rsplit(" · ", 1)[-1]],
+            lang=self.lang,
+            masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 
-        return Heatmap(self.matrix, self.labels, title=self.title)
+        return Heatmap(
+            self.matrix, self.labels, title=self.title, lang=self.lang, masked=self.masked
+        )
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
@@ -145,7 +170,14 @@ class AttentionView(Drawn):
         from attnviz.render.figures import heatmap_figure
 
         return heatmap_figure(
-            self.matrix, self.labels, title=self.title, cmap=cmap, theme=theme, annotate=annotate
+            self.matrix,
+            self.labels,
+            title=self.title,
+            cmap=cmap,
+            theme=theme,
+            annotate=annotate,
+            lang=self.lang,
+            masked=self.masked,
         )
 
 
@@ -175,13 +207,15 @@ class RolloutView(AttentionView):
             "measure": self.measure,
             "method": self.method,
             "rollout": self.matrix.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from attnviz.render.stats import SourcesTable
 
         yield self._renderable()
-        yield SourcesTable(self.labels, self.sources(), title="what each token draws most from")
+        title = label(self.lang, "sources_title")
+        yield SourcesTable(self.labels, self.sources(), title=title, lang=self.lang)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -205,6 +239,9 @@ class HeadsView(Drawn):
     columns: int | None = None
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
+    lang: str = "en"  # the language of its titles and labels: "en" or "pt"
+    # (n, N, N) bool, one per panel: True where the model could not see the key; None: none.
+    masked: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -217,22 +254,27 @@ class HeadsView(Drawn):
             "excluded": list(self.excluded),
             "measure": self.measure,
             "weights": self.matrices.tolist(),
+            "masked": masked_list(self.masked),
         }
 
     def _repr_html_(self) -> str:
         """In a notebook: the panels as the interactive page's head view, offline."""
         from attnviz.render.html import fragment
 
+        lang = self.lang
+        head_names = [label(lang, "head_n", head=h) for h in self.heads]
         if self.layer is not None:  # one layer's heads
             grid = self.matrices[None]  # (1, h, N, N)
-            layer_names, head_names = [f"layer {self.layer}"], [f"head {h}" for h in self.heads]
+            layer_names = [label(lang, "layer_n", layer=self.layer)]
         elif self.columns:  # the model view: a row of `columns` heads per layer
             grid = self.matrices.reshape(-1, self.columns, *self.matrices.shape[1:])
-            layer_names = [f"layer {layer}" for layer in range(len(grid))]
-            head_names = [f"head {h}" for h in self.heads]
+            layer_names = [label(lang, "layer_n", layer=layer) for layer in range(len(grid))]
         else:  # a per-layer measure: one panel per layer
             grid = self.matrices[:, None]  # (L, 1, N, N)
-            layer_names, head_names = list(self.panel_titles), ["all heads"]
+            layer_names, head_names = list(self.panel_titles), [label(lang, "all_heads")]
+        masked = None
+        if self.masked is not None:  # each layer's mask: its first panel's
+            masked = self.masked.reshape(grid.shape)[:, 0]  # (layers, N, N)
         return fragment(
             grid,
             self.tokens,
@@ -249,6 +291,8 @@ class HeadsView(Drawn):
             theme="auto",
             layer_names=layer_names,
             head_names=head_names,
+            lang=lang,
+            masked=masked,
         )
 
     def _renderable(self) -> Any:
@@ -260,6 +304,8 @@ class HeadsView(Drawn):
             panel_titles=self.panel_titles,
             title=self.title,
             columns=self.columns,
+            lang=self.lang,
+            masked=self.masked,
         )
 
     def _write(self, path: Path, style: ImageStyle) -> None:
@@ -278,6 +324,8 @@ class HeadsView(Drawn):
             columns=self.columns,
             dpi=style.dpi,
             transparent=style.transparent,
+            lang=self.lang,
+            masked=self.masked,
         )
 
     def figure(
@@ -294,7 +342,14 @@ class HeadsView(Drawn):
             theme=theme,
             annotate=annotate,
             columns=self.columns,
+            lang=self.lang,
+            masked=self.masked,
         )
+
+
+def masked_list(masked: np.ndarray | None) -> list[Any] | None:
+    """A view's mask as JSON lists of booleans, the shape of its weights; None when none."""
+    return None if masked is None else np.asarray(masked, dtype=bool).tolist()
 
 
 # ---------------------------------------------------------------- building views
@@ -312,6 +367,31 @@ class Source:
     note: str = ""  # the measure as titles name it
     kept: tuple[int, ...] | None = None  # the model's layers `attentions` holds; None: all
     num_layers: int = 0  # the model's layers (0: as many as `attentions` holds)
+    lang: str = "en"  # the language the views' titles and labels are in (already resolved)
+    # The model's mask: causal (a decoder, or an encoder's what-if), and per model layer its
+    # sliding window (() or None: none). What the views mark as masked comes from these.
+    causal: bool = False
+    windows: tuple[int | None, ...] = ()
+
+    def window(self, layer: int) -> int | None:
+        """The model's `layer`'s sliding window in pieces; None without one."""
+        return self.windows[layer] if layer < len(self.windows) else None
+
+    def hidden(self, layer: int) -> np.ndarray | None:
+        """(T, T) bool over pieces: the keys the model's `layer` hides from each query;
+        None when it hides none."""
+        return hidden_keys(self.attentions.shape[-1], self.causal, self.window(layer))
+
+    def chain_hidden(self, upto: int) -> np.ndarray | None:
+        """(T, T) bool: the keys a rollout (or flow) through layers 0..`upto` cannot reach.
+
+        A causal chain stays causal. Through sliding windows the chain reaches further back
+        than any one layer: a query reaches a key q - k < 1 + sum(window - 1) pieces back,
+        going through tokens in between (exactly that band: the product of band matrices);
+        a layer without a window lets the chain reach every earlier key."""
+        windows = [self.window(layer) for layer in range(upto + 1)]
+        reach = None if None in windows else 1 + sum(w - 1 for w in windows if w is not None)
+        return hidden_keys(self.attentions.shape[-1], self.causal, reach)
 
     def slot(self, layer: int) -> int:
         """Where the model's `layer` (already resolved) sits in `attentions`."""
@@ -362,19 +442,53 @@ def layer_view(
     head = None if head is None else resolve_index(head, H, "head")
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     matrix = unit_map.matrix(select(src.attentions, src.slot(layer), head))  # (N, N)
-    which = f"head {head}" if head is not None else f"mean of {H} heads"
+    lang = src.lang
+    which = label(lang, "head_n", head=head) if head is not None else ""
+    if head is None:
+        which = label(lang, "mean_of_heads", n=H)
     if src.per_layer:
-        which = "all heads together"
+        which = label(lang, "all_heads_together")
     return AttentionView(
         matrix=matrix,
         **_labelled(unit_map),
-        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(lang, 'layer_n', layer=layer)} · {which}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=layer,
         head=head,
         units=units,
         measure=src.measure,
+        lang=lang,
+        masked=_masked(unit_map, src.hidden(layer)),
     )
+
+
+def _masked(unit_map: UnitMap, hidden: np.ndarray | None) -> np.ndarray | None:
+    """The pieces' mask `hidden` (T, T) in the units of `unit_map`; None when none."""
+    return None if hidden is None else unit_map.masked(hidden)
+
+
+def _panels_masked(
+    src: Source, unit_map: UnitMap, layers: Sequence[int], per_layer: int
+) -> np.ndarray | None:
+    """(len(layers) · per_layer, N, N) bool: each panel's mask, `per_layer` panels a layer.
+
+    Layers sharing a window share one mask, so a model without windows holds one (N, N)
+    array broadcast to every panel (no copy)."""
+    masks: dict[int | None, np.ndarray | None] = {}
+    for layer in layers:
+        window = src.window(layer)
+        if window not in masks:
+            masks[window] = _masked(unit_map, src.hidden(layer))
+    if all(mask is None for mask in masks.values()):
+        return None
+    first = next(mask for mask in masks.values() if mask is not None)
+    shape = (len(layers) * per_layer, *first.shape)
+    if len(masks) == 1:
+        return np.broadcast_to(first, shape)  # (n, N, N): one mask, read-only
+    per = [masks[src.window(layer)] for layer in layers]
+    stacked = np.stack([first if m is None else m for m in per])  # (L, N, N)
+    return np.repeat(stacked, per_layer, axis=0)  # (L · per_layer, N, N)
 
 
 def heads_view(
@@ -392,18 +506,29 @@ def heads_view(
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
     unit_map = UnitMap.checked(src.pieces, units, exclude)
-    which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
+    lang = src.lang
+    which = _which_heads(lang, H, chosen, shown)
     return HeadsView(
         matrices=unit_map.matrix(src.attentions[src.slot(layer), shown]),  # (h, N, N)
         **_labelled(unit_map),
-        panel_titles=[f"head {h}" for h in shown],
-        title=f"{src.model} · layer {layer} · {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        panel_titles=[label(lang, "head_n", head=h) for h in shown],
+        title=f"{src.model} · {label(lang, 'layer_n', layer=layer)} · {which}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=layer,
         heads=shown,
         units=units,
         measure=src.measure,
+        lang=lang,
+        masked=_panels_masked(src, unit_map, [layer], len(shown)),
     )
+
+
+def _which_heads(lang: str, H: int, chosen: list[int] | None, shown: list[int]) -> str:
+    """`all 12 heads` or `heads 0,3`, as a title names the heads shown."""
+    if chosen is None:
+        return label(lang, "all_heads_n", n=H)
+    return label(lang, "heads_listed", heads=_listing(shown))
 
 
 def model_view(
@@ -422,21 +547,30 @@ def model_view(
     unit_map = UnitMap.checked(src.pieces, units, exclude)
     # (L, h, T, T): a view of the array when every head is shown (a list index would copy)
     per_layer = src.attentions if chosen is None else src.attentions[:, shown]
-    which = f"all {H} heads" if chosen is None else f"heads {_listing(shown)}"
-    names = [f"L{layer} H{head}" for layer in range(L) for head in shown]
+    lang = src.lang
+    which = _which_heads(lang, H, chosen, shown)
+    names = [
+        label(lang, "panel_layer_head", layer=layer, head=head)
+        for layer in range(L)
+        for head in shown
+    ]
     if src.per_layer:
-        which, names = "all heads together", [f"L{layer}" for layer in range(L)]
+        which = label(lang, "all_heads_together")
+        names = [label(lang, "panel_layer", layer=layer) for layer in range(L)]
     return HeadsView(
         matrices=unit_map.matrix(per_layer.reshape(-1, *per_layer.shape[2:])),  # (L·h, N, N)
         **_labelled(unit_map),
         panel_titles=names,
-        title=f"{src.model} · {L} layers × {which}{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(lang, 'layers_by', n=L, which=which)}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, lang)}",
         model=src.model,
         layer=None,
         heads=shown,
         units=units,
         columns=None if src.per_layer else len(shown),
         measure=src.measure,
+        lang=lang,
+        masked=_panels_masked(src, unit_map, range(L), 1 if src.per_layer else len(shown)),
     )
 
 
@@ -474,17 +608,19 @@ def rollout_view(
                 "{method} flow runs on the attention weights: drop {measure}",
                 param=("method", "measure"),
             )
-        chained, what = attention_flow(src.attentions, upto, progress=progress), "attention flow"
+        chained = attention_flow(src.attentions, upto, progress=progress)
+        what = label(src.lang, "attention_flow")
     else:
         # Measures that already contain the residual (and rows of any sum) are chained with
         # their rows normalised; the weights (and norms) get the identity added, as in the paper.
         with_residual = src.measure in ("weight", "norm")
-        chained, what = rollout(src.attentions, upto, residual=with_residual), "rollout"
+        chained = rollout(src.attentions, upto, residual=with_residual)
+        what = label(src.lang, "rollout")
     return RolloutView(
         matrix=unit_map.matrix(chained),  # (N, N), rows still sum to 1
         **_labelled(unit_map),
-        title=f"{src.model} · {what} through layer {upto}"
-        + f"{src.note}{exclusion_note(unit_map.exclude)}",
+        title=f"{src.model} · {label(src.lang, 'through_layer', what=what, upto=upto)}"
+        + f"{src.note}{exclusion_note(unit_map.exclude, src.lang)}",
         model=src.model,
         layer=upto,
         head=None,
@@ -492,6 +628,8 @@ def rollout_view(
         top=top,
         measure=src.measure,
         method=method,
+        lang=src.lang,
+        masked=_masked(unit_map, src.chain_hidden(upto)),
     )
 
 

@@ -5,9 +5,10 @@ and values; split them into heads; score every query against every key with a do
 product; divide by sqrt(d_k); hide masked keys; softmax; take the weighted sum of the
 values; join the heads; apply the output projection.
 
-Two steps the decoders add are options of the same attention: `Rotary` turns q and k by
-their positions' angles (RoPE), and fewer key/value heads than query heads is grouped-query
-attention.
+Steps the decoders add are options of the same attention: `Rotary` turns q and k by
+their positions' angles (RoPE); fewer key/value heads than query heads is grouped-query
+attention; QK-norm (Qwen3, Gemma 3) normalises each head's q and k before the turn; and
+soft-capping (Gemma 2) squashes the scores into (-cap, cap) before the mask.
 
 Names used throughout: B batch, T tokens (Tq queries, Tk keys), C embedding width,
 nh query heads, n_kv key/value heads, hs head size (C // nh).
@@ -38,7 +39,9 @@ class MultiHeadAttention(nn.Module):
     runs this one attention: `rotary` turns q and k by their positions' angles after the
     split into heads, and `num_kv_heads` < `num_heads` is grouped-query attention, where
     each key/value head serves `num_heads // num_kv_heads` query heads. `head_size`
-    (default C // nh) and `scale` (default 1 / sqrt(hs)) are what a config may set.
+    (default C // nh) and `scale` (default 1 / sqrt(hs)) are what a config may set, and
+    so are `q_norm` and `k_norm` (modules over the last dimension, hs: QK-norm) and
+    `softcap` (scores become tanh(s / cap) · cap).
 
     The lesson is `forward`. Its speed-ups for inference, marked as such, give the same
     numbers: without gradients the softmax works in place (in `weights_out` when given),
@@ -55,6 +58,9 @@ class MultiHeadAttention(nn.Module):
         head_size: int | None = None,
         out_bias: bool | None = None,
         scale: float | None = None,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        softcap: float | None = None,
     ) -> None:
         super().__init__()
         if head_size is None and embed_dim % num_heads != 0:
@@ -74,6 +80,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, kv_width, bias=bias)
         self.out_proj = nn.Linear(q_width, embed_dim, bias=bias if out_bias is None else out_bias)
         self.widths = (q_width, kv_width, kv_width)  # rows of W_Q, W_K, W_V
+        self.q_norm, self.k_norm, self.softcap = q_norm, k_norm, softcap
         # Set by fuse_projections(); buffers, so that .to(device) moves them too.
         self.fused_weight: torch.Tensor | None
         self.fused_bias: torch.Tensor | None
@@ -93,10 +100,13 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
         rotary: Rotary | None = None,
+        past: PastKeys | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`weights_out` (B, nh, Tq, Tk), when given, receives the weights (no extra copy).
 
         `rotary` holds the angles of the positions (queries and keys are the same tokens).
+        `past` (generation) holds the keys and values of the tokens before these: the new
+        ones are added to it, and the queries score every key, earlier and new.
         """
         B, Tq, _ = queries.shape
         if self._can_fuse(queries, keys, values):  # speed-up: the same q, k, v in one matmul
@@ -105,8 +115,12 @@ class MultiHeadAttention(nn.Module):
             q = self.split_heads(self.q_proj(queries))  # (B, nh, Tq, hs)
             k = self.split_heads(self.k_proj(keys))  # (B, n_kv, Tk, hs)
             v = self.split_heads(self.v_proj(values))  # (B, n_kv, Tk, hs)
+        if self.q_norm is not None and self.k_norm is not None:  # QK-norm: each head's q, k
+            q, k = self.q_norm(q), self.k_norm(k)  # (B, nh, Tq, hs), (B, n_kv, Tk, hs)
         if rotary is not None:
             q, k = rotary.rotate(q), rotary.rotate(k)  # each pair of features turned by its angle
+        if past is not None:  # generation: the cached keys and values of the earlier tokens
+            k, v = past.extend(k, v)  # (B, n_kv, T_past + Tq, hs) each
         if self.groups > 1:  # grouped-query attention: query head h reads key/value head h // g
             k = k.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
             v = v.repeat_interleave(self.groups, dim=1)  # (B, nh, Tk, hs)
@@ -118,6 +132,8 @@ class MultiHeadAttention(nn.Module):
         if weights_out is not None and (not fast or weights_out.dtype != q.dtype):
             weights_out = None
         scores = torch.matmul(q, k.transpose(-2, -1), out=weights_out)  # (B, nh, Tq, Tk)
+        if self.softcap is not None:  # soft-capping: every score squashed into (-cap, cap)
+            scores = torch.tanh(scores / self.softcap) * self.softcap  # (B, nh, Tq, Tk)
         if mask is not None:
             scores.masked_fill_(mask, -math.inf)  # (B, nh, Tq, Tk): a hidden key weighs 0
         weights = torch.softmax(scores, dim=-1, out=scores if fast else None)  # rows sum to 1
@@ -197,24 +213,60 @@ class MultiHeadAttention(nn.Module):
         return self
 
 
+class PastKeys:
+    """One layer's key/value cache: the keys and values of the tokens read so far.
+
+    Generation reads one new token per step; its key and value are appended here
+    (keys already turned by their positions), so its query scores every earlier key
+    without running the earlier tokens again.
+    """
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (B, n_kv, T_past, hs)
+        self.values: torch.Tensor | None = None  # (B, n_kv, T_past, hs)
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' k and v (B, n_kv, Tq, hs); return all of them so far."""
+        if self.keys is not None and self.values is not None:
+            k = torch.cat([self.keys, k], dim=2)  # (B, n_kv, T_past + Tq, hs)
+            v = torch.cat([self.values, v], dim=2)  # (B, n_kv, T_past + Tq, hs)
+        self.keys, self.values = k, v
+        return k, v
+
+
 class Rotary:
     """Rotary position embedding (RoPE): the angles of T positions, applied to q and k.
 
     Feature i of a head is paired with feature i + hs/2; position p turns each pair by
     p · inv_freq[i]. A dot product of a turned q and a turned k then depends on how far
     apart the two positions are, not on where they sit.
+
+    With fewer frequencies than hs/2 (Phi-3's partial_rotary_factor) only the first
+    2·len(inv_freq) = r features are turned, the rest pass as they are; `scaling` (LongRoPE's
+    attention factor) multiplies cos and sin.
     """
 
-    def __init__(self, inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> None:
-        angles = positions.float()[:, None] * inv_freq.float()[None, :]  # (T, hs/2)
-        angles = torch.cat([angles, angles], dim=-1)  # (T, hs): each pair shares its angle
+    def __init__(
+        self,
+        inv_freq: torch.Tensor,
+        positions: torch.Tensor,
+        dtype: torch.dtype,
+        scaling: float = 1.0,
+    ) -> None:
+        angles = positions.float()[:, None] * inv_freq.float()[None, :]  # (T, r/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (T, r): each pair shares its angle
         self.angles = angles
-        self.cos = angles.cos().to(dtype)  # (T, hs)
-        self.sin = angles.sin().to(dtype)  # (T, hs)
+        self.cos = (angles.cos() * scaling).to(dtype)  # (T, r)
+        self.sin = (angles.sin() * scaling).to(dtype)  # (T, r)
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, n, T, hs) turned: (x1, x2) -> (x1·cos - x2·sin, x2·cos + x1·sin)."""
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]  # (B, n, T, hs/2) each
-        turned = torch.cat([-x2, x1], dim=-1)  # (B, n, T, hs): x rotated a quarter turn
-        return x * self.cos + turned * self.sin  # (B, n, T, hs)
+        r = self.cos.shape[-1]  # features turned: hs, or fewer (partial rotation)
+        x, rest = (x, None) if r == x.shape[-1] else (x[..., :r], x[..., r:])  # (B, n, T, r)
+        x1, x2 = x[..., : r // 2], x[..., r // 2 :]  # (B, n, T, r/2) each
+        turned = torch.cat([-x2, x1], dim=-1)  # (B, n, T, r): x rotated a quarter turn
+        x = x * self.cos + turned * self.sin  # (B, n, T, r)
+        return x if rest is None else torch.cat([x, rest], dim=-1)  # (B, n, T, hs)

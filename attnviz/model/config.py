@@ -64,7 +64,9 @@ class EncoderConfig:
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """The shape of a decoder; `kind` is "gpt2" or "llama" (Llama, Mistral, Qwen2)."""
+    """The shape of a decoder; `kind` is "gpt2", "llama" (Llama, Mistral, Qwen2, Qwen3, Phi-3)
+    or "gemma" (Gemma 2 and 3: four norms a layer, RMSNorm gains of 1 + weight, embeddings
+    scaled by sqrt(C))."""
 
     kind: str
     vocab_size: int
@@ -80,6 +82,7 @@ class DecoderConfig:
     qkv_bias: bool = False  # Qwen2: biases on q, k, v; GPT-2: on every projection
     out_bias: bool = False
     mlp_bias: bool = False
+    tie_word_embeddings: bool = False  # the LM head is the token embedding (else lm_head)
     # Llama family: rotary frequencies, and per layer how far back a token may look.
     rope_theta: float = 10000.0
     rope_scaling: tuple[tuple[str, Any], ...] = ()  # ("rope_type", ...) pairs; () is none
@@ -87,18 +90,46 @@ class DecoderConfig:
     # GPT-2: how its config scales the scores.
     scale_attn_weights: bool = True
     scale_by_inverse_layer: bool = False
+    # Steps that Gemma 2 and 3, Qwen3 and Phi-3 add to the Llama decoder.
+    qk_norm: bool = False  # Qwen3, Gemma 3: RMSNorm over each head's q and k before rotating
+    softcap: float | None = None  # Gemma 2: scores squashed to tanh(s / cap) · cap
+    final_softcap: float | None = None  # Gemma 2: logits squashed to tanh(z / cap) · cap
+    query_pre_attn_scalar: float | None = None  # Gemma: the scale is its ** -0.5, not hs's
+    local_rope_theta: float | None = None  # Gemma 3: the rotary base of the sliding layers
+    local_rope_scaling: tuple[tuple[str, Any], ...] = ()  # Gemma 3: their rotary scaling
+    rotary_dims: int | None = None  # Phi-3's partial_rotary_factor: features turned per head
 
     def scale(self, layer: int) -> float:
-        """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1)."""
+        """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1);
+        Gemma's query_pre_attn_scalar ** -0.5."""
+        if self.query_pre_attn_scalar is not None:
+            return float(self.query_pre_attn_scalar**-0.5)
         scale = 1 / math.sqrt(self.head_size) if self.scale_attn_weights else 1.0
         return scale / (layer + 1) if self.scale_by_inverse_layer else scale
 
     def window(self, layer: int) -> int | None:
         return self.sliding_windows[layer] if self.sliding_windows else None
 
+    def local_rope(self, layer: int) -> bool:
+        """Whether `layer` turns q and k with the sliding layers' own rotary base (Gemma 3)."""
+        return self.local_rope_theta is not None and self.window(layer) is not None
+
+    def rope_base(self, layer: int) -> float:
+        """The rotary base θ of `layer`."""
+        local = self.local_rope_theta
+        return local if local is not None and self.window(layer) is not None else self.rope_theta
+
+    def layer_rope_scaling(self, layer: int) -> tuple[tuple[str, Any], ...]:
+        return self.local_rope_scaling if self.local_rope(layer) else self.rope_scaling
+
     @property
     def rope_type(self) -> str:
         return str(dict(self.rope_scaling).get("rope_type", "default"))
+
+    @property
+    def turned(self) -> int:
+        """Features of a head that the rotation turns: all hs, or Phi-3's partial share."""
+        return self.rotary_dims if self.rotary_dims is not None else self.head_size
 
 
 # ---------------------------------------------------------------------------------------------

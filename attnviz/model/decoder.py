@@ -10,7 +10,13 @@ differ around that attention:
   embeddings (RoPE) turn q and k by their position's angle after the split into heads.
   Fewer key/value heads than query heads (grouped-query attention), RMSNorm, and a
   gated SiLU feed-forward (SwiGLU). Mistral, and some Qwen2 layers, look back at most
-  `sliding_window` tokens.
+  `sliding_window` tokens. Qwen3 normalises each head's q and k (QK-norm); Phi-3 may turn
+  only part of each head, and stretch its rotation for long inputs (LongRoPE);
+- Gemma 2 and 3, the Llama kind with: embeddings scaled by sqrt(C), RMSNorm gains of
+  1 + weight, a norm after the attention and after the feed-forward as well as before,
+  a GELU-gated feed-forward, a scale set by query_pre_attn_scalar, sliding windows in some
+  layers; Gemma 2 soft-caps the scores, Gemma 3 has QK-norm and its sliding layers their
+  own rotary base.
 
 Names as in attnviz.model.attention: B batch, T tokens, C hidden size, nh query heads,
 n_kv key/value heads, hs head size, L layers.
@@ -22,23 +28,33 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnviz.model.attention import MultiHeadAttention, Rotary
+from attnviz.model.attention import MultiHeadAttention, PastKeys, Rotary
 from attnviz.model.config import DecoderConfig
 from attnviz.model.layers import ACTIVATIONS, EncoderOutput, run_layers
 
 
-def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
-    """inv_freq (hs/2,): the angle per position of each feature pair, with `rope_scaling`.
+def rotary_frequencies(cfg: DecoderConfig, local: bool = False, length: int = 0) -> torch.Tensor:
+    """inv_freq (r/2,): the angle per position of each feature pair, with `rope_scaling`.
 
-    "default" is theta^(-2i/hs). "linear" divides every frequency by `factor`; "llama3"
-    (Llama 3.1) divides only the slow ones, blending in between.
+    "default" is theta^(-2i/r), r the features turned (hs, or Phi-3's share of it). "linear"
+    divides every frequency by `factor`; "llama3" (Llama 3.1) divides only the slow ones,
+    blending in between; "longrope" (Phi-3) divides each by its own short factor, or long
+    factor when the input (`length` tokens) is longer than the trained length. `local`:
+    Gemma 3's sliding layers, with their own base.
     """
-    hs = cfg.head_size
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
-    scaling = dict(cfg.rope_scaling)
+    r = cfg.turned
+    theta = cfg.local_rope_theta if local and cfg.local_rope_theta is not None else cfg.rope_theta
+    scaling = dict(cfg.local_rope_scaling if local else cfg.rope_scaling)
+    exponents = torch.arange(0, r, 2, dtype=torch.int64).float() / r  # (r/2,)
     kind = scaling.get("rope_type", "default")
+    if kind == "longrope":
+        long = length > scaling["original_max_position_embeddings"]
+        factors = torch.tensor(scaling["long_factor" if long else "short_factor"])  # (r/2,)
+        return 1.0 / (factors * theta**exponents)
+    inv_freq = 1.0 / (theta**exponents)
     if kind == "linear":
         return inv_freq / scaling["factor"]
     if kind == "llama3":
@@ -54,42 +70,65 @@ def rotary_frequencies(cfg: DecoderConfig) -> torch.Tensor:
     return inv_freq
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x²) + eps) times a learned gain; no mean subtracted, no bias (Llama)."""
+def rope_attention_factor(cfg: DecoderConfig, local: bool = False) -> float:
+    """LongRoPE's factor on cos and sin (1 for every other rotation)."""
+    return float(
+        dict(cfg.local_rope_scaling if local else cfg.rope_scaling).get("attention_factor", 1.0)
+    )
 
-    def __init__(self, width: int, eps: float) -> None:
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x²) + eps) times a learned gain; no mean subtracted, no bias (Llama).
+
+    `plus_one` (Gemma): the gain is 1 + weight, applied in float32 before the cast back.
+    """
+
+    def __init__(self, width: int, eps: float, plus_one: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(width))
         self.eps = eps
+        self.plus_one = plus_one
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()  # (B, T, C), the mean of squares in float32 as the reference does
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.plus_one:  # Gemma: x · (1 + w), in float32
+            return (x32 * (1.0 + self.weight.float())).to(x.dtype)  # (B, T, C)
         return self.weight * x32.to(x.dtype)  # (B, T, C)
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm: x + attention(norm(x)), then x + feed-forward(norm(x))."""
+    """Pre-norm: x + attention(norm(x)), then x + feed-forward(norm(x)).
+
+    Gemma also normalises what each sub-layer returns: x + norm(attention(norm(x))).
+    """
 
     def __init__(self, cfg: DecoderConfig, index: int) -> None:
         super().__init__()
-        C = cfg.hidden_size
+        C, hs = cfg.hidden_size, cfg.head_size
         self.gpt2 = cfg.kind == "gpt2"
+        gemma = cfg.kind == "gemma"
         self.attention = MultiHeadAttention(
             C,
             cfg.num_heads,
             bias=cfg.qkv_bias,
             num_kv_heads=cfg.num_kv_heads,
-            head_size=cfg.head_size,
+            head_size=hs,
             out_bias=cfg.out_bias,
             scale=cfg.scale(index),
+            q_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
+            k_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
+            softcap=cfg.softcap,
         )
         if self.gpt2:
             self.norm1: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
             self.norm2: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
         else:
-            self.norm1 = RMSNorm(C, cfg.norm_eps)
-            self.norm2 = RMSNorm(C, cfg.norm_eps)
+            self.norm1 = RMSNorm(C, cfg.norm_eps, gemma)
+            self.norm2 = RMSNorm(C, cfg.norm_eps, gemma)
+        # Gemma: norms on the attention's and the feed-forward's outputs too.
+        self.attention_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
+        self.ff_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
         self.ff_gate = None if self.gpt2 else nn.Linear(C, cfg.intermediate_size, cfg.mlp_bias)
         self.ff_in = nn.Linear(C, cfg.intermediate_size, bias=self.gpt2 or cfg.mlp_bias)
         self.ff_out = nn.Linear(cfg.intermediate_size, C, bias=self.gpt2 or cfg.mlp_bias)
@@ -101,27 +140,38 @@ class DecoderLayer(nn.Module):
         mask: torch.Tensor | None,
         weights_out: torch.Tensor | None = None,
         rotary: Rotary | None = None,
+        past: PastKeys | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.norm1(x)  # (B, T, C)
-        attended, weights = self.attention(h, h, h, mask, weights_out, rotary)  # (B, T, C)
+        attended, weights = self.attention(h, h, h, mask, weights_out, rotary, past)  # (B, T, C)
+        if self.attention_out_norm is not None:  # Gemma
+            attended = self.attention_out_norm(attended)  # (B, T, C)
         x = x + attended  # (B, T, C)
         h = self.norm2(x)  # (B, T, C)
         if self.ff_gate is None:  # GPT-2: act(h W_in) W_out
             hidden = self.activation(self.ff_in(h))  # (B, T, I)
         else:  # SwiGLU: act(h W_gate) * (h W_up), then W_down
             hidden = self.activation(self.ff_gate(h)) * self.ff_in(h)  # (B, T, I)
-        return x + self.ff_out(hidden), weights  # (B, T, C)
+        out = self.ff_out(hidden)  # (B, T, C)
+        if self.ff_out_norm is not None:  # Gemma
+            out = self.ff_out_norm(out)  # (B, T, C)
+        return x + out, weights  # (B, T, C)
 
 
 def decoder_mask(
-    T: int, window: int | None, attention_mask: torch.Tensor | None, device: torch.device
+    T: int,
+    window: int | None,
+    attention_mask: torch.Tensor | None,
+    device: torch.device,
+    past: int = 0,
 ) -> torch.Tensor:
     """True hides a key: every key after the query, those `window` or more tokens back, padding.
 
-    (T, T), or (B, 1, T, T) with `attention_mask` (B, T), 1 for real tokens.
+    (T, T), or (B, 1, T, T) with `attention_mask` (B, T), 1 for real tokens. With `past`
+    cached tokens before the T queries: (T, past + T), the queries at past, past + 1, ...
     """
-    query = torch.arange(T, device=device)[:, None]  # (T, 1)
-    key = torch.arange(T, device=device)[None, :]  # (1, T)
+    query = torch.arange(past, past + T, device=device)[:, None]  # (T, 1)
+    key = torch.arange(past + T, device=device)[None, :]  # (1, past + T)
     hidden = key > query  # (T, T): the causal mask
     if window is not None:
         hidden |= key <= query - window  # the sliding window: only the last `window` tokens
@@ -133,11 +183,13 @@ def decoder_mask(
 class Decoder(nn.Module):
     """A GPT-2 or Llama-family decoder that returns the attention weights of its layers.
 
-    Only what attention needs is built: no LM head, and `upto` stops after a layer, since
-    a later layer cannot change an earlier one's attention.
+    `layers` stops after a layer, since a later layer cannot change an earlier one's
+    attention. The LM head (`logits`) is the token embedding read backwards when the
+    model ties them, else its own `lm_head` (`head=True`, from the checkpoint); a decoder
+    built with neither computes attention but cannot write (`can_write`).
     """
 
-    def __init__(self, cfg: DecoderConfig) -> None:
+    def __init__(self, cfg: DecoderConfig, head: bool = False) -> None:
         super().__init__()
         self.config = cfg
         self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
@@ -148,10 +200,11 @@ class Decoder(nn.Module):
         self.final_norm: nn.Module = (
             nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
             if cfg.kind == "gpt2"
-            else RMSNorm(cfg.hidden_size, cfg.norm_eps)
+            else RMSNorm(cfg.hidden_size, cfg.norm_eps, cfg.kind == "gemma")
         )
-        self.inv_freq: torch.Tensor | None
-        self.register_buffer("inv_freq", None, persistent=False)
+        self.inv_freqs: dict[tuple[bool, int], torch.Tensor] = {}  # see _frequencies
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) if head else None
+        self.tied = cfg.tie_word_embeddings
 
     def forward(
         self,
@@ -161,39 +214,72 @@ class Decoder(nn.Module):
         causal: bool = True,
         keep_inputs: bool = False,
         layers: Sequence[int] | None = None,
+        past: list[PastKeys] | None = None,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) 1 for real tokens (right padding).
 
         Returns the attentions of `layers` (default: all), in that order, as (len, B, nh, T, T);
         the layers after the last of them are not run. `token_type_ids` and `causal` are
         accepted for the encoder's signature: a decoder has no segments and is always causal.
+        `past` (generation: one `PastKeys` per layer) holds the tokens read before these;
+        they sit at the positions after them, and the attentions are (L, B, nh, T, past + T).
         """
         cfg = self.config
         T = input_ids.shape[1]
+        start = len(past[0]) if past else 0  # tokens already read, whose keys are cached
+        positions = torch.arange(start, start + T, device=input_ids.device)  # (T,)
         x = self.tokens(input_ids)  # (B, T, C)
-        rotary = None
+        if cfg.kind == "gemma":  # Gemma: embeddings times sqrt(C), rounded to their dtype
+            x = x * torch.tensor(cfg.hidden_size**0.5).to(x.dtype)  # (B, T, C)
+        rotaries: dict[bool, Rotary] = {}  # Gemma 3's sliding layers (True) have their own
         if self.positions is not None:  # GPT-2: a learned vector per position
-            x = x + self.positions(torch.arange(T, device=input_ids.device))[None]  # (B, T, C)
+            x = x + self.positions(positions)[None]  # (B, T, C)
         else:  # Llama: positions enter as rotations of q and k in every layer
-            rotary = Rotary(self._frequencies(), torch.arange(T, device=input_ids.device), x.dtype)
+            for local in {cfg.local_rope(i) for i in range(cfg.num_layers)}:
+                factor = rope_attention_factor(cfg, local)
+                inv_freq = self._frequencies(local, start + T).to(positions.device)  # (r/2,)
+                rotaries[local] = Rotary(inv_freq, positions, x.dtype, factor)
         masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
 
         def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
             window = cfg.window(i)
             if window not in masks:
-                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device)
-            return self.layers[i](x, masks[window], out, rotary)  # (B, T, C), (B, nh, T, T)
+                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device, start)
+            rotary = rotaries.get(cfg.local_rope(i))
+            cache = past[i] if past else None
+            return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
 
-        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs)
+        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs, start)
         last = cfg.num_layers - 1 if layers is None else max(layers, default=-1)
         if last == cfg.num_layers - 1:  # the whole stack ran: its final norm closes it
             out = out._replace(hidden_states=self.final_norm(out.hidden_states))  # (B, T, C)
         return out
 
-    def _frequencies(self) -> torch.Tensor:
-        if self.inv_freq is None or self.inv_freq.device.type == "meta":
-            self.inv_freq = rotary_frequencies(self.config)
-        return self.inv_freq
+    @property
+    def can_write(self) -> bool:
+        """Whether the decoder has an LM head: tied to the embedding, or its own."""
+        return self.tied or self.lm_head is not None
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head: final-normed hidden states (B, T, C) -> next-token scores (B, T, V)."""
+        if not self.can_write:
+            raise ValueError("this decoder has no LM head (untied, and none was loaded)")
+        weight = self.tokens.weight if self.lm_head is None else self.lm_head.weight  # (V, C)
+        logits = F.linear(hidden, weight)  # (B, T, V): hidden · each vocabulary row
+        cap = self.config.final_softcap
+        if cap is not None:  # Gemma 2: squashed into (-cap, cap), the order unchanged
+            logits = torch.tanh(logits / cap) * cap  # (B, T, V)
+        return logits
+
+    def _frequencies(self, local: bool, length: int) -> torch.Tensor:
+        """inv_freq for the sliding (`local`) or other layers, computed once per kind (Phi-3's
+        LongRoPE: once for inputs up to its trained length and once for longer ones)."""
+        scaling = dict(self.config.local_rope_scaling if local else self.config.rope_scaling)
+        long = length > scaling.get("original_max_position_embeddings", length)
+        key = (local, long)
+        if key not in self.inv_freqs:
+            self.inv_freqs[key] = rotary_frequencies(self.config, local, length)
+        return self.inv_freqs[key]
 
     def fuse_projections(self) -> None:
         """One Q/K/V matmul per layer from now on (see MultiHeadAttention.fuse_projections)."""

@@ -1,4 +1,5 @@
-"""Decoder families: what a GPT-2, Llama, Mistral or Qwen2 config.json says (no torch).
+"""Decoder families: what a GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3
+config.json says (no torch; rotary settings are read by `attnviz.model.rope_config`).
 
 `describe_decoder` checks a decoder's config.json and returns its `DecoderConfig`:
 every size a whole number in range, every setting that changes attention either
@@ -16,15 +17,27 @@ from attnviz.model.config import (
     agreed,
     check_activation,
     conflict,
-    same,
     shown,
     whole,
 )
+from attnviz.model.rope_config import positive, read_gemma3_rope, read_rope
 
-DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
-DECODER_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
-# Rotary scalings computed (rotary_frequencies in attnviz.model.decoder); others are refused.
-ROPE_TYPES = ("default", "linear", "llama3")
+DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
+# Gemma 3's multimodal config (text_config inside) is read by attnviz.model.families.
+DECODER_NAMES = {
+    "gpt2": "GPT-2",
+    "llama": "Llama",
+    "mistral": "Mistral",
+    "qwen2": "Qwen2",
+    "qwen3": "Qwen3",
+    "phi3": "Phi-3",
+    "gemma2": "Gemma 2",
+    "gemma3_text": "Gemma 3",
+    "gemma3": "Gemma 3",
+}
+GEMMA_TYPES = ("gemma2", "gemma3_text")
+_QWEN = ("qwen2", "qwen3")
+_TYPED = (*_QWEN, *GEMMA_TYPES)  # families whose config may list each layer's kind
 
 
 # Checkpoint names -> this project's, `{i}` a layer number. GPT-2's fused c_attn is split
@@ -49,17 +62,31 @@ _LLAMA_NAMES = [
     ("layers.{i}.self_attn.k_proj.", "layers.{i}.attention.k_proj."),
     ("layers.{i}.self_attn.v_proj.", "layers.{i}.attention.v_proj."),
     ("layers.{i}.self_attn.o_proj.", "layers.{i}.attention.out_proj."),
+    ("layers.{i}.self_attn.q_norm.", "layers.{i}.attention.q_norm."),  # Qwen3
+    ("layers.{i}.self_attn.k_norm.", "layers.{i}.attention.k_norm."),
     ("layers.{i}.post_attention_layernorm.", "layers.{i}.norm2."),
     ("layers.{i}.mlp.gate_proj.", "layers.{i}.ff_gate."),
     ("layers.{i}.mlp.up_proj.", "layers.{i}.ff_in."),
     ("layers.{i}.mlp.down_proj.", "layers.{i}.ff_out."),
     ("norm.", "final_norm."),
 ]
+# Gemma: its post_attention_layernorm normalises the attention's output (Llama's the
+# feed-forward's input, which Gemma calls pre_feedforward_layernorm).
+_GEMMA_NAMES = [
+    *(pair for pair in _LLAMA_NAMES if "post_attention_layernorm" not in pair[0]),
+    ("layers.{i}.post_attention_layernorm.", "layers.{i}.attention_out_norm."),
+    ("layers.{i}.pre_feedforward_layernorm.", "layers.{i}.norm2."),
+    ("layers.{i}.post_feedforward_layernorm.", "layers.{i}.ff_out_norm."),
+]
 # (prefix of a *LMHeadModel / *ForCausalLM checkpoint, names, what is not the decoder)
 DECODER_LAYOUTS: dict[str, tuple[str, list[tuple[str, str]], str]] = {
     "gpt2": ("transformer.", _GPT2_NAMES, r"^(h\.\d+\.attn\.(bias|masked_bias)$)"),
     "llama": ("model.", _LLAMA_NAMES, r"^(rotary_emb\.|layers\.\d+\.self_attn\.rotary_emb\.)"),
+    "gemma": ("model.", _GEMMA_NAMES, r"^(rotary_emb\.)"),
 }
+# A multimodal Gemma 3 (Gemma3ForConditionalGeneration) keeps its language model under one
+# of these (transformers 5, then 4); its vision tower only reads images, so it is left out.
+GEMMA3_PREFIXES = ("model.language_model.", "language_model.model.")
 
 _LIMITS = {"layers": 1024, "heads": 1024, "hidden": 65536, "intermediate": 262144}
 _LIMITS.update({"positions": 1 << 20, "vocab": 4_000_000, "head_dim": 4096, "window": 1 << 20})
@@ -95,6 +122,36 @@ _DEFAULTS["qwen2"] = {
     "sliding_window": 4096,
     "max_window_layers": 28,
 }
+_DEFAULTS["qwen3"] = {**_DEFAULTS["qwen2"], "head_dim": 128}
+_DEFAULTS["phi3"] = {
+    **_DEFAULTS["llama"],
+    "vocab_size": 32064,
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+}
+_DEFAULTS["gemma2"] = {
+    "vocab_size": 256000,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 8192,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "sliding_window": 4096,
+    "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
+}
+_DEFAULTS["gemma3_text"] = {
+    **_DEFAULTS["gemma2"],
+    "vocab_size": 262208,
+    "max_position_embeddings": 131072,
+    "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
+}
 # GPT-2's config keys and the names transformers also accepts for them (its attribute_map).
 _GPT2_ALIASES = {
     "n_embd": "hidden_size",
@@ -105,7 +162,9 @@ _GPT2_ALIASES = {
 
 
 def layout(model_type: str) -> str:
-    """The state-dict layout of a decoder family: "gpt2" or "llama"."""
+    """The state-dict layout of a decoder family: "gpt2", "gemma" or "llama"."""
+    if model_type in (*GEMMA_TYPES, "gemma3"):
+        return "gemma"
     return "gpt2" if model_type == "gpt2" else "llama"
 
 
@@ -147,7 +206,7 @@ def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> Decode
         return value
 
     def number(key: str, default: float) -> float:
-        return _positive(raw.get(key, default), key, where)
+        return positive(raw.get(key, default), key, where)
 
     if model_type == "gpt2":
         return _gpt2(raw, where, size, flag, number)
@@ -184,6 +243,7 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         qkv_bias=True,
         out_bias=True,
         mlp_bias=True,
+        tie_word_embeddings=flag("tie_word_embeddings", True),
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
     )
@@ -195,12 +255,12 @@ def _llama(
     layers = size("num_hidden_layers", 32, "layers")
     heads = size("num_attention_heads", 32, "heads")
     hidden = size("hidden_size", 4096, "hidden")
-    # Null (or left out of a Llama config): one per query head; left out of a Mistral or
-    # Qwen2 config: the family's default (8, 32).
+    # Null (or left out of a Llama or Phi-3 config): one per query head; left out of
+    # another family's config: the family's default (8 for Mistral, 32 for Qwen2).
     kv_heads = (
         heads
         if raw.get("num_key_value_heads") is None
-        and ("num_key_value_heads" in raw or model_type == "llama")
+        and ("num_key_value_heads" in raw or model_type in ("llama", "phi3"))
         else size("num_key_value_heads", heads, "heads")
     )
     if heads % kv_heads:
@@ -208,7 +268,8 @@ def _llama(
             f"{where} has num_attention_heads={heads}, not a multiple of "
             f"num_key_value_heads={kv_heads}: the config is corrupt"
         )
-    if raw.get("head_dim") is None and hidden % heads:
+    own_head_dim = raw.get("head_dim") is not None or "head_dim" in _DEFAULTS[model_type]
+    if not own_head_dim and hidden % heads:
         raise AttnvizError(
             f"{where} has hidden_size={hidden}, not divisible by num_attention_heads={heads}, "
             "and no head_dim: the config is corrupt"
@@ -224,19 +285,22 @@ def _llama(
             f"{where} has pretraining_tp={shown(raw.get('pretraining_tp'))}; attnviz computes "
             "Llama with pretraining_tp 1 only (as transformers does by default): set it to 1"
         )
-    partial = raw.get("partial_rotary_factor", 1.0)
-    if partial not in (1, 1.0, None):
-        raise AttnvizError(
-            f"{where} has partial_rotary_factor={shown(partial)}; attnviz rotates whole heads "
-            "only (1.0)"
-        )
-    theta, scaling = _rope(raw, where, number)
-    # Qwen2 always has q, k and v biases, Mistral never; neither has MLP biases: transformers
-    # reads attention_bias and mlp_bias for Llama only (and so does attnviz).
+    gemma = model_type in GEMMA_TYPES
+    if model_type == "gemma3_text":
+        rope, local = read_gemma3_rope(raw, where)
+    else:
+        phi3 = model_type == "phi3"
+        rope, local = read_rope(raw, where, phi3=phi3, head_dim=head_dim), None
+    turned = int(head_dim * rope.partial)
+    # Qwen2 always has q, k and v biases, Mistral and Phi-3 never; none has MLP biases but
+    # Llama: transformers reads attention_bias for Llama, Qwen3 and Gemma, mlp_bias for Llama.
     llama = model_type == "llama"
-    bias = model_type == "qwen2" or (llama and flag("attention_bias", False))
+    bias = model_type == "qwen2" or (
+        model_type in ("llama", "qwen3", *GEMMA_TYPES) and flag("attention_bias", False)
+    )
+    act_key = "hidden_activation" if gemma else "hidden_act"
     return DecoderConfig(
-        kind="llama",
+        kind="gemma" if gemma else "llama",
         vocab_size=size("vocab_size", 32000, "vocab"),
         hidden_size=hidden,
         num_layers=layers,
@@ -245,116 +309,48 @@ def _llama(
         head_size=head_dim,
         intermediate_size=size("intermediate_size", 11008, "intermediate"),
         max_positions=size("max_position_embeddings", 2048, "positions"),
-        norm_eps=number("rms_norm_eps", 1e-6),
-        hidden_act=check_activation(raw.get("hidden_act", "silu"), "hidden_act", where),
+        norm_eps=number("rms_norm_eps", _DEFAULTS[model_type].get("rms_norm_eps", 1e-6)),
+        hidden_act=check_activation(
+            raw.get(act_key, _DEFAULTS[model_type].get(act_key, "silu")), act_key, where
+        ),
         qkv_bias=bias,
         out_bias=bias and model_type != "qwen2",  # Qwen2's o_proj has no bias
         mlp_bias=llama and flag("mlp_bias", False),
-        rope_theta=theta,
-        rope_scaling=scaling,
+        tie_word_embeddings=flag("tie_word_embeddings", gemma),  # Gemma ties by default
+        rope_theta=rope.theta,
+        rope_scaling=rope.scaling,
         sliding_windows=_windows(raw, model_type, layers, where, size, flag),
+        qk_norm=model_type in ("qwen3", "gemma3_text"),
+        softcap=_softcap(raw, model_type, where) if gemma else None,
+        final_softcap=_final_softcap(raw, model_type, where) if gemma else None,
+        query_pre_attn_scalar=number("query_pre_attn_scalar", 256) if gemma else None,
+        local_rope_theta=local.theta if local is not None else None,
+        local_rope_scaling=local.scaling if local is not None else (),
+        rotary_dims=turned if turned != head_dim else None,
     )
 
 
-def _rope(
-    raw: dict[str, Any], where: str, number: Any
-) -> tuple[float, tuple[tuple[str, Any], ...]]:
-    """rope_theta and the scaling, from `rope_parameters` (transformers 5) or the older keys.
+def _softcap(raw: dict[str, Any], model_type: str, where: str) -> float | None:
+    """Gemma 2's attn_logit_softcapping (50 when left out, none when null).
 
-    A config may carry both `rope_parameters` and the older `rope_scaling`: transformers 5
-    computes the second, older versions do not know the first. Both are read, each with
-    the top-level `rope_theta` it would be completed with; when they differ the config
-    is refused in one line naming both.
+    transformers 5 stores Gemma 3's but never applies it (nor does Gemma 3's own code
+    set one): rather than guess, attnviz refuses a Gemma 3 config that sets it.
     """
-    settings = []
-    for key in ("rope_parameters", "rope_scaling"):
-        params = raw.get(key)
-        if params is not None and not isinstance(params, dict):
-            raise AttnvizError(f"{where} has {key}={shown(params)}; expected an object")
-        if params:  # {} says nothing, as in transformers
-            settings.append((key, params, _rope_setting(raw, key, params, where)))
-    if not settings:
-        return number("rope_theta", 10000.0), ()
-    (key, params, setting), *others = settings
-    for other, other_params, other_setting in others:
-        if other_setting != setting:
-            conflict(where, (key, params), (other, other_params))
-    return setting
-
-
-def _rope_setting(
-    raw: dict[str, Any], key: str, params: dict[str, Any], where: str
-) -> tuple[float, tuple[tuple[str, Any], ...]]:
-    """(rope_theta, scaling pairs) that one rotary object `params` (under `key`) describes."""
-    if all(isinstance(v, dict) for v in params.values()):
+    cap = raw.get("attn_logit_softcapping", _DEFAULTS[model_type].get("attn_logit_softcapping"))
+    if cap is None:
+        return None
+    if model_type == "gemma3_text":
         raise AttnvizError(
-            f"{where} has rotary parameters per layer type; attnviz computes one rotary setting "
-            "for all layers"
+            f"{where} has attn_logit_softcapping={shown(cap)}; transformers ignores it in Gemma 3 "
+            "and Gemma 3 models have none, so attnviz does not guess: set it to null"
         )
-
-    def twice(inner: str, outer: str) -> Any:
-        """The value of `inner` in params, or of `outer` in the config; refused if both differ."""
-        value, top = params.get(inner), raw.get(outer)
-        if value is not None and top is not None and not same(value, top):
-            conflict(where, (f"{key}.{inner}", value), (outer, top))
-        return value if value is not None else top
-
-    named = agreed(params, ("rope_type", "type"), f"{where} ({key})")
-    kind = "default" if named is None else named[1]
-    theta = twice("rope_theta", "rope_theta")
-    theta = 10000.0 if theta is None else _positive(theta, "rope_theta", where, _ROTARY)
-    partial = twice("partial_rotary_factor", "partial_rotary_factor")
-    if partial not in (1, 1.0, None):
-        raise AttnvizError(
-            f"{where} has partial_rotary_factor={shown(partial)}; attnviz rotates whole heads "
-            "only (1.0)"
-        )
-    if kind not in ROPE_TYPES:
-        raise AttnvizError(
-            f"{where} uses rope_type={shown(kind)}; attnviz computes rotary embeddings "
-            f"{', '.join(ROPE_TYPES)}: use a model with one of these"
-        )
-    scaling: dict[str, Any] = {}
-    if kind == "linear":
-        scaling = {"factor": _positive(params.get("factor"), "factor", where, _ROTARY)}
-    elif kind == "llama3":
-        scaling = {
-            name: _positive(params.get(name), name, where, _ROTARY)
-            for name in ("factor", "low_freq_factor", "high_freq_factor")
-        }
-        original = twice("original_max_position_embeddings", "original_max_position_embeddings")
-        if params.get("original_max_position_embeddings") is None or not whole(
-            original, 1, _LIMITS["positions"]
-        ):
-            raise AttnvizError(
-                f"{where} has original_max_position_embeddings={shown(original)} in its llama3 "
-                "rope scaling; expected a whole number: the config is corrupt"
-            )
-        if scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
-            raise AttnvizError(
-                f"{where} has high_freq_factor <= low_freq_factor in its llama3 rope scaling: "
-                "the config is corrupt"
-            )
-        scaling["original_max_position_embeddings"] = original
-    pairs = (("rope_type", kind), *sorted(scaling.items())) if kind != "default" else ()
-    return theta, pairs
+    return positive(cap, "attn_logit_softcapping", where)
 
 
-_ROTARY = " in its rotary settings"
-
-
-def _positive(value: object, key: str, where: str, within: str = "") -> float:
-    """`value` as a float when it is a finite positive number; else one line naming `key`."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (0 < value < float("inf"))
-    ):
-        raise AttnvizError(
-            f"{where} has {key}={shown(value)}{within}; expected a positive number: the config "
-            "is corrupt"
-        )
-    return float(value)
+def _final_softcap(raw: dict[str, Any], model_type: str, where: str) -> float | None:
+    """Gemma's final_logit_softcapping (Gemma 2: 30 when left out; none when null)."""
+    cap = raw.get("final_logit_softcapping", _DEFAULTS[model_type].get("final_logit_softcapping"))
+    return None if cap is None else positive(cap, "final_logit_softcapping", where)
 
 
 def _windows(
@@ -363,14 +359,16 @@ def _windows(
     """How far back each layer looks (None: the whole prefix), from the family's keys.
 
     As transformers reads them: Mistral slides one window (4096 when left out, none when
-    null) in every layer; Qwen2 only with use_sliding_window, in the layers `layer_types`
-    names, else from max_window_layers (28 when left out) on. Llama has no window.
+    null) in every layer, and so does Phi-3 when it sets one; Qwen2 and Qwen3 only with
+    use_sliding_window, in the layers `layer_types` names, else from max_window_layers (28
+    when left out) on; Gemma in the layers `layer_types` names, else in all but every
+    second (Gemma 2) or every `sliding_window_pattern`-th (Gemma 3, 6) layer. Llama has none.
     """
     if model_type == "llama":
         return ()
     types = raw.get("layer_types")  # transformers 5: each layer's kind
     if (
-        model_type == "qwen2"
+        model_type in _TYPED
         and types is not None
         and (
             not isinstance(types, list)
@@ -382,7 +380,9 @@ def _windows(
             f"{where} has layer_types={shown(types)}; expected one of full_attention or "
             f"sliding_attention for each of its {layers} layers: the config is corrupt"
         )
-    if model_type == "qwen2" and types is not None and "sliding_attention" in types:
+    if model_type in GEMMA_TYPES:
+        return _gemma_windows(raw, model_type, types, layers, where, size, flag)
+    if model_type in _QWEN and types is not None and "sliding_attention" in types:
         # Sliding layers with no window to slide: transformers 5 fails on them.
         if raw.get("sliding_window", 4096) is None:
             conflict(where, ("layer_types", types), ("sliding_window", None))
@@ -390,6 +390,8 @@ def _windows(
             conflict(where, ("layer_types", types), ("use_sliding_window", False))
     if "sliding_window" in raw and raw["sliding_window"] is None:
         return ()
+    if model_type == "phi3":  # one window in every layer, when the config sets one
+        return (size("sliding_window", None, "window"),) * layers if "sliding_window" in raw else ()
     if model_type == "mistral":
         window = size("sliding_window", None, "window")
         if types is not None and types != ["sliding_attention"] * layers:
@@ -399,7 +401,7 @@ def _windows(
                 "compute; it computes Mistral with one window in every layer"
             )
         return (window,) * layers
-    # Qwen2: without use_sliding_window no layer slides.
+    # Qwen2, Qwen3: without use_sliding_window no layer slides.
     if not flag("use_sliding_window", False):
         return ()
     window = size("sliding_window", None, "window")
@@ -409,3 +411,40 @@ def _windows(
         named = "max_window_layers" if "max_window_layers" in raw else "max_window_layers (default)"
         conflict(where, ("layer_types", types), (named, first))
     return tuple(window if t == "sliding_attention" else None for t in counted)
+
+
+def _gemma_windows(
+    raw: dict[str, Any],
+    model_type: str,
+    types: list[str] | None,
+    layers: int,
+    where: str,
+    size: Any,
+    flag: Any,
+) -> tuple[int | None, ...]:
+    """Gemma 2 and 3: a window (sliding_window, 4096 when left out) in the sliding layers."""
+    if flag("use_bidirectional_attention", False):
+        raise AttnvizError(
+            f"{where} has use_bidirectional_attention=true (an embedding model that sees both "
+            "ways); attnviz computes Gemma as a causal decoder: set it to false"
+        )
+    gemma2 = model_type == "gemma2"
+    pattern_key = "sliding_window_pattern"
+    pattern = 2 if gemma2 else raw.get(pattern_key)
+    if pattern is not None and not whole(pattern, 1, _LIMITS["layers"]):
+        raise AttnvizError(
+            f"{where} has {pattern_key}={shown(pattern)}; expected a whole number from 1 to "
+            f"{_LIMITS['layers']} (every how many layers one sees the whole prefix)"
+        )
+    every = 6 if pattern is None else pattern
+    counted = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+    if types is None:
+        types = counted
+    elif pattern is not None and not gemma2 and types != counted:
+        conflict(where, ("layer_types", types), (pattern_key, pattern))
+    if "sliding_attention" not in types:
+        return ()
+    if "sliding_window" in raw and raw["sliding_window"] is None:
+        conflict(where, ("layer_types", types), ("sliding_window", None))
+    window = size("sliding_window", None, "window")
+    return tuple(window if t == "sliding_attention" else None for t in types)

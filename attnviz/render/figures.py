@@ -10,6 +10,10 @@ attended to, x axis). Colour scales start at 0, since attention weights are
 non-negative. Text is drawn literally (no mathtext), so tokens such as `$` or
 `\\n` cannot break a drawing.
 
+Masked cells (`masked`: keys the model could not see, a decoder's future) are drawn in
+the theme's neutral grey (`THEME_COLOURS[theme]["masked"]`), not in any colour of the
+scale, and `annotate` writes `–` in them.
+
 Importing this module costs little more than `import matplotlib`: the Figure API (figure,
 axes, artists, the Agg backend) is imported by the functions that build figures.
 """
@@ -24,6 +28,7 @@ import matplotlib
 import numpy as np
 from matplotlib.colors import Colormap, Normalize
 
+from attnviz import lexicon
 from attnviz.output import check_colormap
 from attnviz.render.labels import (
     axis_name,
@@ -40,11 +45,16 @@ from attnviz.render.layout import (
     COS_ROT,
     GRID_TICK_PT,
     KEY_ROTATION,
+    MASKED_KEY_PT,
+    MASKED_SWATCH_IN,
+    MASKED_TEXT,
     PAD_IN,
+    as_mask,
     as_matrix,
     axis_label_in,
     bar_right_in,
     key_labels_in,
+    masked_key_in,
     plan_grid,
     tick_in,
 )
@@ -82,33 +92,81 @@ _ANNOTATE_MAX_TOKENS = 20
 
 
 def _annotate(
-    ax: Axes, values: np.ndarray, cmap: Colormap, norm: Normalize, size_pt: float, x0: float = 0
+    ax: Axes,
+    values: np.ndarray,
+    cmap: Colormap,
+    norm: Normalize,
+    size_pt: float,
+    x0: float = 0,
+    masked: np.ndarray | None = None,
+    masked_colour: str = "#d9d9d9",
 ) -> None:
-    """Each cell's value on the cell, in black or white; the matrix starts at x = x0."""
+    """Each cell's value on the cell, in black or white (`–` on a masked cell); the matrix
+    starts at x = x0."""
+    from matplotlib.colors import to_rgba
+
     family = font_family()
+    on_masked = contrast_text(to_rgba(masked_colour))
     for (row, col), value in np.ndenumerate(values):
-        if not math.isfinite(value):
+        hidden = masked is not None and bool(masked[row, col])
+        if not hidden and not math.isfinite(value):
             continue
         ax.text(
             x0 + col,
             row,
-            f"{value:.2f}",
+            MASKED_TEXT if hidden else f"{value:.2f}",
             ha="center",
             va="center",
             fontsize=size_pt,
-            color=contrast_text(cmap(norm(value))),
+            color=on_masked if hidden else contrast_text(cmap(norm(value))),
             parse_math=False,
             family=family,
         )
 
 
+def _masked_key(fig: Figure, grey: str, fg: str, lang: str) -> None:
+    """A grey square and `masked` in the figure's bottom right corner: what grey cells mean."""
+    from matplotlib.patches import Rectangle
+
+    fig_w, fig_h = fig.get_size_inches()
+    text = lexicon.label(lang, "masked_short")
+    swatch, right, bottom = masked_key_in(text, fig_w)
+    side = MASKED_SWATCH_IN
+    fig.patches.append(
+        Rectangle(
+            (swatch / fig_w, bottom / fig_h),
+            side / fig_w,
+            side / fig_h,
+            transform=fig.transFigure,
+            facecolor=grey,
+            edgecolor=fg,
+            linewidth=0.5,
+        )
+    )
+    fig.text(
+        right / fig_w,
+        bottom / fig_h,
+        text,
+        ha="right",
+        va="bottom",
+        fontsize=MASKED_KEY_PT,
+        color=fg,
+        parse_math=False,
+        family=font_family(),
+    )
+
+
 def _colorbar(
-    fig: Figure, image: ScalarMappable, rect: tuple[float, float, float, float], fg: str
+    fig: Figure,
+    image: ScalarMappable,
+    rect: tuple[float, float, float, float],
+    fg: str,
+    lang: str = "en",
 ) -> None:
     """A colour bar for `image` in `rect` (figure fractions), labelled on its right."""
     cax = fig.add_axes(rect, label="<colorbar>")
     bar = fig.colorbar(image, cax=cax)
-    bar.set_label("attention weight", color=fg)
+    bar.set_label(lexicon.label(lang, "attention_weight"), color=fg)
     bar.ax.tick_params(colors=fg, which="both")
     bar.outline.set_edgecolor(fg)
 
@@ -144,10 +202,16 @@ def heatmap_figure(
     annotate: bool = False,
     vmax: float | None = None,
     axis_names: tuple[str, str] = ("query", "key"),
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> Figure:
     """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
 
-    `axis_names` names the y and x axes (a layers × heads grid: ("layer", "head")).
+    `masked` (Tq, Tk) bool marks the cells the model could not see: drawn in the theme's
+    neutral grey, `–` under `annotate`.
+
+    `axis_names` names the y and x axes (a layers × heads grid: ("layer", "head")), as
+    keys of `attnviz.lexicon`; `lang` ("en" or "pt") is the language of every label.
 
     The colour scale runs from 0 to `vmax` (default: the matrix maximum). Cell
     values are written only when `annotate` and both sides have at most 20 tokens.
@@ -157,6 +221,7 @@ def heatmap_figure(
     check_colormap(cmap)
     check_theme(theme)
     values = as_matrix(matrix, 2, "heatmap")
+    mask = as_mask(masked, values.shape)
     n_q, n_k = values.shape
     rows = [clean_label(label) for label in row_labels]
     cols = rows if col_labels is None else [clean_label(label) for label in col_labels]
@@ -205,17 +270,20 @@ def heatmap_figure(
         ax.set_facecolor(colours["face"])
         colormap = matplotlib.colormaps[cmap]
         norm = Normalize(vmin=0.0, vmax=top)
-        image = _show(ax, values, colormap, norm)
+        shown = values if mask is None else np.ma.masked_array(values, mask)
+        image = _show(ax, shown, colormap.with_extremes(bad=colours["masked"]), norm)
         _set_ticks(ax, "x", cols, x_step, x_pt)
         _set_ticks(ax, "y", rows, y_step, y_pt)
-        ax.set_xlabel(axis_name(axis_names[1], x_step), color=fg)
-        ax.set_ylabel(axis_name(axis_names[0], y_step), color=fg)
+        ax.set_xlabel(axis_name(axis_names[1], x_step, lang), color=fg)
+        ax.set_ylabel(axis_name(axis_names[0], y_step, lang), color=fg)
         ax.set_title(title_text, color=fg, fontproperties=title_font, parse_math=False)
         style_axes(ax, fg)
         bar_x = (left + ax_w + BAR_GAP_IN) / fig_w
-        _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg)
+        _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg, lang)
         if write_values:
-            _annotate(ax, values, colormap, norm, 8.0)
+            _annotate(ax, values, colormap, norm, 8.0, masked=mask, masked_colour=colours["masked"])
+        if mask is not None and mask.any():
+            _masked_key(fig, colours["masked"], fg, lang)
     return fig
 
 
@@ -227,6 +295,7 @@ def bars_figure(
     cmap: str = DEFAULT_CMAP,
     theme: str = "light",
     annotate: bool = False,
+    lang: str = "en",
 ) -> Figure:
     """Horizontal bars, one per label, top to bottom in the order given (one query's row).
 
@@ -261,7 +330,7 @@ def bars_figure(
         ax.set_ylim(n - 0.5, -0.5)  # the first label on top
         ax.set_xlim(0.0, top * (1.18 if annotate else 1.02))
         _set_ticks(ax, "y", names, step, size_pt)
-        ax.set_xlabel("attention weight", color=fg)
+        ax.set_xlabel(lexicon.label(lang, "attention_weight"), color=fg)
         ax.set_title(
             wrap_title(title, left + 4.0, 12.0),
             color=fg,
@@ -312,8 +381,12 @@ def grid_figure(
     theme: str = "light",
     annotate: bool = False,
     columns: int | None = None,
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
+
+    `masked` (H, T, T) bool marks the cells the model could not see (the theme's grey).
 
     `columns` panels per row (e.g. one row per layer); by default a near-square grid.
 
@@ -338,6 +411,8 @@ def grid_figure(
         theme=theme,
         annotate=annotate,
         columns=columns,
+        lang=lang,
+        masked=masked,
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
@@ -357,7 +432,7 @@ def grid_figure(
         fig = Figure(figsize=(fig_w, fig_h), facecolor=colours["face"])
         colormap = matplotlib.colormaps[cmap]
         norm = Normalize(vmin=0.0, vmax=top)
-        rgba = colormap(norm(values), bytes=True)  # (H, T, T, 4): the colours, then enlarged
+        rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the colours, then enlarged
         n, pitch = n_q, n_q + g.gap_cells  # panel c of a row starts at x = c * pitch
         positions = list(range(0, n, g.step))
         shown = [tokens[i] for i in positions]
@@ -423,12 +498,24 @@ def grid_figure(
                     family=family,
                 )
                 if write_values:
-                    _annotate(ax, values[head], colormap, norm, 6.0, x0=x0)
+                    hidden = None if plan.masked is None else plan.masked[head]
+                    _annotate(
+                        ax,
+                        values[head],
+                        colormap,
+                        norm,
+                        6.0,
+                        x0=x0,
+                        masked=hidden,
+                        masked_colour=colours["masked"],
+                    )
         middle_x = (g.left + (fig_w - g.left - g.right) / 2) / fig_w
         middle_y = (g.bottom + grid_h / 2) / fig_h
-        fig.supxlabel(axis_name("key", g.step), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h)
+        fig.supxlabel(
+            axis_name("key", g.step, lang), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h
+        )
         fig.supylabel(
-            axis_name("query", g.step), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y
+            axis_name("query", g.step, lang), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y
         )
         fig.suptitle(
             g.title,
@@ -440,5 +527,8 @@ def grid_figure(
         )
         bar_x, bar_y, bar_w, bar_h = plan.bar
         scale = ScalarMappable(norm=norm, cmap=colormap)
-        _colorbar(fig, scale, (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h), fg)
+        bar_rect = (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h)
+        _colorbar(fig, scale, bar_rect, fg, lang)
+        if plan.masked is not None and plan.masked.any():
+            _masked_key(fig, colours["masked"], fg, lang)
     return fig

@@ -8,6 +8,7 @@ No torch, no matplotlib.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -18,6 +19,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attnviz import lexicon
 from attnviz.render.bars import bar
 from attnviz.render.cells import truncate, visible
 
@@ -47,25 +49,34 @@ class Link(Protocol):
     def top_weight(self) -> float: ...  # its weight
     @property
     def others_above(self) -> int: ...  # other words weighing the target more
+    @property
+    def sink(self) -> float: ...  # share of queries putting over half their weight on the target
 
 
 class LinkTable:
     """The `links` given (already ranked) from `source` to `target`, as a table."""
 
     def __init__(
-        self, links: Sequence[Link], source: str, target: str, title: str | None = None
+        self,
+        links: Sequence[Link],
+        source: str,
+        target: str,
+        title: str | None = None,
+        note: str = "",
+        lang: str = "en",
     ) -> None:
         self.links = list(links)
         self.source, self.target = visible(source), visible(target)
         self.title = title
+        self.note = visible(note)
+        self.lang = lang  # the language of its headers and caption: "en" or "pt"
 
     def _table(self, bars: bool = True) -> Table:
         table = Table(
             title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
             caption=Text(
-                f"weight: {self.source} → {self.target}. rank: of {self.target} among "
-                f"{self.source}'s keys (1 = its largest). others: words other than these two "
-                f"that attend to {self.target} more (many = a broad column, not a link).",
+                lexicon.label(self.lang, "find_caption", source=self.source, target=self.target)
+                + (f"\n{self.note}" if self.note else ""),
                 _DIM,
             ),
             caption_justify="left",
@@ -75,14 +86,16 @@ class LinkTable:
             collapse_padding=True,
             padding=(0, 1),
         )
-        table.add_column("layer", justify="right", no_wrap=True)
-        table.add_column("head", justify="right", no_wrap=True)
-        table.add_column("weight", justify="right", no_wrap=True)
+        name = functools.partial(lexicon.label, self.lang)
+        table.add_column(name("col_layer"), justify="right", no_wrap=True)
+        table.add_column(name("col_head"), justify="right", no_wrap=True)
+        table.add_column(name("col_weight"), justify="right", no_wrap=True)
         if bars:
             table.add_column("", no_wrap=True)
-        table.add_column("rank", justify="right", no_wrap=True)
-        table.add_column("top key", no_wrap=True)
-        table.add_column("others", justify="right", no_wrap=True)
+        table.add_column(name("col_rank"), justify="right", no_wrap=True)
+        table.add_column(name("col_top_key"), no_wrap=True)
+        table.add_column(name("col_others"), justify="right", no_wrap=True)
+        table.add_column(name("col_sink"), justify="right", no_wrap=True)
         largest = max((link.weight for link in self.links), default=0.0) or 1.0
         for link in self.links:
             cells: list[str | Text] = [str(link.layer), str(link.head), f"{link.weight:.2f}"]
@@ -90,12 +103,13 @@ class LinkTable:
                 cells.append(bar(link.weight / largest, _BAR_CELLS))
             cells.append(str(link.rank))
             top = (
-                "(the target)"
+                name("the_target")
                 if link.rank == 1
                 else f"{truncate(visible(link.top_key), _TOP_KEY_CELLS)} {link.top_weight:.2f}"
             )
             cells.append(Text(top, style=_DIM if link.rank == 1 else ""))
             cells.append(str(link.others_above))
+            cells.append(f"{link.sink:.0%}")
             table.add_row(*cells)
         return table
 

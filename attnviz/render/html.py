@@ -14,6 +14,12 @@ of a 6 × 12 model stays under 2 MB. Past HTML_U16_LIMIT numbers (about 250 piec
 that model), the weights are stored in 8 bits (error below 0.002; the page then shows
 2 decimals marked ≈ and says so) so that a 512-piece input still makes a page of about
 3 MB. numpy and the standard library only.
+
+Masked cells (keys the model could not see: a decoder's future, outside a layer's sliding
+window) travel as one bit per piece pair and layer, `masked` (L, T, T), packed and
+deflated the same way (a triangle deflates to almost nothing: 1/16 of the 16-bit weights
+before compression at most); the page merges them into words itself (a word pair is
+masked when every pair of its pieces is), greys those cells and leaves those keys unlisted.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["HTML_U16_LIMIT", "fragment", "page"]
+from attnviz.lexicon import page_texts
+
+__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_page"]
 
 WEB = Path(__file__).parent / "web"
 # Above this many weights (L·H·T·T) the page stores 8 bits per weight instead of 16.
@@ -57,6 +65,17 @@ def _encode(attentions: np.ndarray) -> dict[str, object]:
     return {"dtype": dtype, "scale": scale, "compression": "deflate", "data": data}
 
 
+def _encode_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> dict[str, object] | None:
+    """The mask (L, T, T) bool as packed bits (numpy's big-endian order), deflated, base64."""
+    if masked is None:
+        return None
+    bits = np.asarray(masked, dtype=bool)
+    if bits.shape != shape:
+        raise ValueError(f"masked {bits.shape} does not fit the layers' matrices {shape}")
+    packed = np.packbits(bits.reshape(-1)).tobytes()  # (ceil(L·T·T / 8),)
+    return {"compression": "deflate", "data": base64.b64encode(zlib.compress(packed, 6)).decode()}
+
+
 def _spec(
     attentions: np.ndarray,
     tokens: Sequence[str],
@@ -74,6 +93,8 @@ def _spec(
     theme: str,
     layer_names: Sequence[str] | None = None,
     head_names: Sequence[str] | None = None,
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> dict[str, object]:
     L, H, T, T2 = attentions.shape
     if T != T2 or len(tokens) != T:
@@ -86,6 +107,7 @@ def _spec(
         "heads": H,
         "T": T,
         **_encode(attentions),
+        "masked": _encode_mask(masked, (L, T, T)),
         "tokens": list(tokens),
         "words": [list(map(int, g)) for g in words] if words is not None else None,
         "wordLabels": list(word_labels) if word_labels is not None else None,
@@ -100,6 +122,8 @@ def _spec(
         "theme": theme,
         "layerNames": list(layer_names) if layer_names is not None else None,
         "headNames": list(head_names) if head_names is not None else None,
+        "lang": lang,
+        "text": page_texts(lang),
     }
 
 
@@ -114,8 +138,9 @@ def fragment(attentions: np.ndarray, tokens: Sequence[str], **options: object) -
     # No "<" at all inside the script element: a label cannot close it ("</script>") or
     # switch the parser into a comment state ("<!--<script>"). \u003c is the same in JSON.
     data = data.replace("<", "\\u003c")
+    tag = "pt-BR" if spec["lang"] == "pt" else "en"
     return (
-        f'<div id="{root}" class="attnviz"></div>\n'
+        f'<div id="{root}" class="attnviz" lang="{tag}"></div>\n'
         f"<style>{_asset('attnviz.css')}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
         "<script>(function () {\n"
@@ -141,13 +166,18 @@ def page(
     heads: Sequence[int] | None = None,
     units: str = "words",
     theme: str = "auto",
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
     `view` is the view it opens on: "heads" (two columns of tokens joined by lines),
     "matrix" (one head's heatmap) or "model" (every layer and head); `layer`, `head`
     and `heads` say where it opens; `units` is "words" (when `words` gives the pieces
-    of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark".
+    of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark";
+    `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`);
+    `masked` (layers, T, T) bool marks the keys each layer's queries could not see (None:
+    none), drawn greyed and left unlisted.
     """
     body = fragment(
         attentions,
@@ -163,11 +193,57 @@ def page(
         heads=heads,
         units=units,
         theme=theme,
+        lang=lang,
+        masked=masked,
     )
+    return _document(title, theme, body, lang)
+
+
+def steps_page(
+    attentions: np.ndarray,
+    labels: Sequence[str],
+    *,
+    prompt_length: int,
+    title: str,
+    layer: int,
+    head: int | None,
+    theme: str = "auto",
+) -> str:
+    """A whole HTML document with a slider over the tokens a decoder wrote (`web/steps.js`).
+
+    `attentions` is [layers, heads, T, T] over the T tokens read (the prompt, then the new
+    tokens but the last); `labels` names every piece, the last new token too (T + 1).
+    At each step the page shades the text so far by the new token's weights and shows
+    the head view and matrix of `page` over the tokens read until then.
+    """
+    T = attentions.shape[2]
+    if len(labels) != T + 1 or not 0 < prompt_length <= T:
+        raise ValueError(f"{len(labels)} labels and prompt {prompt_length} for {T} tokens read")
+    base = _spec(attentions, labels[:T], words=None, word_labels=None, pair_start=None,
+                 pair_word_start=None, title=title, view="heads", layer=layer, head=head,
+                 heads=None, units="tokens", theme=theme)  # fmt: skip
+    spec = {"base": base, "labels": list(labels), "prompt": prompt_length,
+            "layer": layer, "head": head}  # fmt: skip
+    root = f"attnviz-steps-{uuid.uuid4().hex[:12]}"
+    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    body = (
+        f'<div id="{root}"></div>\n'
+        f"<style>{_asset('attnviz.css')}\n{_asset('steps.css')}</style>\n"
+        f'<script type="application/json" id="{root}-data">{data}</script>\n'
+        "<script>(function () {\n"
+        f"{_asset('attnviz.js')}\n{_asset('steps.js')}\n"
+        f'attnvizSteps(document.getElementById("{root}"), '
+        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
+        "})();</script>\n"
+    )
+    return _document(title, theme, body)
+
+
+def _document(title: str, theme: str, body: str, lang: str = "en") -> str:
     background = {"dark": "#161a1f", "light": "#ffffff"}.get(theme, "Canvas")
     return (
         "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<html lang="{"pt-BR" if lang == "pt" else "en"}">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"

@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from attnviz import lexicon
 from attnviz.render.style import ft_font, hinting
 
 if TYPE_CHECKING:
@@ -92,8 +93,15 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def axis_name(name: str, step: int) -> str:
-    return name if step == 1 else f"{name} (every {_ordinal(step)} token labelled)"
+def axis_name(key: str, step: int, lang: str = "en") -> str:
+    """The axis `key` ("query", "key", "layer", "head": see attnviz.lexicon) in `lang`,
+    saying how sparse its labels are when only every `step`-th token is labelled."""
+    name = lexicon.label(lang, key)
+    if step == 1:
+        return name
+    return lexicon.label(
+        lang, "axis_every", name=name, nth=_ordinal(step) if lang == "en" else step
+    )
 
 
 def _extent(text: str, font: FontProperties, dpi: float) -> tuple[float, float, float]:

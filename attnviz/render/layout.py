@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
@@ -25,7 +26,17 @@ from attnviz.render.labels import (
     text_width_in,
     tick_step,
 )
-from attnviz.render.style import check_theme, colour_max, font_family, font_properties, quiet_fonts
+from attnviz.render.style import (
+    THEME_COLOURS,
+    check_theme,
+    colour_max,
+    font_family,
+    font_properties,
+    quiet_fonts,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.colors import Colormap, Normalize
 
 _GRID_ANNOTATE_MAX_TOKENS = 8
 GRID_TICK_PT = 7.0
@@ -47,6 +58,34 @@ def as_matrix(values: np.ndarray, ndim: int, what: str) -> np.ndarray:
     if array.ndim != ndim or 0 in array.shape:
         raise ValueError(f"{what}: expected a non-empty {ndim}-d array, got shape {array.shape}")
     return array
+
+
+MASKED_TEXT = "–"  # what `annotate` writes in a masked cell (a key the model could not see)
+
+
+MASKED_KEY_PT = 8.0  # the size of the legend entry for masked cells
+MASKED_SWATCH_IN = 0.12  # its grey square's side
+
+
+def masked_key_in(label: str, fig_w: float) -> tuple[float, float, float]:
+    """Where the legend entry for masked cells goes, in the figure's bottom right corner
+    (below the colour bar, right of the key labels, which lean left): its grey square's
+    left, the right end of its text and their bottom, in inches; the square is
+    MASKED_SWATCH_IN a side."""
+    right = fig_w - PAD_IN
+    swatch = right - text_width_in([label], MASKED_KEY_PT) - 0.08 - MASKED_SWATCH_IN
+    return swatch, right, PAD_IN
+
+
+def as_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`masked` (the cells the model could not see) as a bool array of `shape`; None stays
+    None; ValueError when the shapes differ."""
+    if masked is None:
+        return None
+    mask = np.asarray(masked, dtype=bool)
+    if mask.shape != shape:
+        raise ValueError(f"masked has shape {mask.shape}, the values {shape}")
+    return mask
 
 
 def tick_in(axis: str) -> float:
@@ -177,6 +216,18 @@ class GridPlan:
     g: GridGeometry
     fig_w: float
     fig_h: float
+    lang: str = "en"  # the language of the axis and colour-bar names: "en" or "pt"
+    masked: np.ndarray | None = None  # (H, T, T) bool: cells the model could not see
+
+    def colours(self, colormap: Colormap, norm: Normalize) -> np.ndarray:
+        """(H, T, T, 4) uint8: each cell's colour, the theme's neutral grey where masked."""
+        from matplotlib.colors import to_rgba
+
+        rgba = colormap(norm(self.values), bytes=True)  # (H, T, T, 4)
+        if self.masked is not None:
+            grey = np.round(np.array(to_rgba(THEME_COLOURS[self.theme]["masked"])) * 255)
+            rgba[self.masked] = grey.astype(np.uint8)
+        return rgba
 
     @property
     def grid_h(self) -> float:
@@ -207,10 +258,13 @@ def plan_grid(
     theme: str,
     annotate: bool,
     columns: int | None,
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> GridPlan:
     check_colormap(cmap)
     check_theme(theme)
     values = as_matrix(matrices, 3, "head grid")
+    mask = as_mask(masked, values.shape)
     heads, n_q, n_k = values.shape
     if n_q != n_k:
         raise ValueError(f"head grid: expected square matrices, got {n_q}x{n_k}")
@@ -244,5 +298,18 @@ def plan_grid(
             )
     fig_w, fig_h = g.size(n_rows, n_cols)
     return GridPlan(
-        values, tokens, titles, top, cmap, theme, write_values, n_rows, n_cols, g, fig_w, fig_h
+        values,
+        tokens,
+        titles,
+        top,
+        cmap,
+        theme,
+        write_values,
+        n_rows,
+        n_cols,
+        g,
+        fig_w,
+        fig_h,
+        lang,
+        mask,
     )

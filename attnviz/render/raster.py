@@ -20,10 +20,21 @@ from functools import cache
 
 import matplotlib
 import numpy as np
-from matplotlib.colors import Normalize, to_rgb
+from matplotlib.colors import Normalize, to_rgb, to_rgba
 
+from attnviz import lexicon
 from attnviz.render.labels import axis_name
-from attnviz.render.layout import GRID_TICK_PT, KEY_ROTATION, PAD_IN, GridPlan, bar_ticks
+from attnviz.render.layout import (
+    GRID_TICK_PT,
+    KEY_ROTATION,
+    MASKED_KEY_PT,
+    MASKED_SWATCH_IN,
+    MASKED_TEXT,
+    PAD_IN,
+    GridPlan,
+    bar_ticks,
+    masked_key_in,
+)
 from attnviz.render.style import (
     THEME_COLOURS,
     contrast_text,
@@ -233,7 +244,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
     # The colours of every cell, blended with the background where a colour is not opaque.
     colormap = matplotlib.colormaps[plan.cmap]
     norm = Normalize(vmin=0.0, vmax=plan.top)
-    rgba = colormap(norm(values), bytes=True)  # (H, T, T, 4)
+    rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the theme's grey where masked
     if canvas.channels == 3:
         alpha = rgba[..., 3:].astype(np.float32) / 255
         mixed = rgba[..., :3] * alpha + canvas.face * 255 * (1 - alpha)
@@ -302,7 +313,21 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     rotation=KEY_ROTATION,
                 )
         if plan.write_values:
+            hidden = plan.masked[head] if plan.masked is not None else None
+            on_masked = contrast_text(to_rgba(theme["masked"]))
             for (row, col), value in np.ndenumerate(values[head]):
+                if hidden is not None and hidden[row, col]:
+                    writer.text(
+                        MASKED_TEXT,
+                        (x0 + (col + 0.5) * cell_w) / dpi,
+                        (canvas.height - r0 - (row + 0.5) * cell_h) / dpi,
+                        size=6.0,
+                        colour=on_masked,
+                        family=family,
+                        ha="center",
+                        va="center",
+                    )
+                    continue
                 if not math.isfinite(value):
                     continue
                 writer.text(
@@ -316,10 +341,20 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     va="center",
                 )
 
-    _colour_bar(canvas, writer, plan, colormap, fg)
+    _colour_bar(canvas, writer, plan, colormap, fg)  # named in plan.lang
+    if plan.masked is not None and plan.masked.any():  # what the grey cells mean
+        text = lexicon.label(plan.lang, "masked_short")
+        swatch, right, bottom = masked_key_in(text, plan.fig_w)
+        x0, r1 = canvas.px(swatch), canvas.row(bottom)
+        x1, r0 = canvas.px(swatch + MASKED_SWATCH_IN), canvas.row(bottom + MASKED_SWATCH_IN)
+        canvas.fill(x0, r0, x1, r1, fg_bytes)
+        edge = max(1.0, 0.5 * points)
+        canvas.fill(x0 + edge, r0 + edge, x1 - edge, r1 - edge, canvas.ink(theme["masked"]))
+        writer.text(text, right, bottom, size=MASKED_KEY_PT, colour=fg, family=family,
+                    ha="right", va="bottom")  # fmt: skip
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
-    key, query = axis_name("key", g.step), axis_name("query", g.step)
+    key, query = axis_name("key", g.step, plan.lang), axis_name("query", g.step, plan.lang)
     writer.text(key, middle_x, PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
     writer.text(
         query,
@@ -378,7 +413,7 @@ def _colour_bar(
         writer.text(offset, left_in + width_in, bottom_in + height_in + 0.05, size=size, colour=fg)
     name_size = font_properties(rc["axes.labelsize"]).get_size_in_points()
     writer.text(
-        "attention weight",
+        lexicon.label(plan.lang, "attention_weight"),
         label_x + widest + rc["axes.labelpad"] / 72,
         bottom_in + height_in / 2,
         size=name_size,

@@ -99,6 +99,8 @@ def save_grid(
     columns: int | None = None,
     dpi: int = 200,
     transparent: bool = False,
+    lang: str = "en",
+    masked: np.ndarray | None = None,
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -114,6 +116,8 @@ def save_grid(
         "theme": theme,
         "annotate": annotate,
         "columns": columns,
+        "lang": lang,
+        "masked": masked,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

@@ -24,6 +24,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     clean_labels,
@@ -36,7 +37,7 @@ from attnviz.render.cells import (
     wrap_items,
 )
 
-__all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable"]
+__all__ = ["STATS_HEADERS", "SourcesTable", "StatsTable", "head_label", "stats_headers"]
 
 # Column headers of StatsTable (73 columns wide in all); explained in its caption. On a
 # terminal narrower than that, the first three shrink to L, H, ent (64 columns).
@@ -53,29 +54,46 @@ STATS_HEADERS: dict[str, str] = {
     "next": "next",
     "label": "label",
 }
+# The headers that are words, by their key in attnviz.lexicon (CLS and SEP are names).
+_HEADER_KEYS = {
+    "layer": "col_layer",
+    "head": "col_head",
+    "entropy": "stats_entropy",
+    "first": "stats_first",
+    "punct": "stats_punct",
+    "self": "stats_self",
+    "prev": "stats_prev",
+    "next": "stats_next",
+    "label": "stats_label",
+}
 _NOT_SHARES = ("layer", "head", "label")  # the columns of STATS_HEADERS that are no statistic
 _COMPACT_HEADERS = {"layer": "L", "head": "H", "entropy": "ent"}
-# Below 64 columns: short labels, then shares without their leading zero (.95), then the
-# label and the share columns are dropped from the right, so no value is ever cut.
-_SHORT_LABELS = {
-    "previous-token": "prev",
-    "next-token": "next",
-    "punctuation": "punct",
-    "[CLS]": "CLS",
-    "[SEP]": "SEP",
-    "first-token": "first",
-}
+# Below 64 columns: short labels (`prev`: attnviz.lexicon's head_label_short_*), then shares
+# without their leading zero (.95), then the label and the share columns are dropped from the
+# right, so no value is ever cut.
+
+
+def head_label(lang: str, label: str, short: bool = False) -> str:
+    """A head's label ("previous-token") as the table writes it in `lang`, or its short form
+    ("prev"); a label attnviz did not give is written as it is."""
+    words = lexicon.LABELS[lang]
+    if short and f"head_label_short_{label}" in words:
+        return words[f"head_label_short_{label}"]
+    return words.get(f"head_label_{label}", label)
+
+
+def stats_headers(lang: str, compact: bool = False) -> dict[str, str]:
+    """STATS_HEADERS in `lang`; `compact`: layer, head and entropy as L, H, ent."""
+    headers = dict(STATS_HEADERS)
+    for column, key in _HEADER_KEYS.items():
+        headers[column] = lexicon.label(lang, key)
+    if compact:
+        for column in _COMPACT_HEADERS:
+            headers[column] = lexicon.label(lang, f"stats_compact_{column}")
+    return headers
+
+
 _DROP_ORDER = ("label", "next", "prev", "self", "punct", "sep", "first", "cls")
-_CAPTION = (
-    "entropy: mean over queries, in nats. CLS … next: mean attention weight to [CLS], "
-    "to [SEP], to punctuation, to the token itself, to the previous and to the next token."
-)
-_DECODER_CAPTION = (
-    "A decoder: each token sees only itself and the tokens before it. entropy: mean over "
-    "queries, in nats. first … prev: mean attention weight to the first token{first}, to "
-    "punctuation, to the token itself and to the previous token. The first query, which "
-    "sees only itself, is left out."
-)
 _UNLIMITED = 10_000  # a width to measure a table's natural width with
 _BOLD = Style(bold=True)
 _DIM = Style(dim=True)
@@ -103,9 +121,11 @@ class StatsTable:
         statistics: Sequence[str] | None = None,
         label_shares: Mapping[str, str] | None = None,
         first_token: str | None = None,
+        lang: str = "en",
     ) -> None:
         self.records = list(records)
         self.title = title
+        self.lang = lang  # the language of its headers and caption: "en" or "pt"
         if statistics is None:
             held = self.records[0] if self.records else {}
             statistics = [key for key in STATS_HEADERS if key in held and key not in _NOT_SHARES]
@@ -113,11 +133,13 @@ class StatsTable:
         self.label_shares = dict(label_shares or {})
         if "first" in self.shares:
             first = (
-                f" ({visible(first_token)}, which the tokenizer puts first)" if first_token else ""
+                lexicon.label(lang, "stats_first_token", token=visible(first_token))
+                if first_token
+                else ""
             )
-            self.caption = _DECODER_CAPTION.format(first=first)
+            self.caption = lexicon.label(lang, "stats_decoder_caption", first=first)
         else:
-            self.caption = _CAPTION
+            self.caption = lexicon.label(lang, "stats_caption")
 
     def _table(
         self,
@@ -125,14 +147,15 @@ class StatsTable:
         short: bool = False,
         dropped: tuple[str, ...] = (),
     ) -> Table:
-        headers = STATS_HEADERS | (_COMPACT_HEADERS if compact else {})
+        headers = stats_headers(self.lang, compact)
         shares = [key for key in self.shares if key not in dropped]
         caption = self.caption
         if short:
-            caption += " Shares are written without their leading 0 (.95 is 0.95)."
+            caption += lexicon.label(self.lang, "stats_short")
         dropped = tuple(key for key in dropped if key == "label" or key in self.shares)
         if dropped:
-            caption += f" Not shown here: {', '.join(dropped)} (widen the terminal or use --json)."
+            names = ", ".join(headers[key] for key in dropped)
+            caption += lexicon.label(self.lang, "stats_not_shown", names=names)
         table = Table(
             title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
             caption=Text(caption, _DIM),  # Text: a title and caption are never markup
@@ -158,8 +181,8 @@ class StatsTable:
                     shown = shown[1:]
                 cells.append(Text(shown, style=_BOLD if key == named else ""))
             if "label" not in dropped:
-                label = visible(str(record["label"]))
-                cells.append(Text(_SHORT_LABELS.get(label, label) if short else label))
+                label = head_label(self.lang, str(record["label"]), short)
+                cells.append(Text(visible(label)))
             table.add_row(*cells)
         return table
 
@@ -198,12 +221,14 @@ class SourcesTable:
         labels: Sequence[str],
         sources: Sequence[Sequence[tuple[int, float]]],
         title: str | None = None,
+        lang: str = "en",
     ) -> None:
         if len(labels) != len(sources):
             raise ValueError(f"{len(labels)} labels for {len(sources)} rows of sources")
         self.labels = clean_labels(labels)
         self.sources = [list(row) for row in sources]
         self.title = title
+        self.lang = lang  # the language of its header: "en" or "pt"
         for row in self.sources:
             for j, _ in row:
                 if not 0 <= j < len(self.labels):
@@ -235,7 +260,7 @@ class SourcesTable:
         index_w, label_w = self._index_w, self._label_w
         left_w = index_w + 1 + label_w + cell_len(_ARROW)
         beside = width - left_w >= _MIN_ITEMS_W
-        header = "token ← draws most from (input, share)"
+        header = lexicon.label(self.lang, "sources_header")
         lines.append([Segment(truncate(header, width), _DIM)])
         for i, (label, row) in enumerate(zip(self.labels, self.sources, strict=True)):
             left = f"{str(i).rjust(index_w)} {pad(truncate(label, label_w), label_w)}"

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz import lexicon
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -82,6 +84,7 @@ def stats_figure(
     cmap: str = "viridis",
     theme: str = "light",
     shared_scale: bool = True,
+    lang: str = "en",
 ) -> Figure:
     """One layers × heads heatmap per statistic in `statistics` (entropy first; default:
     those the records hold), the shares on one scale unless not `shared_scale`."""
@@ -130,9 +133,9 @@ def stats_figure(
             )
             ax.set_xticks(_ticks(heads))
             ax.set_yticks(_ticks(layers))
-            ax.set_xlabel("head", color=fg)
-            ax.set_ylabel("layer", color=fg)
-            ax.set_title(PANEL_TITLES[name], color=fg, fontsize=10)
+            ax.set_xlabel(lexicon.label(lang, "head"), color=fg)
+            ax.set_ylabel(lexicon.label(lang, "layer"), color=fg)
+            ax.set_title(lexicon.label(lang, f"panel_{name}"), color=fg, fontsize=10)
             style_axes(ax, fg)
             bar = fig.colorbar(image, ax=ax, pad=0.02, fraction=0.08)
             bar.ax.tick_params(colors=fg, which="both", labelsize=8)

@@ -31,9 +31,11 @@ DEFAULT_CMAP = "viridis"
 THEMES: tuple[str, ...] = ("light", "dark")
 
 # Background and text colours of each theme.
+# "masked": the neutral grey of a cell the model could not see (a decoder's future keys),
+# distinct from every colormap's zero and from the page's background.
 THEME_COLOURS = {
-    "light": {"face": "#ffffff", "text": "#222222"},
-    "dark": {"face": "#161a1f", "text": "#e8e8e8"},
+    "light": {"face": "#ffffff", "text": "#222222", "masked": "#d9d9d9"},
+    "dark": {"face": "#161a1f", "text": "#e8e8e8", "masked": "#4a4f57"},
 }
 
 

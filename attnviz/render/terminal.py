@@ -14,8 +14,10 @@ Values are shown as background colours from a built-in viridis palette (0 .. vma
 Without colour (`console.no_color`, e.g. NO_COLOR, or `console.color_system is None`,
 e.g. a pipe or a file) the shade characters ` ░▒▓█` carry the values instead, in five
 equal steps of value/vmax. NaN cells are drawn as `·` (or left blank in compact grid
-panels). Every line is measured in display cells (`rich.cells.cell_len`) and never
-exceeds `options.max_width`.
+panels). Masked cells (`masked`: keys the model could not see, a decoder's future) are
+blank, without a colour, where colour is shown, and a dim `·` without colour (where a
+blank is the shade of a real zero); a legend line says so. Every line is measured in
+display cells (`rich.cells.cell_len`) and never exceeds `options.max_width`.
 
 Labels are made safe for a one-line layout and long labels are cut to
 `MAX_LABEL_CELLS` display cells with `…`, by the helpers in `attnviz.render.cells`.
@@ -37,6 +39,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 
+from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     Line,
@@ -49,10 +52,22 @@ from attnviz.render.cells import (
     wrap_items,
 )
 
-__all__ = ["MAX_LABEL_CELLS", "SHADES", "HeadGrid", "Heatmap"]
+__all__ = [
+    "MASKED_CELL",
+    "MASKED_LEVEL",
+    "MAX_LABEL_CELLS",
+    "SHADES",
+    "HeadGrid",
+    "Heatmap",
+    "check_masked",
+    "masked_cell",
+    "with_masked",
+]
 
 SHADES = " ░▒▓█"  # shade ramp for output without colour: 5 levels of value / vmax
 NAN_CELL = "·"  # what a NaN cell shows
+MASKED_CELL = "·"  # what a masked cell shows without colour (with colour: a blank)
+MASKED_LEVEL = -2  # the level of a masked cell (-1 is NaN)
 TOO_NARROW = "(terminal too narrow for the heatmap: widen it or write an image with --out)"
 
 _CELL_WIDTHS = (3, 2, 1)  # Heatmap cell widths to try, widest first
@@ -151,6 +166,41 @@ def _scale_for(values: np.ndarray, vmax: float | None) -> _Scale:
 
 def _use_colour(console: Console) -> bool:
     return not console.no_color and console.color_system is not None
+
+
+def with_masked(levels: np.ndarray, masked: np.ndarray | None) -> np.ndarray:
+    """`levels` (colour or shade levels, any shape) with MASKED_LEVEL where `masked`."""
+    if masked is None:
+        return levels
+    return np.where(np.asarray(masked, dtype=bool), MASKED_LEVEL, levels)
+
+
+def masked_cell(cell_w: int, colour: bool) -> tuple[str, Style | None]:
+    """The text and style of one masked cell `cell_w` wide: a blank with no background where
+    colour is shown (distinct from any colour of the scale, the real zero's included), a dim
+    `·` without colour (where a blank is a real zero's shade). For any renderer that draws a
+    key the model cannot see."""
+    if colour:
+        return " " * cell_w, None
+    return (MASKED_CELL.ljust(cell_w) if cell_w < 3 else MASKED_CELL.center(cell_w)), _DIM
+
+
+def check_masked(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`masked` as a bool array of `shape` (None stays None); ValueError otherwise."""
+    if masked is None:
+        return None
+    mask = np.asarray(masked, dtype=bool)
+    if mask.shape != shape:
+        raise ValueError(f"masked has shape {mask.shape}, the matrix {shape}")
+    return mask
+
+
+def _masked_legend(masked: np.ndarray | None, colour: bool, width: int, lang: str) -> list[Line]:
+    """`▕ ▏ masked (the model cannot see this key)` when some cell is masked."""
+    if masked is None or not masked.any():
+        return []
+    mark = "▕ ▏" if colour else f"▕{MASKED_CELL}▏"
+    return _note(lexicon.label(lang, "masked_mark", mark=mark), width)
 
 
 # ---------------------------------------------------------------------------
@@ -255,9 +305,9 @@ def _heat_layout(width: int, n_cols: int, index_w: int, label_w: int) -> _HeatLa
     return None
 
 
-def _page_caption(cols: range, n_cols: int, width: int) -> str:
+def _page_caption(cols: range, n_cols: int, width: int, lang: str = "en") -> str:
     """`keys 0–57 of 512`, shortened to `0–57/512` when the terminal is narrow."""
-    long = f"keys {cols.start}–{cols.stop - 1} of {n_cols}"
+    long = lexicon.label(lang, "keys_page", first=cols.start, last=cols.stop - 1, n=n_cols)
     return long if cell_len(long) <= width else f"{cols.start}–{cols.stop - 1}/{n_cols}"
 
 
@@ -271,12 +321,18 @@ def _column_header(cols: range, cell_w: int) -> list[str]:
 
 
 def _heat_cells(levels: np.ndarray, colour: bool, cell_w: int) -> Line:
-    """One row of cells; levels: int (C,), -1 = NaN."""
+    """One row of cells; levels: int (C,), -1 = NaN, MASKED_LEVEL = masked."""
     nan = NAN_CELL.ljust(cell_w) if cell_w < 3 else NAN_CELL.center(cell_w)
-    if not colour:
-        return [Segment("".join(nan if v < 0 else SHADES[v] * cell_w for v in levels.tolist()))]
+    masked = masked_cell(cell_w, colour)
     blank = " " * cell_w
-    cells = [(nan, None) if v < 0 else (blank, _bg_style(v)) for v in levels.tolist()]
+    cells: list[tuple[str, Style | None]] = []
+    for v in levels.tolist():
+        if v == MASKED_LEVEL:
+            cells.append(masked)
+        elif v < 0:
+            cells.append((nan, None))
+        else:
+            cells.append((blank, _bg_style(v)) if colour else (SHADES[v] * cell_w, None))
     return _runs(cells)
 
 
@@ -298,7 +354,10 @@ class Heatmap:
         *,
         title: str | None = None,
         vmax: float | None = None,
+        lang: str = "en",
+        masked: np.ndarray | None = None,
     ) -> None:
+        """`masked` (Tq, Tk) bool: the cells drawn masked (keys the model could not see)."""
         values = np.asarray(matrix, dtype=float)  # (Tq, Tk)
         if values.ndim != 2 or 0 in values.shape:
             raise ValueError(f"matrix must be 2-D and non-empty, got shape {values.shape}")
@@ -312,7 +371,9 @@ class Heatmap:
         self.col_labels = self.row_labels if col_labels is None else clean_labels(col_labels)
         self.keys_differ = self.col_labels != self.row_labels  # then columns get a legend
         self.title = title
+        self.lang = lang  # the language of its headers and notes: "en" or "pt"
         self.scale = _scale_for(values, vmax)
+        self.masked = check_masked(masked, values.shape)
 
     @property
     def _label_w(self) -> int:
@@ -344,6 +405,7 @@ class Heatmap:
         colour = _use_colour(console)
         lines = title_lines(self.title, console, options)
         lines += _legend_lines(self.scale, colour, width)
+        lines += _masked_legend(self.masked, colour, width, self.lang)
         pages = [
             range(s, min(s + layout.page_cols, n_cols)) for s in range(0, n_cols, layout.page_cols)
         ]
@@ -351,7 +413,8 @@ class Heatmap:
         for cols in pages:
             lines.append([])
             if len(pages) > 1:
-                lines.append([Segment(_page_caption(cols, n_cols, width), _BOLD)])
+                caption = _page_caption(cols, n_cols, width, self.lang)
+                lines.append([Segment(caption, _BOLD)])
             lines += self._page(levels[:, cols.start : cols.stop], cols, layout, colour, width)
         yield from emit(lines, width)
 
@@ -363,7 +426,8 @@ class Heatmap:
         levels: int (Tq, len(cols)), colour levels (0..255) or shade levels (0..4), -1 = NaN.
         """
         header = _column_header(cols, layout.cell_w)
-        corner = "query \\ key" if len("query \\ key") < layout.left_w else ""
+        corners = [lexicon.label(self.lang, key) for key in ("corner", "corner_short")]
+        corner = next((c for c in corners if cell_len(c) < layout.left_w), "")
         lines: list[Line] = [[Segment(" " * layout.left_w), Segment(h, _DIM)] for h in header]
         lines[-1][0] = Segment(corner.rjust(layout.left_w - 1) + " ", _DIM)
         for i, label in enumerate(self.row_labels):
@@ -372,14 +436,16 @@ class Heatmap:
                 left += pad(truncate(label, layout.label_w), layout.label_w) + " "
             lines.append([Segment(left), *_heat_cells(levels[i], colour, layout.cell_w)])
         if self.keys_differ:
-            lines += _label_list("keys:", cols, self.col_labels, width)
+            lines += _label_list(
+                lexicon.label(self.lang, "keys_list"), cols, self.col_labels, width
+            )
         return lines
 
     def _levels(self, colour: bool) -> np.ndarray:
-        """Colour or shade level of every cell: int (Tq, Tk), -1 = NaN."""
+        """Colour or shade level of every cell: int (Tq, Tk), -1 = NaN, -2 masked."""
         if colour:
-            return self.scale.colour_levels(self.values)
-        return self.scale.shade_levels(self.values)
+            return with_masked(self.scale.colour_levels(self.values), self.masked)
+        return with_masked(self.scale.shade_levels(self.values), self.masked)
 
 
 # ---------------------------------------------------------------------------
@@ -389,7 +455,8 @@ class Heatmap:
 def _half_block_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
     """A panel with two matrix rows per line: `▀` fg = upper row, bg = lower row.
 
-    levels: int (T, T), -1 = NaN. Returns ceil(T / 2) lines of T * cell_w cells.
+    levels: int (T, T), -1 = NaN, MASKED_LEVEL = masked (both blank: no colour in that
+    half). Returns ceil(T / 2) lines of T * cell_w cells.
     """
     lines = []
     for top in range(0, levels.shape[0], 2):
@@ -397,6 +464,7 @@ def _half_block_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
         lower = levels[top + 1] if top + 1 < levels.shape[0] else np.full_like(upper, -1)
         cells: list[tuple[str, Style | None]] = []
         for u, low in zip(upper.tolist(), lower.tolist(), strict=True):
+            u, low = max(u, -1), max(low, -1)  # masked is blank, as NaN is
             if u >= 0:
                 cells.append(("▀" * cell_w, _half_style(u, low)))
             elif low >= 0:
@@ -408,7 +476,8 @@ def _half_block_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
 
 
 def _shade_lines(levels: np.ndarray, cell_w: int) -> list[Line]:
-    """A panel with one matrix row per line of shade characters; levels int (T, T)."""
+    """A panel with one matrix row per line of shade characters; levels int (T, T)
+    (-1 NaN and MASKED_LEVEL both `·`)."""
     return [
         [Segment("".join(NAN_CELL * cell_w if v < 0 else SHADES[v] * cell_w for v in row))]
         for row in levels.tolist()
@@ -440,8 +509,11 @@ class HeadGrid:
         panel_titles: Sequence[str],
         title: str | None = None,
         columns: int | None = None,
+        lang: str = "en",
+        masked: np.ndarray | None = None,
     ) -> None:
-        """`columns`: panels per line when they fit, e.g. the heads of one layer per line."""
+        """`columns`: panels per line when they fit, e.g. the heads of one layer per line;
+        `masked` (H, T, T) bool: the cells drawn masked (keys the model could not see)."""
         values = np.asarray(matrices, dtype=float)  # (H, T, T)
         if values.ndim != 3 or 0 in values.shape or values.shape[1] != values.shape[2]:
             raise ValueError(f"matrices must be [H, T, T] and non-empty, got {values.shape}")
@@ -455,6 +527,8 @@ class HeadGrid:
         self.title = title
         self.scale = _scale_for(values, None)
         self.columns = columns
+        self.lang = lang  # the language of its notes: "en" or "pt"
+        self.masked = check_masked(masked, values.shape)
 
     def _per_line(self, width: int, slot: int) -> int:
         """Panels on one line: as many as fit, or `columns` (or an even share of it)."""
@@ -510,16 +584,19 @@ class HeadGrid:
             heads = range(start, min(start + per_line, len(panels)))
             lines += self._grid_row(heads, panels, slot)
         lines += _legend_lines(self.scale, colour, width)
-        lines += _note("panels: rows = queries, columns = keys, in token order", width)
-        lines += _label_list("tokens:", range(n_tokens), self.labels, width)
+        lines += _masked_legend(self.masked, colour, width, self.lang)
+        lines += _note(lexicon.label(self.lang, "panels_note"), width)
+        lines += _label_list(
+            lexicon.label(self.lang, "tokens_list"), range(n_tokens), self.labels, width
+        )
         yield from emit(lines, width)
 
     def _panels(self, colour: bool, cell_w: int) -> list[list[Line]]:
         """The lines of every panel, head by head."""
         if colour:
-            levels = self.scale.colour_levels(self.values)  # (H, T, T)
+            levels = with_masked(self.scale.colour_levels(self.values), self.masked)  # (H, T, T)
             return [_half_block_lines(head, cell_w) for head in levels]
-        levels = self.scale.shade_levels(self.values)  # (H, T, T)
+        levels = with_masked(self.scale.shade_levels(self.values), self.masked)  # (H, T, T)
         return [_shade_lines(head, cell_w) for head in levels]
 
     def _grid_row(self, heads: range, panels: list[list[Line]], slot: int) -> list[Line]:

@@ -92,6 +92,36 @@ class Pieces:
                 begun.add((seq, word))
         return labels
 
+    def with_start(self, token: str, token_id: int) -> Pieces:
+        """These pieces with a start token in front (a special token: no word, no text)."""
+        return Pieces(
+            text=self.text,
+            pair=self.pair,
+            tokens=[token, *self.tokens],
+            ids=[token_id, *self.ids],
+            type_ids=[0, *self.type_ids],
+            offsets=[(0, 0), *self.offsets],
+            word_ids=[None, *self.word_ids],
+            sequence_ids=[None, *self.sequence_ids],
+            dropped=self.dropped,
+            cut=self.cut,
+        )
+
+    def without_start(self) -> Pieces:
+        """These pieces without the first (the start token a tokenizer put in front)."""
+        return Pieces(
+            text=self.text,
+            pair=self.pair,
+            tokens=self.tokens[1:],
+            ids=self.ids[1:],
+            type_ids=self.type_ids[1:],
+            offsets=self.offsets[1:],
+            word_ids=self.word_ids[1:],
+            sequence_ids=self.sequence_ids[1:],
+            dropped=self.dropped,
+            cut=self.cut,
+        )
+
     def words(self) -> list[Word]:
         """Pieces grouped into words; each special token is a word of its own."""
         groups: list[Word] = []

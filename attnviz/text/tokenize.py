@@ -10,13 +10,14 @@ size before it is tokenized, and cut at a space when truncation is asked for.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import TOKENIZER_BYTES, max_text_chars
-from attnviz.reading import read_bounded
-from attnviz.text.pieces import Pieces
+from attnviz.reading import read_bounded, read_json
+from attnviz.text.pieces import Pieces, is_punctuation
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -149,10 +150,15 @@ def tokenize(
     max_positions: int,
     truncate: bool = False,
     why: str = "",
+    start: tuple[str, int] | None = None,
+    unstart: int | None = None,
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit.
 
     `why` follows the limit in the refusal when the bound is not the model's own.
+    `start` (token, id) is a start token put in front of the tokenizer's pieces (see
+    `start_token`); it takes one of the `max_positions`. `unstart` is the id of a start
+    token the tokenizer puts in front itself, taken off (the text read as typed).
     """
     for value in (text, pair):
         try:
@@ -161,7 +167,9 @@ def tokenize(
             raise BadInput(
                 "the text is not valid UTF-8: convert it first, e.g. iconv -f latin1 -t utf-8"
             ) from None
-    text, cut = _bounded(text, pair, max_positions, truncate)
+    extra = 1 if start is not None else 0
+    room = max_positions - extra  # positions left for the tokenizer's own pieces
+    text, cut = _bounded(text, pair, max(room, 1), truncate)
     encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
@@ -169,22 +177,142 @@ def tokenize(
             "characters): pass a sentence with words"
         )
     dropped = 0
-    if len(encoding) > max_positions:
-        if not truncate:
-            raise BadInput(
-                f"the text is {len(encoding)} pieces long but the model takes at most "
-                f"{max_positions}{why}: shorten it or pass {{truncate}} to keep the first "
-                f"{max_positions}",
-                param=("truncate", "max_tokens"),  # `why` may name max_tokens
+    if len(encoding) > room:
+        with_start = f" with the start token {start[0]} attnviz adds" if start else ""
+        if not truncate or room < 1:
+            fix = (
+                "shorten it or pass {truncate} to keep the first " + str(max_positions)
+                if room >= 1
+                else "raise {max_tokens}"
             )
-        tokenizer.enable_truncation(max_positions)
+            raise BadInput(
+                f"the text is {len(encoding) + extra} pieces long{with_start} but the model takes "
+                f"at most {max_positions}{why}: {fix}"
+                + (" ({bos} reads the text as typed)" if start else ""),
+                param=("truncate", "max_tokens", "bos"),  # `why` may name max_tokens
+            )
+        tokenizer.enable_truncation(room)
         try:
             full = len(encoding)
             encoding = _encode(tokenizer, text, pair)
             dropped = full - len(encoding)
         finally:
             tokenizer.no_truncation()
-    return _pieces(encoding, text, pair, dropped, cut)
+    typed = typed_special(tokenizer, encoding, text, pair)
+    pieces = _pieces(encoding, text, pair, dropped, cut, typed)
+    if start is not None:
+        return pieces.with_start(*start)
+    if unstart is not None and len(pieces) > 1 and pieces.ids[0] == unstart:
+        return pieces.without_start() if pieces.sequence_ids[0] is None else pieces
+    return pieces
+
+
+def typed_special(
+    tokenizer: Tokenizer, encoding: Encoding, text: str, pair: str | None
+) -> set[int]:
+    """Positions of special tokens typed in the text (`<|endoftext|>`, `[SEP]`).
+
+    The tokenizer keeps such a token whole but gives it the text's sequence id, as if it
+    were a word; it is the model's special token all the same (a decoder parks attention
+    on a typed `<|endoftext|>` as it does on its start token), so attnviz counts it as
+    special: its own unit, dropped by `exclude="special"`. Only a token the text spells
+    out counts: an unknown character's [UNK] stays the text's.
+    """
+    special = {
+        i: added.content
+        for i, added in tokenizer.get_added_tokens_decoder().items()
+        if added.special
+    }
+    typed = set()
+    for t, (token_id, seq) in enumerate(zip(encoding.ids, encoding.sequence_ids, strict=True)):
+        if seq is None or token_id not in special:
+            continue
+        start, end = encoding.offsets[t]
+        source = pair if seq == 1 and pair is not None else text
+        if source[start:end].strip() == special[token_id]:
+            typed.add(t)
+    return typed
+
+
+def start_token(
+    tokenizer: Tokenizer, folder: Path, config: dict[str, Any]
+) -> tuple[str, int] | None:
+    """The model's start token (BOS) as (token, id) when its tokenizer does not add one
+    itself; None when it does, or when the model defines none.
+
+    The start token is the tokenizer's `bos_token` (tokenizer_config.json), else
+    config.json's `bos_token_id`, when the vocabulary has it. Interpretability tools read a
+    decoder with it in front (TransformerLens prepends it by default): the model was
+    trained on texts that follow one, and without it the first word takes the role of the
+    attention sink.
+    """
+    token = _configured_bos(folder)
+    token_id = tokenizer.token_to_id(token) if token is not None else None
+    if token_id is None:
+        raw = config.get("bos_token_id")
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            token, token_id = tokenizer.id_to_token(raw), raw
+    if token is None or token_id is None:
+        return None
+    if own_start(tokenizer) == token_id:
+        return None  # the tokenizer adds it itself (Llama, Gemma)
+    return token, token_id
+
+
+def own_start(tokenizer: Tokenizer) -> int | None:
+    """The id of the start token the tokenizer puts in front by itself (Llama's, Gemma's
+    `<bos>`), or None."""
+    with contextlib.suppress(Exception):  # a tokenizer that fails on "" adds nothing we know of
+        first = _encode(tokenizer, "", None).ids[:1]
+        if first:
+            return int(first[0])
+    return None
+
+
+def _configured_bos(folder: Path) -> str | None:
+    """tokenizer_config.json's `bos_token` (a string, or an object with `content`), if any."""
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = read_json(path, TOKENIZER_BYTES, "tokenizer file")
+    except AttnvizError:
+        return None  # a broken tokenizer_config.json: config.json's bos_token_id may say
+    bos = config.get("bos_token") if isinstance(config, dict) else None
+    if isinstance(bos, dict):
+        bos = bos.get("content")
+    return bos if isinstance(bos, str) and 0 < len(bos) <= 100 else None
+
+
+def split_words(
+    offsets: Sequence[tuple[int, int]],
+    sequence_ids: Sequence[int | None],
+    text: str,
+    pair: str | None,
+) -> list[int | None]:
+    """Word ids from the pieces' spans, for a tokenizer that marks no words of its own.
+
+    A tokenizer without a pre-tokenizer (Gemma's: its normalizer turns spaces into `▁` and
+    the whole text is one "word") gives every piece the same word id, so attnviz draws the
+    sentence as one word. Here a word starts at the text's start, after whitespace, and at
+    and after punctuation, as BERT's pre-tokenizer splits words; special tokens have none.
+    """
+    words: list[int | None] = []
+    count, previous_punct = -1, False
+    for (start, end), seq in zip(offsets, sequence_ids, strict=True):
+        if seq is None:
+            words.append(None)
+            continue
+        source = pair if seq == 1 and pair is not None else text
+        span = source[start:end].strip()
+        punct = is_punctuation(span)
+        before = source[start - 1 : start] if start > 0 else ""
+        new = count < 0 or start == 0 or before.isspace() or source[start:end][:1].isspace()
+        if new or punct or previous_punct:
+            count += 1
+        words.append(count)
+        previous_punct = punct
+    return words
 
 
 def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) -> tuple[str, int]:
@@ -225,7 +353,23 @@ def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:
         ) from None
 
 
-def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: int = 0) -> Pieces:
+def _pieces(
+    encoding: Encoding,
+    text: str,
+    pair: str | None,
+    dropped: int,
+    cut: int = 0,
+    special: Collection[int] = (),
+) -> Pieces:
+    """The Pieces of `encoding`; positions in `special` (typed special tokens) count as
+    special: no word, no sequence."""
+    word_ids = [None if t in special else w for t, w in enumerate(encoding.word_ids)]
+    sequence_ids = [None if t in special else s for t, s in enumerate(encoding.sequence_ids)]
+    if (
+        len({w for w in word_ids if w is not None}) == 1
+        and sum(w is not None for w in word_ids) > 1
+    ):
+        word_ids = split_words(encoding.offsets, sequence_ids, text, pair)
     return Pieces(
         text=text,
         pair=pair,
@@ -233,8 +377,8 @@ def _pieces(encoding: Encoding, text: str, pair: str | None, dropped: int, cut: 
         ids=list(encoding.ids),
         type_ids=list(encoding.type_ids),
         offsets=[tuple(o) for o in encoding.offsets],  # type: ignore[misc]
-        word_ids=list(encoding.word_ids),
-        sequence_ids=list(encoding.sequence_ids),
+        word_ids=word_ids,
+        sequence_ids=sequence_ids,
         dropped=dropped,
         cut=cut,
     )

@@ -8,13 +8,20 @@
  *   data                      base64 of the array, quantised to integers q = round(w * scale)
  *   dtype, scale, shuffled    "u16" (two bytes, low-byte plane then high-byte plane) or "u8"
  *   compression               "deflate" (zlib) or "none"
+ *   masked                    null, or {data, compression}: one bit per layer, query and key
+ *                             piece [L, T, T] (numpy packbits order), set where the model
+ *                             could not see the key (a decoder's future, outside its window)
  *   tokens                    one label per piece; words: the pieces of each word (or null)
  *   wordLabels, pairStart, pairWordStart, title, view, layer, head, units, theme
- *   layerNames, headNames     how layers and heads are named (default "layer 0", "head 0")
+ *   layerNames, headNames     how layers and heads are named (default: text.layer_n, text.head_n)
+ *   lang, text                the language ("en", "pt") and every string the page shows, by
+ *                             name, with {placeholders} this script fills (attnviz.lexicon)
  *
  * Rows are queries (the token that attends), columns keys. Words merge pieces as the
  * command line does: attention TO a word is the sum over its pieces, FROM a word the
- * mean over its pieces, so rows still sum to 1.
+ * mean over its pieces, so rows still sum to 1. Masked cells are greyed (matrix, model
+ * view) and their keys unlisted in the head view; a word pair is masked when every pair of
+ * its pieces is.
  */
 function attnvizMount(root, spec) {
   "use strict";
@@ -34,8 +41,15 @@ function attnvizMount(root, spec) {
 
   const L = spec.layers, H = spec.heads, T = spec.T;
   const hasWords = Array.isArray(spec.words) && spec.words.length > 0;
-  const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : "layer " + l);
-  const headName = (h) => (spec.headNames ? spec.headNames[h] : "head " + h);
+  const TEXT = spec.text || {};
+  // The page's string `key` in its language, with {name} filled from `values`.
+  function t(key, values) {
+    const template = Object.prototype.hasOwnProperty.call(TEXT, key) ? TEXT[key] : key;
+    return template.replace(/\{(\w+)\}/g, (whole, name) =>
+      values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole);
+  }
+  const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : t("layer_n", { layer: l }));
+  const headName = (h) => (spec.headNames ? spec.headNames[h] : t("head_n", { head: h }));
   const state = {
     view: spec.view || "heads",
     layer: clamp(spec.layer == null ? L - 1 : spec.layer, 0, L - 1),
@@ -46,6 +60,7 @@ function attnvizMount(root, spec) {
   };
   if (spec.selected) state.selected = new Set(spec.selected);
   let weights = null; // Float32Array [L, H, T, T] once decoded
+  let hiddenBits = null; // Uint8Array [L, T, T] once decoded (1: masked), or null: none
   const cache = new Map();
 
   function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
@@ -73,18 +88,31 @@ function attnvizMount(root, spec) {
   // A label set beside other text is wrapped in a first-strong isolate (U+2068 … U+2069), so a
   // bidi override inside a stranger's token cannot reorder the rest of the line.
   function isolated(name) { return "\u2068" + name + "\u2069"; }
-  const precision = exact ? "" : " · weights stored in 8 bits, within 0.002";
+  const precision = exact ? "" : t("precision");
 
   // ------------------------------------------------------------------ data
 
-  async function decode() {
-    const text = atob(spec.data);
+  async function inflate(data, compression) {
+    const text = atob(data);
     let bytes = new Uint8Array(text.length);
     for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    if (spec.compression === "deflate") {
+    if (compression === "deflate") {
       const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
       bytes = new Uint8Array(await new Response(stream).arrayBuffer());
     }
+    return bytes;
+  }
+
+  async function decodeMask() {
+    if (!spec.masked) return null;
+    const packed = await inflate(spec.masked.data, spec.masked.compression);
+    const n = L * T * T, out = new Uint8Array(n);
+    for (let i = 0; i < n; i++) out[i] = (packed[i >> 3] >> (7 - (i & 7))) & 1;
+    return out;
+  }
+
+  async function decode() {
+    const bytes = await inflate(spec.data, spec.compression);
     const n = L * H * T * T;
     const out = new Float32Array(n);
     if (spec.dtype === "u16") {
@@ -119,6 +147,41 @@ function attnvizMount(root, spec) {
     return result;
   }
 
+  // The cells `layer` masks, in the current units: a Uint8Array [N * N] (1: masked), or null.
+  function hidden(layer) {
+    if (!hiddenBits) return null;
+    const key = "hidden|" + state.units + "|" + layer;
+    if (cache.has(key)) return cache.get(key);
+    const base = layer * T * T;
+    let result;
+    if (state.units !== "words") {
+      result = hiddenBits.subarray(base, base + T * T);
+    } else {
+      const groups = spec.words, W = groups.length;
+      result = new Uint8Array(W * W);
+      for (let a = 0; a < W; a++) {
+        for (let b = 0; b < W; b++) {
+          let all = 1;
+          for (const q of groups[a]) {
+            for (const k of groups[b]) if (!hiddenBits[base + q * T + k]) { all = 0; break; }
+            if (!all) break;
+          }
+          result[a * W + b] = all;
+        }
+      }
+    }
+    if (cache.size > 400) cache.clear();
+    cache.set(key, result);
+    return result;
+  }
+
+  function maskedColour() {
+    const value = getComputedStyle(root).getPropertyValue("--av-masked").trim() || "#d9d9d9";
+    const hex = /^#([0-9a-f]{6})$/i.exec(value);
+    if (!hex) return [217, 217, 217];
+    return [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16));
+  }
+
   function mergeWords(m) {
     const groups = spec.words, W = groups.length;
     const wordOf = new Int32Array(T);
@@ -134,8 +197,8 @@ function attnvizMount(root, spec) {
 
   function headsLabel(heads) {
     if (heads.length === 1) return headName(heads[0]);
-    if (heads.length === H) return "mean of " + H + " heads";
-    return "mean of heads " + heads.join(",");
+    if (heads.length === H) return t("mean_n", { n: H });
+    return t("mean_listed", { heads: heads.join(",") });
   }
 
   // ------------------------------------------------------------------ the frame
@@ -146,25 +209,25 @@ function attnvizMount(root, spec) {
   root.textContent = "";
   const title = el("div", { class: "av-title", text: spec.title });
   const bar = el("div", { class: "av-bar" });
-  const chips = el("div", { class: "av-group", role: "group", "aria-label": "heads" });
+  const chips = el("div", { class: "av-group", role: "group", "aria-label": t("heads") });
   const main = el("div", { class: "av-main" });
   const status = el("div", { class: "av-status", "aria-live": "polite" });
   const tip = el("div", { class: "av-tip" });
   root.append(title, bar, chips, main, status);
 
   const viewButtons = {};
-  const views = el("div", { class: "av-group", role: "group", "aria-label": "view" });
-  for (const [name, text] of [["heads", "Head view"], ["matrix", "Matrix"], ["model", "Model"]]) {
+  const views = el("div", { class: "av-group", role: "group", "aria-label": t("views") });
+  for (const [name, text] of [["heads", t("view_heads")], ["matrix", t("view_matrix")], ["model", t("view_model")]]) {
     viewButtons[name] = el("button", {
       type: "button", text, "data-view": name, onclick: () => { state.view = name; render(); },
     });
     views.appendChild(viewButtons[name]);
   }
-  const layerSelect = el("select", { "aria-label": "layer", class: "av-layer" },
+  const layerSelect = el("select", { "aria-label": t("layer"), class: "av-layer" },
     range(L).map((l) => el("option", { value: String(l), text: layerName(l) })));
   layerSelect.addEventListener("change", () => { state.layer = Number(layerSelect.value); render(); });
-  const headSelect = el("select", { "aria-label": "head", class: "av-head" }, [
-    el("option", { value: "mean", text: "mean of heads" }),
+  const headSelect = el("select", { "aria-label": t("head"), class: "av-head" }, [
+    el("option", { value: "mean", text: t("mean_option") }),
     ...range(H).map((h) => el("option", { value: String(h), text: headName(h) })),
   ]);
   headSelect.addEventListener("change", () => {
@@ -172,18 +235,23 @@ function attnvizMount(root, spec) {
     render();
   });
   const unitButtons = {};
-  const units = el("div", { class: "av-group", role: "group", "aria-label": "units" });
+  const units = el("div", { class: "av-group", role: "group", "aria-label": t("units") });
   for (const name of hasWords ? ["words", "tokens"] : []) {
     unitButtons[name] = el("button", {
-      type: "button", text: name === "words" ? "words" : "pieces", "data-units": name,
+      type: "button", text: name === "words" ? t("words") : t("pieces"), "data-units": name,
       onclick: () => { state.units = name; state.pick = null; render(); },
     });
     units.appendChild(unitButtons[name]);
   }
   bar.append(views, layerSelect, headSelect, units);
 
+  const headPrefix = t("head_n", { head: "" }); // a chip shows "3" for "head 3"
+  const chipName = (h) => {
+    const name = headName(h);
+    return name.startsWith(headPrefix) ? name.slice(headPrefix.length) : name;
+  };
   const chipButtons = range(H).map((h) => el("button", {
-    type: "button", class: "av-chip", "data-head": String(h), title: "show or hide " + headName(h),
+    type: "button", class: "av-chip", "data-head": String(h), title: t("toggle_head", { head: headName(h) }),
     onclick: (event) => {
       if (event.shiftKey || event.altKey) state.selected = new Set([h]);
       else if (state.selected.has(h) && state.selected.size > 1) state.selected.delete(h);
@@ -191,11 +259,11 @@ function attnvizMount(root, spec) {
       render();
     },
   }, [el("span", { class: "av-swatch", style: "background:" + PALETTE[h % PALETTE.length] }),
-    document.createTextNode(headName(h).replace(/^head /, ""))]));
+    document.createTextNode(chipName(h))]));
   chips.append(
-    el("span", { class: "av-legend", text: "heads:" }),
+    el("span", { class: "av-legend", text: t("heads_legend") }),
     ...chipButtons,
-    el("button", { type: "button", text: "all", onclick: () => { state.selected = new Set(range(H)); render(); } }),
+    el("button", { type: "button", text: t("all"), onclick: () => { state.selected = new Set(range(H)); render(); } }),
   );
 
   root.addEventListener("keydown", (event) => {
@@ -283,6 +351,7 @@ function attnvizMount(root, spec) {
     ctx.scale(ratio, ratio);
     const mats = heads.map((h) => matrix(state.layer, [h]));
     const mean = matrix(state.layer, heads);
+    const masked = hidden(state.layer); // [N * N], 1 where the query cannot see the key
     const y = (i) => i * ROW_PX + ROW_PX / 2;
     let pinned = false;
 
@@ -320,11 +389,22 @@ function attnvizMount(root, spec) {
           const on = p && p.side === side && p.index === i;
           token.classList.toggle("av-on", Boolean(on));
           let w = "";
-          if (p && p.side !== side) {
-            const value = p.side === "from" ? mean[p.index * N + i] : mean[i * N + p.index];
+          const cell = p && p.side !== side ? (p.side === "from" ? p.index * N + i : i * N + p.index) : -1;
+          const off = cell >= 0 && masked !== null && masked[cell] === 1; // it cannot see / be seen
+          token.classList.toggle("av-masked", off);
+          if (off) {
+            token.dataset.masked = "true";
+            token.title = t("masked");
+            delete token.dataset.weight;
+          } else if (cell >= 0) {
+            delete token.dataset.masked;
+            token.removeAttribute("title");
+            const value = mean[cell];
             w = fmt(value);
             token.dataset.weight = String(value);
           } else {
+            delete token.dataset.masked;
+            token.removeAttribute("title");
             delete token.dataset.weight;
           }
           token.weight.textContent = w;
@@ -337,23 +417,23 @@ function attnvizMount(root, spec) {
       state.pick = side == null ? null : { side, index };
       draw();
       if (!state.pick) {
-        status.textContent = `${headsLabel(heads)} · ${layerName(state.layer)} · hover a token to isolate its ` +
-          "attention (left: from it, right: to it); click to pin; shift-click a head to show it alone";
+        status.textContent = t("heads_status", { heads: headsLabel(heads), layer: layerName(state.layer) });
       } else {
         const name = isolated(names[state.pick.index]);
-        status.textContent = state.pick.side === "from"
-          ? `${name} attends to each key with these weights (${headsLabel(heads)})`
-          : `how much each query attends to ${name} (${headsLabel(heads)})`;
+        status.textContent = t(state.pick.side === "from" ? "from" : "to",
+          { token: name, heads: headsLabel(heads) });
       }
     }
     pick(state.pick ? state.pick.side : null, state.pick ? state.pick.index : null);
   }
 
-  function paint(ctx, m, N, x0, y0, cell, vmax) {
+  // `m` [N * N] as N·cell pixels a side; cells where `masked` [N * N] is 1 in the masked grey.
+  function paint(ctx, m, N, x0, y0, cell, vmax, masked) {
     const image = ctx.createImageData(N * cell, N * cell);
+    const grey = masked ? maskedColour() : null;
     for (let i = 0; i < N; i++) {
       for (let j = 0; j < N; j++) {
-        const [r, g, b] = colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        const [r, g, b] = masked && masked[i * N + j] ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
         for (let dy = 0; dy < cell; dy++) {
           let o = ((i * cell + dy) * N * cell + j * cell) * 4;
           for (let dx = 0; dx < cell; dx++, o += 4) {
@@ -369,6 +449,7 @@ function attnvizMount(root, spec) {
     const names = labels(), N = names.length;
     const heads = state.head == null ? range(H) : [state.head];
     const m = matrix(state.layer, heads);
+    const masked = hidden(state.layer);
     let vmax = 0;
     for (let i = 0; i < m.length; i++) if (m[i] > vmax) vmax = m[i];
     const cell = clamp(Math.floor(640 / N), 1, 28);
@@ -377,13 +458,16 @@ function attnvizMount(root, spec) {
     const probe = document.createElement("canvas").getContext("2d");
     probe.font = font;
     const margin = Math.ceil(Math.min(160, Math.max(...names.map((n) => probe.measureText(n).width)))) + 8;
-    const canvas = el("canvas", { class: "av-heat", role: "img", "aria-label": `attention matrix, ${layerName(state.layer)}, ${headsLabel(heads)}` });
+    const canvas = el("canvas", {
+      class: "av-heat", role: "img",
+      "aria-label": t("matrix_label", { layer: layerName(state.layer), heads: headsLabel(heads) }),
+    });
     const size = N * cell;
     canvas.width = margin + size + 4;
     canvas.height = margin + size + 4;
     const ctx = canvas.getContext("2d");
     const fg = getComputedStyle(root).color;
-    paint(ctx, m, N, margin, margin, cell, vmax);
+    paint(ctx, m, N, margin, margin, cell, vmax, masked);
     ctx.font = font;
     ctx.fillStyle = fg;
     ctx.textBaseline = "middle";
@@ -399,8 +483,8 @@ function attnvizMount(root, spec) {
       ctx.restore();
     }
     main.appendChild(canvas);
-    const describe = `${layerName(state.layer)} · ${headsLabel(heads)} · rows are queries, columns keys; ` +
-      `colour 0 to ${fmt(vmax)} (viridis)` + precision;
+    const describe = t("matrix_status",
+      { layer: layerName(state.layer), heads: headsLabel(heads), vmax: fmt(vmax) }) + precision;
     status.textContent = describe;
     canvas.addEventListener("mousemove", (event) => {
       const box = canvas.getBoundingClientRect();
@@ -409,8 +493,15 @@ function attnvizMount(root, spec) {
       const i = Math.floor(yy / cell), j = Math.floor(x / cell);
       if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
       const w = m[i * N + j];
-      tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
-      tip.dataset.weight = String(w);
+      if (masked && masked[i * N + j]) {
+        tip.textContent = t("masked_cell", { query: isolated(names[i]), key: isolated(names[j]) });
+        tip.dataset.masked = "true";
+        delete tip.dataset.weight;
+      } else {
+        tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
+        delete tip.dataset.masked;
+        tip.dataset.weight = String(w);
+      }
       tip.style.display = "block";
       tip.style.left = (event.clientX - main.getBoundingClientRect().left + main.scrollLeft + 14) + "px";
       tip.style.top = (event.clientY - main.getBoundingClientRect().top + main.scrollTop + 14) + "px";
@@ -425,19 +516,21 @@ function attnvizMount(root, spec) {
     const grid = el("div", { class: "av-model" });
     grid.style.gridTemplateColumns = `max-content repeat(${shown.length}, ${side + 2}px)`;
     grid.appendChild(el("span"));
-    for (const h of shown) grid.appendChild(el("span", { class: "av-colname", text: "H" + h }));
+    for (const h of shown) grid.appendChild(el("span", { class: "av-colname", text: t("col_head", { head: h }) }));
     for (let l = 0; l < L; l++) {
-      grid.appendChild(el("span", { class: "av-rowname", text: "L" + l }));
+      grid.appendChild(el("span", { class: "av-rowname", text: t("row_layer", { layer: l }) }));
       for (const h of shown) {
         const m = matrix(l, [h]);
         const px = Math.min(side, N);
         const canvas = el("canvas", {
           class: "av-thumb", width: String(px), height: String(px), "data-layer": String(l),
-          "data-head": String(h), title: `layer ${l}, head ${h}: click to open`,
+          "data-head": String(h), title: t("thumb", { layer: l, head: h }),
         });
         canvas.style.width = side + "px";
         canvas.style.height = side + "px";
         const small = new Float32Array(px * px); // block maximum: thin patterns stay visible
+        const masked = hidden(l);
+        const seen = masked ? new Uint8Array(px * px) : null; // 1: some cell of the block visible
         let vmax = 0;
         for (let i = 0; i < N; i++) {
           const si = Math.floor((i * px) / N);
@@ -445,9 +538,11 @@ function attnvizMount(root, spec) {
             const k = si * px + Math.floor((j * px) / N), w = m[i * N + j];
             if (w > small[k]) small[k] = w;
             if (w > vmax) vmax = w;
+            if (seen && !masked[i * N + j]) seen[k] = 1;
           }
         }
-        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax);
+        const blocks = seen ? seen.map((v) => 1 - v) : null; // a block is masked when all of it is
+        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax, blocks);
         const open = () => { state.layer = l; state.head = h; state.view = "matrix"; render(); };
         canvas.setAttribute("tabindex", "0");
         canvas.addEventListener("click", open);
@@ -458,19 +553,18 @@ function attnvizMount(root, spec) {
       }
     }
     main.appendChild(grid);
-    status.textContent = `${L} layers × ${shown.length} heads, each on its own colour scale ` +
-      "(0 to its maximum); click a head (or Enter) to open it" + precision;
+    status.textContent = t("model_status", { layers: L, heads: shown.length }) + precision;
   }
 
-  status.textContent = "decoding the attention…";
+  status.textContent = t("decoding");
   if (typeof DecompressionStream === "undefined" && spec.compression === "deflate") {
-    status.textContent = "this browser cannot decompress the data (it needs DecompressionStream: " +
-      "Chrome 80, Firefox 113, Safari 16.4 or later)";
+    status.textContent = t("no_stream");
     return;
   }
-  decode().then((values) => {
+  Promise.all([decode(), decodeMask()]).then(([values, bits]) => {
     weights = values;
+    hiddenBits = bits;
     root.dataset.ready = "true";
     render();
-  }).catch((error) => { status.textContent = "cannot read the attention data: " + error; });
+  }).catch((error) => { status.textContent = t("unreadable", { error: String(error) }); });
 }

@@ -1,0 +1,281 @@
+"""A GGUF file's architecture as a Hugging Face model: its metadata as a config.json dict, its
+tensor names (`token_embd`, `blk.N.attn_q`, ...) as transformers' (`model.embed_tokens`,
+`model.layers.N.self_attn.q_proj`, ...), and what llama.cpp's converter did to the numbers
+undone (the Q/K row order of Llama, Gemma's norms stored as 1 + weight).
+
+transformers' GGUF loader (`modeling_gguf_pytorch_utils.py`, `integrations/ggml.py`) was
+the reference read to write this; tests compare both on files they write. Torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from attnviz.limits import shown
+from attnviz.model.gguf_read import BadGguf, GgufHeader
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# general.architecture -> the model_type attnviz (and transformers) call it.
+ARCHITECTURES = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma2": "gemma2",
+    "gemma3": "gemma3_text",
+    "gpt2": "gpt2",
+    "phi3": "phi3",
+}
+
+# A GGUF tensor's name inside a block -> transformers' name inside `model.layers.N.`
+_LLAMA_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+# Gemma 2 and 3 have four norms a layer: before and after attention, before and after the MLP.
+_GEMMA_BLOCK = {
+    **_LLAMA_BLOCK,
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+# Phi-3 keeps q, k and v in one qkv_proj, and the MLP's gate and up in one gate_up_proj.
+_PHI3_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "attn_qkv": "self_attn.qkv_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_up": "mlp.gate_up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GPT2_BLOCK = {
+    "attn_norm": "ln_1",
+    "attn_qkv": "attn.c_attn",
+    "attn_output": "attn.c_proj",
+    "ffn_norm": "ln_2",
+    "ffn_up": "mlp.c_fc",
+    "ffn_down": "mlp.c_proj",
+}
+# GPT-2 keeps these as Conv1D, (in, out): GGUF stores them (out, in), as nn.Linear does.
+_GPT2_TRANSPOSED = (
+    "attn.c_attn.weight",
+    "attn.c_proj.weight",
+    "mlp.c_fc.weight",
+    "mlp.c_proj.weight",
+)
+_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def model_type(header: GgufHeader) -> str:
+    """transformers' model_type for the file's `general.architecture`; BadGguf for others."""
+    arch = header.metadata.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise BadGguf(
+            f"{header.path} holds a {shown(arch, 40)} model; attnviz computes GGUF files of "
+            f"architecture {', '.join(ARCHITECTURES)}"
+        )
+    name = header.metadata.get("general.name")
+    if arch == "llama" and isinstance(name, str) and "mistral" in name.lower():
+        return "mistral"  # llama.cpp writes Mistral as llama; so does transformers read it
+    return ARCHITECTURES[arch]
+
+
+def hf_name(gguf_name: str, kind: str) -> str | None:
+    """transformers' name of a GGUF tensor in a `kind` (model_type) model, or None if none."""
+    if kind == "gpt2":
+        top = {
+            "token_embd.weight": "transformer.wte.weight",
+            "position_embd.weight": "transformer.wpe.weight",
+            "output_norm.weight": "transformer.ln_f.weight",
+            "output_norm.bias": "transformer.ln_f.bias",
+            "output.weight": "lm_head.weight",
+        }
+        block, prefix = _GPT2_BLOCK, "transformer.h."
+    else:
+        top = {
+            "token_embd.weight": "model.embed_tokens.weight",
+            "output_norm.weight": "model.norm.weight",
+            "output.weight": "lm_head.weight",
+        }
+        block = {"gemma2": _GEMMA_BLOCK, "gemma3_text": _GEMMA_BLOCK, "phi3": _PHI3_BLOCK}.get(
+            kind, _LLAMA_BLOCK
+        )
+        prefix = "model.layers."
+    if gguf_name in top:
+        return top[gguf_name]
+    found = _BLOCK.fullmatch(gguf_name)
+    if found and found[2] in block:
+        return f"{prefix}{found[1]}.{block[found[2]]}.{found[3]}"
+    return None
+
+
+def tensor_names(header: GgufHeader, kind: str) -> dict[str, str]:
+    """Each GGUF tensor's transformers name; BadGguf naming a tensor attnviz cannot place
+    (rotary frequency factors, which it does not compute, or anything unknown)."""
+    names: dict[str, str] = {}
+    for info in header.tensors:
+        name = hf_name(info.name, kind)
+        if name is None:
+            why = (
+                "rotary scaling factors, which attnviz does not compute"
+                if info.name.startswith("rope_")
+                else "a tensor attnviz does not know"
+            )
+            raise BadGguf(
+                f"{header.path} holds {shown(info.name, 50)} ({why}) for a {kind} model: "
+                "attnviz cannot compute this file"
+            )
+        names[info.name] = name
+    return names
+
+
+def undo_converter(
+    gguf_name: str, values: np.ndarray, kind: str, config: dict[str, Any]
+) -> np.ndarray:
+    """The tensor as transformers holds it, from llama.cpp's stored form.
+
+    - Llama and Mistral: llama.cpp's converter reorders the rows of Q and K within each
+      head (from rotating halves to rotating pairs); put them back.
+    - Gemma 2 and 3: the converter stores every RMSNorm weight as 1 + w (Gemma computes
+      x * (1 + w)); take the 1 off, as transformers' loader does.
+    - GPT-2: Conv1D weights are (in, out), the transpose of what GGUF stores.
+    """
+    if kind in ("llama", "mistral") and re.search(r"\.attn_[qk]\.(weight|bias)$", gguf_name):
+        heads = config["num_attention_heads"]
+        if ".attn_k." in gguf_name:
+            heads = config["num_key_value_heads"]
+        rows = values.shape[0]
+        if rows % (2 * heads):
+            raise BadGguf(f"{gguf_name} has {rows} rows, not two per rotary pair of {heads} heads")
+        # (heads, 2, hs/2, C) stored as (heads, hs/2, 2, C): swap the two middle axes back
+        paired = values.reshape(heads, rows // heads // 2, 2, *values.shape[1:])
+        return paired.swapaxes(1, 2).reshape(values.shape)
+    if kind in ("gemma2", "gemma3_text") and gguf_name.endswith("norm.weight"):
+        return values - 1.0
+    if kind == "gpt2" and (hf_name(gguf_name, kind) or "").endswith(_GPT2_TRANSPOSED):
+        return values.T.copy()  # (out, in) -> Conv1D's (in, out)
+    return values
+
+
+def _key(header: GgufHeader, arch: str, name: str) -> Any:
+    return header.metadata.get(f"{arch}.{name}")
+
+
+def config_dict(header: GgufHeader) -> dict[str, Any]:
+    """The file's metadata as a transformers config.json dict for its model_type.
+
+    Only what the file says is set, as transformers' GGUF loader does; a key the file
+    leaves out takes the config class's default when attnviz reads the config. Values are
+    checked by attnviz's config reader afterwards, as any config.json's are.
+    """
+    kind = model_type(header)
+    arch = header.metadata["general.architecture"]
+    tokens = header.metadata.get("tokenizer.ggml.tokens")
+    vocab = _key(header, arch, "vocab_size")
+    if vocab is None and isinstance(tokens, list):
+        vocab = len(tokens)
+    if vocab is None:
+        embed = header.tensor("token_embd.weight")
+        vocab = embed.shape[0] if embed is not None else None
+    config: dict[str, Any] = {"model_type": kind, "architectures": [_class_name(kind)]}
+    config["tie_word_embeddings"] = header.tensor("output.weight") is None
+    for key, gguf_key in (
+        ("bos_token_id", "tokenizer.ggml.bos_token_id"),
+        ("eos_token_id", "tokenizer.ggml.eos_token_id"),
+        ("pad_token_id", "tokenizer.ggml.padding_token_id"),
+        ("unk_token_id", "tokenizer.ggml.unknown_token_id"),
+    ):
+        if gguf_key in header.metadata:
+            config[key] = header.metadata[gguf_key]
+    if vocab is not None:
+        config["vocab_size"] = vocab
+    if kind == "gpt2":
+        for key, gguf_key in (
+            ("n_layer", "block_count"),
+            ("n_ctx", "context_length"),
+            ("n_positions", "context_length"),
+            ("n_embd", "embedding_length"),
+            ("n_inner", "feed_forward_length"),
+            ("n_head", "attention.head_count"),
+            ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
+        ):
+            if _key(header, arch, gguf_key) is not None:
+                config[key] = _key(header, arch, gguf_key)
+        return config
+    for key, gguf_key in (
+        ("num_hidden_layers", "block_count"),
+        ("max_position_embeddings", "context_length"),
+        ("hidden_size", "embedding_length"),
+        ("intermediate_size", "feed_forward_length"),
+        ("num_attention_heads", "attention.head_count"),
+        ("num_key_value_heads", "attention.head_count_kv"),
+        ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+        ("sliding_window", "attention.sliding_window"),
+    ):
+        if _key(header, arch, gguf_key) is not None:
+            config[key] = _key(header, arch, gguf_key)
+    if "num_key_value_heads" not in config and "num_attention_heads" in config:
+        config["num_key_value_heads"] = config["num_attention_heads"]
+    head_dim = _key(header, arch, "attention.key_length")
+    if kind in ("llama", "mistral"):
+        head_dim = _key(header, arch, "rope.dimension_count")
+    if head_dim is not None and kind not in ("qwen2", "phi3"):
+        config["head_dim"] = head_dim
+    theta = _key(header, arch, "rope.freq_base")
+    _check_rope(header, arch)
+    if kind == "gemma3_text":
+        # The file gives the global rope base, the window and the sizes, not which layers
+        # slide, the local rope base nor query_pre_attn_scalar: transformers' loader leaves
+        # them to Gemma3TextConfig's defaults (sliding_window_pattern 6: every sixth layer
+        # full; local base 10,000; query_pre_attn_scalar 256), and so does attnviz.
+        layers = int(config.get("num_hidden_layers", 26))
+        config["layer_types"] = [
+            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)
+        ]
+        config["query_pre_attn_scalar"] = 256
+        config["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": theta or 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        }
+    elif theta is not None:
+        config["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    if kind == "gemma2":  # llama.cpp writes Gemma 2's soft-capping (transformers' loader keeps
+        # Gemma2Config's 50 and 30, what every Gemma 2 file says)
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            if _key(header, arch, key) is not None:
+                config[key] = _key(header, arch, key)
+    return config
+
+
+def _check_rope(header: GgufHeader, arch: str) -> None:
+    scaling = _key(header, arch, "rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise BadGguf(
+            f"{header.path} asks for {shown(scaling, 30)} rope scaling, which attnviz does not "
+            "read from GGUF files: use the model's Hugging Face folder"
+        )
+
+
+def _class_name(kind: str) -> str:
+    return {
+        "llama": "LlamaForCausalLM",
+        "mistral": "MistralForCausalLM",
+        "qwen2": "Qwen2ForCausalLM",
+        "qwen3": "Qwen3ForCausalLM",
+        "gemma2": "Gemma2ForCausalLM",
+        "gemma3_text": "Gemma3ForCausalLM",
+        "gpt2": "GPT2LMHeadModel",
+        "phi3": "Phi3ForCausalLM",
+    }[kind]
