@@ -166,8 +166,8 @@ class Prepared(TokenizedInput):
         - `layer`, `head`, `heads`, `upto` (rollout's last layer): one this model does not have.
         - `measure` (see `Analysis.measure`): a per-layer measure asked for one head, a list
           of `heads` or the heads `view` ("show", "heads", "model"); any but the weight on a
-          decoder. `compared`: the measures `Analysis.compare` sets side by side, which
-          need an encoder.
+          decoder family whose decomposition attnviz has not checked. `compared`: the
+          measures `Analysis.compare` sets side by side, refused on such a family too.
         - `words`: each argument's name and the word it names, e.g. `{"source": "he",
           "target": "John"}` (`Analysis.find`) or `{"query": "he"}`, looked up among the
           words (or pieces, `units="tokens"`); `source` after `target` under a causal

@@ -29,9 +29,13 @@ matter; seconds vary from machine to machine.
     long inputs (benchmarks/long.py): the views made for length at 2,048 and 8,192 pieces
     attnviz.generate, tokens/s  vs  transformers generate(output_attentions=True), 1 thread
     attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
+    attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
+                                     shape (6 layers, 12 heads, 4 key/value heads), 512 pieces
+                                     (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, generate, gguf, long); by default all of them run.
+measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long); by
+default all of them run.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ GROUPS = (
     "throughput",
     "memory",
     "decoder",
+    "decoder-measures",
     "generate",
     "gguf",
     "long",
@@ -392,6 +397,27 @@ def main() -> None:
             from benchmarks import long
 
             long_rows = long.measure([2048, 8192], folder / "long")
+        if "decoder-measures" in only:
+            from benchmarks import decoder
+
+            small = decoder.write_decoder(
+                folder / "minilm-shaped", dtype="float32", shape=decoder.MINILM_SHAPED
+            )
+            for measure, pieces in (
+                ("norm", 512),
+                ("norm-res-ln", 512),
+                ("alti", 512),
+                ("value-zeroing", 256),  # T + 1 passes of each layer: 512 is past its bound
+            ):
+                plain = [*ATTNVIZ, "show", decoder.long_text(), "--model", str(small)]
+                plain += ["--max-tokens", str(pieces), "--truncate", "--no-cache", "--quiet"]
+                pair(
+                    f"attnviz show --measure {measure}, cold, decoder, {pieces} pieces",
+                    [*plain, "--measure", measure],
+                    plain,
+                    f"attnviz show, cold, the same {pieces} pieces",
+                    runs=1,  # the work dominates: one run says it
+                )
         writing = None
         if "generate" in only:
             from benchmarks import decoder, generate

@@ -29,6 +29,19 @@ SMOLLM2_135M = dict(
     rms_norm_eps=1e-5,
     tie_word_embeddings=True,
 )
+# The default encoder's shape (all-MiniLM-L6-v2: 6 layers, 12 heads, 384 wide, feed-forward
+# 1536) as a Llama-family decoder with 4 key/value heads: the measures' rows at 512 pieces,
+# side by side with the encoder's figures.
+MINILM_SHAPED = dict(
+    hidden_size=384,
+    num_hidden_layers=6,
+    num_attention_heads=12,
+    num_key_value_heads=4,
+    intermediate_size=1536,
+    vocab_size=49152,
+    max_position_embeddings=2048,
+    tie_word_embeddings=True,
+)
 SHORT = "John thought: the train was full."  # 20 pieces with the test tokenizer
 WORDS = [
     "the",
@@ -49,8 +62,15 @@ WORDS = [
 ]
 
 
-def write_decoder(folder: Path, *, hidden: int | None = None, dtype: str = "bfloat16") -> Path:
-    """A random SmolLM2-135M-shaped LlamaForCausalLM in `folder` (narrower with `hidden`)."""
+def write_decoder(
+    folder: Path,
+    *,
+    hidden: int | None = None,
+    dtype: str = "bfloat16",
+    shape: dict | None = None,
+) -> Path:
+    """A random SmolLM2-135M-shaped LlamaForCausalLM in `folder` (narrower with `hidden`;
+    another `shape`, e.g. MINILM_SHAPED, replaces SmolLM2's)."""
     import torch
     import transformers
 
@@ -58,7 +78,7 @@ def write_decoder(folder: Path, *, hidden: int | None = None, dtype: str = "bflo
 
     folder.mkdir(parents=True, exist_ok=True)
     decoder_tokenizer(folder, bos=False)
-    settings = dict(SMOLLM2_135M, initializer_range=0.3)
+    settings = dict(shape or SMOLLM2_135M, initializer_range=0.3)
     if hidden is not None:  # the real head count, each head 16 wide
         settings.update(hidden_size=hidden, head_dim=hidden // 9, intermediate_size=2 * hidden)
     torch.manual_seed(0)

@@ -120,14 +120,8 @@ def test_every_command_runs_on_each_decoder_family(
             "--pair is for encoders: {m} is a decoder (Llama), which reads one running text",
         ),
         (
-            ["show", TEXT, "--measure", "alti", "--layer", "1"],
-            "--measure alti is computed for encoders only; {m} is a decoder (Llama): use "
-            "--measure weight",
-        ),
-        (
-            ["compare-measures", TEXT, "--query", "loan"],
-            "compare-measures needs the norm, norm-res-ln, ALTI and value-zeroing measures, "
-            "which attnviz computes for encoders only; {m} is a decoder (Llama)",
+            ["show", TEXT, "--measure", "alti", "--head", "1"],
+            "alti is measured per layer, over all heads together, so --head does not apply",
         ),
         (
             ["explain", TEXT, "--token", "loan", "--mask", "causal"],

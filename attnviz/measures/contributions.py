@@ -22,6 +22,10 @@ Two measures, computed from the model's own numbers:
   cosine distance; each row is then normalised to sum to 1. [L, T, T]; costs T + 1
   passes of each layer, run as one batch per layer.
 
+On a decoder, whose norm comes before attention, the same four measures are computed by
+`attnviz.measures.decoder_parts`: there the block's parts are exact and stop at the residual
+stream, and a decoder family is computed only where its row of facts has been checked.
+
 Names: T pieces, C hidden size, nh heads, hs head size.
 """
 
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     import torch
 
     from attnviz.measures.model_input import ModelInput
+    from attnviz.model.attention import MultiHeadAttention
     from attnviz.model.encoder import Encoder, EncoderLayer
     from attnviz.model.families import ModelShape
 
@@ -105,23 +110,29 @@ def per_layer_refusal(measure: str, what: str) -> BadInput:
 
 
 def check_model(prepared: ModelInput, name: str) -> None:
-    """Refuse a measure other than the weight on a decoder (they follow encoder layers)."""
+    """Refuse a measure other than the weight on a decoder family whose decomposition attnviz
+    has not checked (`attnviz.measures.decoder_parts.DECODER_FACTS`)."""
     if name != "weight" and prepared.shape.causal:
-        raise BadInput(
-            f"{{measure}} {name} is computed for encoders only; {prepared.source.name} is a "
-            f"decoder ({prepared.shape.family}): use {{measure}} weight",
-            param="measure",
-        )
+        from attnviz.measures.decoder_parts import check_decoder
+
+        shape = prepared.shape
+        check_decoder(shape.model_type, shape.family, name, prepared.source.name)
 
 
 def check_decoder_comparison(prepared: ModelInput, measures: Sequence[str] | None = None) -> None:
-    """Refuse to compare measures on a decoder: all but the weight are for encoders."""
-    if prepared.shape.causal and (measures is None or any(m != "weight" for m in measures)):
-        raise BadInput(
-            f"compare-measures needs the norm, norm-res-ln, ALTI and value-zeroing measures, which "
-            f"attnviz computes for encoders only; {prepared.source.name} is a decoder "
-            f"({prepared.shape.family}): look at its weights with show --query WORD"
-        )
+    """Refuse to compare measures on a decoder family whose measures attnviz has not checked."""
+    chosen = [m for m in (MEASURES if measures is None else measures) if m != "weight"]
+    if prepared.shape.causal and chosen:
+        from attnviz.measures.decoder_parts import DECODER_FACTS
+
+        if prepared.shape.model_type not in DECODER_FACTS:
+            checked = ", ".join(f.family for f in DECODER_FACTS.values())
+            raise BadInput(
+                f"compare-measures needs the norm, norm-res-ln, ALTI and value-zeroing "
+                f"measures, which attnviz has not checked on {prepared.shape.family} decoders "
+                f"({prepared.source.name}; it measures {checked}): look at its weights with "
+                "show --query WORD"
+            )
 
 
 def _chunk(name: str, budget: int) -> int:
@@ -239,6 +250,8 @@ def _compute(prepared: ModelInput, name: str, *, causal: bool) -> np.ndarray:
     from attnviz.model.encoder import hiding_mask
     from attnviz.model.weights import load_encoder
 
+    if prepared.shape.causal:
+        return _compute_decoder(prepared, name)
     pieces = prepared.pieces
     # In float64: a cosine distance of 1e-3 keeps its digits.
     encoder = cast("Encoder", load_encoder(prepared.source.folder, prepared.config)).double()
@@ -259,7 +272,7 @@ def _compute(prepared: ModelInput, name: str, *, causal: bool) -> np.ndarray:
             x = out.layer_inputs[index, 0]  # (T, C): what this layer reads
             weights = out.attentions[index, 0]  # (nh, T, T)
             if name == "norm":
-                values = _norms(layer, x, weights)
+                values = _norms(layer.attention, x, weights)
             elif name == "value-zeroing":
                 values = _value_zeroing(layer, x, mask, _chunk(name, budget))
             else:
@@ -268,19 +281,70 @@ def _compute(prepared: ModelInput, name: str, *, causal: bool) -> np.ndarray:
     return result
 
 
+def _compute_decoder(prepared: ModelInput, name: str) -> np.ndarray:
+    """The measure on a pre-norm decoder (attnviz.measures.decoder_parts): [L, (nh,) T, T]."""
+    from attnviz import perf
+
+    perf.import_torch()
+    import torch
+
+    from attnviz.measures import decoder_parts as parts
+    from attnviz.model.weights import load_encoder
+
+    shape = prepared.shape
+    facts = parts.check_decoder(shape.model_type, shape.family, name, prepared.source.name)
+    pieces = prepared.pieces
+    # In float64: a cosine distance of 1e-3 keeps its digits.
+    decoder = load_encoder(prepared.source.folder, prepared.config).double()
+    input_ids = torch.tensor([pieces.ids])  # (1, T)
+    T = len(pieces)
+    calls = [parts.LayerCall() for _ in decoder.layers]  # how the decoder calls each layer
+    handles = [
+        layer.register_forward_pre_hook(call.hook, with_kwargs=True)
+        for layer, call in zip(decoder.layers, calls, strict=True)
+    ]
+    with torch.inference_mode(), perf.threads_for(T):
+        try:
+            out = decoder(input_ids, keep_inputs=True)
+        finally:
+            for handle in handles:
+                handle.remove()
+        assert out.layer_inputs is not None
+        budget = limits.attention_budget()
+        L, nh = len(decoder.layers), shape.heads
+        # (L, nh, T, T) or (L, T, T), filled a layer at a time
+        result = np.empty((L, nh, T, T) if MEASURES[name][1] else (L, T, T), dtype=np.float64)
+        for index, layer in enumerate(decoder.layers):
+            x = out.layer_inputs[index, 0]  # (T, C): what this layer reads
+            weights = out.attentions[index, 0]  # (nh, T, T)
+            if name == "norm":
+                n = parts.input_norm(layer, facts, x)  # (T, C): what the attention reads
+                values = _norms(parts.attention_of(layer), n, weights)
+            elif name == "value-zeroing":
+                chunk = _chunk(name, budget)
+                values = parts.decoder_value_zeroing(
+                    layer, facts, calls[index], x, weights, chunk, shape.intermediate
+                )
+            else:
+                values = parts.decoder_decomposed(
+                    layer, facts, x, weights, _chunk(name, budget), alti=name == "alti"
+                )
+            result[index] = values.double().numpy()
+    return result
+
+
+def _norms(attention: MultiHeadAttention, n: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """‖α_ij f_h(n_j)‖ for every head, query and key: (nh, T, T). `n` (T, C) is what the
+    attention reads (a post-norm encoder's layer input; a pre-norm decoder's normed input)."""
+    from attnviz.measures.decoder_parts import head_transforms
+
+    transformed = head_transforms(attention, n)  # (nh, T, C): f_h(n_j) for every key j
+    return weights * transformed.norm(dim=-1)[:, None, :]  # (nh, T, T): α_ij ‖f_h(n_j)‖
+
+
 def _values(layer: EncoderLayer, x: torch.Tensor) -> torch.Tensor:
     attention = layer.attention
     return attention.split_heads(attention.v_proj(x)[None])[0]  # (nh, T, hs)
-
-
-def _norms(layer: EncoderLayer, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """‖α_ij f_h(x_j)‖ for every head, query and key: (nh, T, T)."""
-    attention = layer.attention
-    nh, hs = attention.num_heads, attention.head_size
-    V = _values(layer, x)  # (nh, T, hs)
-    W_O = attention.out_proj.weight.view(-1, nh, hs).permute(1, 2, 0)  # (nh, hs, C): W_O per head
-    transformed = V @ W_O  # (nh, T, C): f_h(x_j) for every key j
-    return weights * transformed.norm(dim=-1)[:, None, :]  # (nh, T, T): α_ij ‖f_h(x_j)‖
 
 
 def _decomposed(
