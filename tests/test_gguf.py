@@ -328,3 +328,23 @@ def test_cache_clear_removes_converted_models(tmp_path: Path, cache: Path) -> No
     assert contents.info().bytes == kept > 0
     contents.clear()
     assert not (cache / "gguf").exists()
+
+
+def test_quiet_hides_the_note_that_the_weights_are_not_kept(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    monkeypatch.setenv("ATTNVIZ_CACHE_MB", "64.01")  # the small files fit, the weights not
+    path = str(write_gguf(tmp_path / "m.gguf", "llama", "F32"))
+    gguf_convert.forget()
+    quiet = CliRunner().invoke(app, ["tokens", TEXT, "--model", path, "--quiet"])
+    assert quiet.exit_code == 0, quiet.stderr
+    shown = CliRunner().invoke(app, ["show", TEXT, "--model", path, "--layer", "0", "--quiet"])
+    assert shown.exit_code == 0 and "ATTNVIZ_CACHE_MB" not in shown.stderr
+    gguf_convert.forget()  # a new process
+    other = "A second sentence, so the attention cache has nothing for it."
+    loud = CliRunner().invoke(app, ["show", other, "--model", path, "--layer", "1"])
+    assert loud.exit_code == 0 and "note: the weights of m.gguf" in loud.stderr

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
+from attnviz.cache import notices
 from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
@@ -50,6 +51,7 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
     the cache (whose entry brings the pieces: no tokenizer then); notes on stderr (never
     stdout, so JSON stays clean)."""
     text, pair, model, truncate = request.text, request.pair, request.model, request.truncate
+    notices.quiet = request.quiet  # a converted GGUF model's notes obey --quiet too
     try:
         hit = None
         if cached and request.cache:

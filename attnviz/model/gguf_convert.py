@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,8 +219,10 @@ def write_safetensors(out: Any, arrays: dict[str, np.ndarray]) -> None:
 
 
 def forget() -> None:
-    """Forget the folders converted in this process (as a new process would)."""
+    """Forget the folders converted and the notes given in this process (as a new process
+    would)."""
     _folders.clear()
+    _noted.clear()
 
 
 def _load_safetensors(path: str) -> dict[str, torch.Tensor]:
@@ -232,7 +233,7 @@ def _load_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
     """Keep the dequantized weights, or say once which ATTNVIZ_CACHE_MB would."""
-    from attnviz.cache import converted, settings
+    from attnviz.cache import converted, notices, settings
 
     size = sum(a.nbytes for a in arrays.values())
     if not converted.weights_fit(size):
@@ -240,11 +241,10 @@ def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
             _noted.add(ident)
             need = -(-(size + 96 * 2**20) // 2**20 // 100) * 100
             limit = settings.limit_bytes()
-            print(
-                f"note: the weights of {path.name} dequantized to float32 take "
+            notices.note(
+                f"the weights of {path.name} dequantized to float32 take "
                 f"{megabytes(size)}, more than the cache's {megabytes(limit)}; they are "
-                f"dequantized again on each run (ATTNVIZ_CACHE_MB={need} would keep them)",
-                file=sys.stderr,
+                f"dequantized again on each run (ATTNVIZ_CACHE_MB={need} would keep them)"
             )
         return
 
