@@ -365,6 +365,9 @@ def _pieces(
     special: no word, no sequence."""
     word_ids = [None if t in special else w for t, w in enumerate(encoding.word_ids)]
     sequence_ids = [None if t in special else s for t, s in enumerate(encoding.sequence_ids)]
+    # A typed special token keeps no span, as the tokenizer's own have none: its sequence
+    # is gone, so a span would point into the wrong one of text and pair.
+    offsets = [(0, 0) if t in special else (o[0], o[1]) for t, o in enumerate(encoding.offsets)]
     if (
         len({w for w in word_ids if w is not None}) == 1
         and sum(w is not None for w in word_ids) > 1
@@ -376,7 +379,7 @@ def _pieces(
         tokens=list(encoding.tokens),
         ids=list(encoding.ids),
         type_ids=list(encoding.type_ids),
-        offsets=[tuple(o) for o in encoding.offsets],  # type: ignore[misc]
+        offsets=offsets,
         word_ids=word_ids,
         sequence_ids=sequence_ids,
         dropped=dropped,
