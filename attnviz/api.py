@@ -549,6 +549,55 @@ class ModelDetails:
     quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
     computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
 
+    def __repr__(self) -> str:
+        about = self.model
+        return (
+            f"<ModelDetails {about.name}: {about.family} {about.kind}, {about.layers} layers × "
+            f"{about.heads} heads, {self.parameters:,} parameters>"
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """What `attnviz info` says, as (name, value) rows in the order it prints them."""
+        import re
+
+        about, shape, files = self.model, self.shape, self.weights
+        limit, why = shape.token_limit()
+        why = re.sub(r"\{([a-z_]+)\}", r"\1", why)  # an argument named as Python names it
+        languages = f"{about.language_list} (model card)" if about.languages else "not stated"
+        rows = [("model", about.name), ("language", languages)]
+        if about.tokenizer is not None:
+            size = f", {about.tokenizer.size:,} pieces" if about.tokenizer.size else ""
+            rows += [("text", about.tokenizer.normalisation)]
+            rows += [("tokenizer", about.tokenizer.kind + size)]
+        rows += [("family", shape.family), ("kind", about.kind)]
+        if self.start_token is not None:
+            by = "the tokenizer" if self.start_by == "tokenizer" else "attnviz"
+            rows += [("start token", f"{self.start_token} ({by} puts it in front; bos=False)")]
+        rows += [("layers", f"{shape.layers}"), ("heads per layer", f"{shape.heads}")]
+        if about.grouping:
+            rows += [("key/value heads", about.grouping)]
+        counted = "decoder, LM head not counted" if shape.causal else "encoder"
+        shards = f"{len(files)} shards ({files[0]}, …)" if len(files) > 3 else ", ".join(files)
+        rows += [
+            ("hidden size", f"{shape.hidden}"),
+            ("head size", f"{shape.head_size}"),
+            ("feed-forward size", f"{shape.intermediate}"),
+            ("vocabulary", f"{shape.vocab:,}"),
+            ("max tokens", f"{limit:,}{why}"),
+            ("activation", shape.activation),
+            ("parameters", f"{self.parameters:,} ({counted})"),
+            ("weights", shards or "none"),
+        ]
+        if self.quantization is not None:
+            rows += [("quantization", self.quantization), ("computes in", f"{self.computes_in}")]
+        return [*rows, ("loaded from", about.origin), ("folder", str(about.folder))]
+
+    def _repr_html_(self) -> str:
+        """A notebook cell that ends in a model's details shows `rows()` as a table."""
+        from attnviz.render.notebook import details_table, rich_html
+
+        return rich_html(details_table(self.rows()))
+
 
 def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
     """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,

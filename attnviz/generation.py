@@ -243,11 +243,16 @@ class Generation:
         view and matrix as `Analysis.html` over the tokens read until then."""
         from attnviz.render.html import steps_page
 
+        return self._steps_html(steps_page, layer, head, theme)
+
+    def _steps_html(
+        self, write: Callable[..., str], layer: int, head: int | None, theme: str
+    ) -> str:
         check_choice(theme, ("auto", "light", "dark"), "theme")
         view = self.steps_view(layer, head)
         attentions = self.attentions()
         check_export(".html", attentions.size)
-        return steps_page(
+        return write(
             attentions,
             self.pieces.labels,
             prompt_length=self.prompt_length,
@@ -312,6 +317,16 @@ class Generation:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.steps_view()
+
+    def _repr_html_(self) -> str | None:
+        """A notebook cell that ends in a generation shows the step slider of `html()`
+        (nothing when it is past what a page holds: the image then shows instead)."""
+        from attnviz.render.html import steps_fragment
+
+        try:
+            return self._steps_html(steps_fragment, -1, None, "auto")
+        except BadInput:
+            return None
 
     def _repr_png_(self) -> bytes:
         return self.steps_view()._repr_png_()

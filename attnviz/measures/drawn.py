@@ -45,7 +45,8 @@ def write_figure(figure: Figure, path: Path, style: ImageStyle) -> None:
 
 
 class Drawn:
-    """Drawing in a terminal (`rich.print`), a notebook (`_repr_png_`) and an image file."""
+    """Drawing in a terminal (`rich.print`), a notebook (`_repr_html_`: what the terminal
+    prints, as HTML; `_repr_png_`: the figure) and an image file."""
 
     title: str
 
@@ -80,9 +81,15 @@ class Drawn:
         shape = "" if values is None else ": " + "×".join(str(n) for n in np.shape(values))
         return f"<{type(self).__name__} {self.title!r}{shape}>"
 
+    def _repr_html_(self) -> str:
+        """A notebook cell that ends in a result shows what `rich.print` prints, as HTML."""
+        from attnviz.render.notebook import rich_html
+
+        return rich_html(self._renderable())
+
     def _repr_png_(self) -> bytes:
-        """A notebook cell that ends in a result shows it as an image."""
-        from attnviz.render.saving import figure_png
+        """... and the image, for a notebook (or a viewer) that shows no HTML."""
+        from attnviz.render.inline import figure_png
 
         return figure_png(self.figure(), dpi=100)
 

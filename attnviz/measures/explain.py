@@ -191,6 +191,14 @@ class Explanation:
 
         yield ExplanationView(self, self.lang)
 
+    def _repr_html_(self) -> str:
+        """A notebook cell that ends in an explanation shows the walkthrough `attnviz
+        explain` prints, as HTML."""
+        from attnviz.render.explain import ExplanationView
+        from attnviz.render.notebook import rich_html
+
+        return rich_html(ExplanationView(self, self.lang))
+
     @property
     def num_pieces(self) -> int:
         return len(self.labels)

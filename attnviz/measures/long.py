@@ -398,6 +398,21 @@ class LongResult:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.profile_table()
 
+    def __repr__(self) -> str:
+        kept = ["profile", "sink"] + ["pooled"] * (self.pooled is not None)
+        kept += ["rows"] * (self.rows is not None)
+        return (
+            f"<LongResult {self.model}: {self.T:,} pieces, {self.layers} layers × "
+            f"{self.heads} heads; {', '.join(kept)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook cell that ends in a long result shows the distance profiles' table,
+        as HTML."""
+        from attnviz.render.notebook import rich_html
+
+        return rich_html(self.profile_table())
+
     def to_dict(self) -> dict[str, Any]:
         """The arrays as lists, for JSON."""
         return {

@@ -68,15 +68,14 @@ class ComparisonTable:
 
 def comparison_figure(comparison: Compared, *, theme: str = "light") -> Figure:
     """One horizontal bar chart per measure, the top keys largest first, on one share axis."""
-    from matplotlib.figure import Figure
-
+    from attnviz.render.inline import InlineFigure
     from attnviz.render.style import THEME_COLOURS, check_theme
 
     check_theme(theme)
     c = comparison
     colours = THEME_COLOURS[theme]
     count = min(c.top, len(c.labels))
-    figure = Figure(figsize=(2.6 * len(c.measures) + 0.6, 0.35 * count + 1.4))
+    figure = InlineFigure(figsize=(2.6 * len(c.measures) + 0.6, 0.35 * count + 1.4))
     figure.set_facecolor(colours["face"])
     axes = figure.subplots(1, len(c.measures), sharex=True, squeeze=False)[0]
     shares = c.shares

@@ -263,9 +263,9 @@ def heatmap_figure(
         above = PAD_IN + title_h + matplotlib.rcParams["axes.titlepad"] / 72
         fig_w, fig_h = left + ax_w + right, bottom + ax_h + above
 
-        from matplotlib.figure import Figure
+        from attnviz.render.inline import InlineFigure
 
-        fig = Figure(figsize=(fig_w, fig_h), facecolor=colours["face"])
+        fig = InlineFigure(figsize=(fig_w, fig_h), facecolor=colours["face"])
         ax = fig.add_axes((left / fig_w, bottom / fig_h, ax_w / fig_w, ax_h / fig_h))
         ax.set_facecolor(colours["face"])
         colormap = matplotlib.colormaps[cmap]
@@ -316,10 +316,12 @@ def bars_figure(
     height = min(max(0.22 * n, 1.6), _MAX_SIDE_IN) + 1.0
     top = colour_max(values, None)
 
-    from matplotlib.figure import Figure
+    from attnviz.render.inline import InlineFigure
 
     with quiet_fonts():
-        fig = Figure(figsize=(left + 5.0, height), layout="constrained", facecolor=colours["face"])
+        fig = InlineFigure(
+            figsize=(left + 5.0, height), layout="constrained", facecolor=colours["face"]
+        )
         ax = fig.add_subplot()
         ax.set_facecolor(colours["face"])
         colormap = matplotlib.colormaps[cmap]
@@ -416,8 +418,9 @@ def grid_figure(
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
-    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+
+    from attnviz.render.inline import InlineFigure
 
     values, tokens, titles, top, g = plan.values, plan.tokens, plan.titles, plan.top, plan.g
     heads, n_q, _ = values.shape
@@ -429,7 +432,7 @@ def grid_figure(
     grid_h = plan.grid_h
 
     with quiet_fonts():
-        fig = Figure(figsize=(fig_w, fig_h), facecolor=colours["face"])
+        fig = InlineFigure(figsize=(fig_w, fig_h), facecolor=colours["face"])
         colormap = matplotlib.colormaps[cmap]
         norm = Normalize(vmin=0.0, vmax=top)
         rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the colours, then enlarged

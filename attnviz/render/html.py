@@ -37,7 +37,7 @@ import numpy as np
 
 from attnviz.lexicon import page_texts
 
-__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_page"]
+__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_fragment", "steps_page"]
 
 WEB = Path(__file__).parent / "web"
 # Above this many weights (L·H·T·T) the page stores 8 bits per weight instead of 16.
@@ -209,7 +209,26 @@ def steps_page(
     head: int | None,
     theme: str = "auto",
 ) -> str:
-    """A whole HTML document with a slider over the tokens a decoder wrote (`web/steps.js`).
+    """A whole HTML document with a slider over the tokens a decoder wrote (`web/steps.js`):
+    `steps_fragment` in a page of its own."""
+    body = steps_fragment(
+        attentions, labels, prompt_length=prompt_length, title=title, layer=layer, head=head,
+        theme=theme,
+    )  # fmt: skip
+    return _document(title, theme, body)
+
+
+def steps_fragment(
+    attentions: np.ndarray,
+    labels: Sequence[str],
+    *,
+    prompt_length: int,
+    title: str,
+    layer: int,
+    head: int | None,
+    theme: str = "auto",
+) -> str:
+    """The step slider as an HTML fragment (an element, its style, its data and its script).
 
     `attentions` is [layers, heads, T, T] over the T tokens read (the prompt, then the new
     tokens but the last); `labels` names every piece, the last new token too (T + 1).
@@ -226,7 +245,7 @@ def steps_page(
             "layer": layer, "head": head}  # fmt: skip
     root = f"attnviz-steps-{uuid.uuid4().hex[:12]}"
     data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    body = (
+    return (
         f'<div id="{root}"></div>\n'
         f"<style>{_asset('attnviz.css')}\n{_asset('steps.css')}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
@@ -236,7 +255,6 @@ def steps_page(
         f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
         "})();</script>\n"
     )
-    return _document(title, theme, body)
 
 
 def _document(title: str, theme: str, body: str, lang: str = "en") -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -37,6 +37,7 @@ from attnviz.render.style import (
 
 if TYPE_CHECKING:
     from matplotlib.colors import Colormap, Normalize
+    from matplotlib.figure import Figure
 
 _GRID_ANNOTATE_MAX_TOKENS = 8
 GRID_TICK_PT = 7.0
@@ -51,6 +52,14 @@ _GAP_IN = 0.08  # between a block of text and the next thing
 BAR_GAP_IN = 0.12  # between the heatmaps and the colour bar
 _SIN_ROT = math.sin(math.radians(KEY_ROTATION))
 COS_ROT = math.cos(math.radians(KEY_ROTATION))
+
+
+def crop_options(fig: Figure) -> dict[str, Any]:
+    """Save options: the figures made here are laid out to the inch and saved whole; one
+    with a layout engine (the head statistics) is cropped to what it draws, plus a border."""
+    if fig.get_layout_engine() is None:
+        return {}
+    return {"bbox_inches": "tight", "pad_inches": PAD_IN}
 
 
 def as_matrix(values: np.ndarray, ndim: int, what: str) -> np.ndarray:

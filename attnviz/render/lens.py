@@ -72,9 +72,8 @@ def lens_figure(
     theme: str = "light",
 ) -> Figure:
     """A layers × positions heatmap of the top guess's probability, each cell its guess."""
-    from matplotlib.figure import Figure
-
     from attnviz.output import check_colormap
+    from attnviz.render.inline import InlineFigure
     from attnviz.render.style import THEME_COLOURS, check_theme, contrast_text, quiet_fonts
 
     check_colormap(cmap)
@@ -84,7 +83,7 @@ def lens_figure(
     fg = colours["text"]
     cell_w, cell_h = 0.7, 0.3
     with quiet_fonts():
-        fig = Figure(
+        fig = InlineFigure(
             figsize=(min(3.0 + cell_w * T, 60), min(2.5 + cell_h * L, 40)),
             facecolor=colours["face"],
             layout="constrained",

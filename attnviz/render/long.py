@@ -75,12 +75,12 @@ def profile_figure(
     cmap: str = "viridis",
 ) -> Figure:
     """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight."""
-    from matplotlib.figure import Figure
+    from attnviz.render.inline import InlineFigure
 
     L, H, B = profile.shape
     shares = _shares(profile, widths).reshape(L * H, B)  # (L·H, bins)
     height = min(30.0, 1.5 + 0.12 * L * H)
-    figure = Figure(figsize=(2 + 0.45 * B, height))
+    figure = InlineFigure(figsize=(2 + 0.45 * B, height))
     axes = figure.add_subplot()
     image = axes.imshow(shares, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="none")
     axes.set_xticks(range(B), list(bin_labels), rotation=90, fontsize=7)

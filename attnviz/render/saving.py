@@ -17,7 +17,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.output import IMAGE_SUFFIXES, atomic_write
-from attnviz.render.layout import PAD_IN, plan_grid
+from attnviz.render.layout import crop_options, plan_grid
 from attnviz.render.png import encode_png
 from attnviz.render.style import DEFAULT_CMAP, quiet_fonts
 
@@ -69,14 +69,6 @@ def _check_size(width_in: float, height_in: float, dpi: float) -> None:
 
 
 _Z_RLE = 3  # zlib's Z_RLE strategy
-
-
-def _crop(fig: Figure) -> dict[str, Any]:
-    """Save options: the figures made here are laid out to the inch and saved whole; one
-    with a layout engine (the head statistics) is cropped to what it draws, plus a border."""
-    if fig.get_layout_engine() is None:
-        return {}
-    return {"bbox_inches": "tight", "pad_inches": PAD_IN}
 
 
 def _check_dpi(dpi: object) -> None:
@@ -169,7 +161,7 @@ def save_figure(fig: Figure, path: Path, *, dpi: int = 200, transparent: bool = 
             if fmt == "png" and fig.get_layout_engine() is None:
                 _write_png(fig, handle, options)
             else:
-                fig.savefig(handle, format=fmt, **_crop(fig), **options, metadata=metadata)
+                fig.savefig(handle, format=fmt, **crop_options(fig), **options, metadata=metadata)
     finally:
         _release(fig)
 
@@ -190,14 +182,3 @@ def _write_png(fig: Figure, handle: IO[bytes], options: dict[str, Any]) -> None:
     if not options["transparent"]:
         image = image.convert("RGB")
     image.save(handle, format="png", dpi=(dpi, dpi), compress_type=_Z_RLE)
-
-
-def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
-    """`fig` as PNG bytes, for a notebook's rich display; the figure is closed afterwards."""
-    buffer = io.BytesIO()
-    try:
-        with quiet_fonts():
-            fig.savefig(buffer, format="png", dpi=dpi, **_crop(fig))
-    finally:
-        _release(fig)
-    return buffer.getvalue()

@@ -90,9 +90,9 @@ def stats_figure(
     those the records hold), the shares on one scale unless not `shared_scale`."""
     import matplotlib
     from matplotlib.colors import Normalize
-    from matplotlib.figure import Figure
 
     from attnviz.output import check_colormap
+    from attnviz.render.inline import InlineFigure
     from attnviz.render.style import (
         THEME_COLOURS,
         check_theme,
@@ -118,7 +118,7 @@ def stats_figure(
     fig_h = n_rows * (panel_h + 0.9) + 0.6
 
     with quiet_fonts():
-        fig = Figure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
+        fig = InlineFigure(figsize=(fig_w, fig_h), layout="constrained", facecolor=colours["face"])
         spec = fig.add_gridspec(n_rows, _PANEL_COLS)
         colormap = matplotlib.colormaps[cmap].with_extremes(bad=colours["face"])
         for s, name in enumerate(statistics):
