@@ -569,20 +569,27 @@ class ModelDetails:
             size = f", {about.tokenizer.size:,} pieces" if about.tokenizer.size else ""
             rows += [("text", about.tokenizer.normalisation)]
             rows += [("tokenizer", about.tokenizer.kind + size)]
-        rows += [("family", shape.family), ("kind", about.kind)]
+        kind = (
+            "decoder, causal: each token sees only itself and the tokens before it"
+            if shape.causal
+            else "encoder: each token sees every token"
+        )
+        rows += [("family", shape.family), ("kind", kind)]
         if self.start_token is not None:
             by = "the tokenizer" if self.start_by == "tokenizer" else "attnviz"
             rows += [("start token", f"{self.start_token} ({by} puts it in front; bos=False)")]
         rows += [("layers", f"{shape.layers}"), ("heads per layer", f"{shape.heads}")]
-        if about.grouping:
-            rows += [("key/value heads", about.grouping)]
+        if about.kv_heads and about.kv_heads < about.heads:
+            share = about.heads // about.kv_heads
+            grouped = f"each read by {share} query heads (grouped-query attention)"
+            rows += [("key/value heads", f"{about.kv_heads}, {grouped}")]
         counted = "decoder, LM head not counted" if shape.causal else "encoder"
-        shards = f"{len(files)} shards ({files[0]}, …)" if len(files) > 3 else ", ".join(files)
+        shards = f"{len(files)} shards ({files[0]}, …)" if len(files) > 1 else "".join(files)
         rows += [
             ("hidden size", f"{shape.hidden}"),
             ("head size", f"{shape.head_size}"),
             ("feed-forward size", f"{shape.intermediate}"),
-            ("vocabulary", f"{shape.vocab:,}"),
+            ("vocabulary", f"{shape.vocab}"),
             ("max tokens", f"{limit:,}{why}"),
             ("activation", shape.activation),
             ("parameters", f"{self.parameters:,} ({counted})"),

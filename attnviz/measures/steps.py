@@ -61,5 +61,5 @@ class StepsView(Drawn):
             cmap=cmap,
             theme=theme,
             annotate=annotate,
-            axis_names=("new token", "key"),
+            axis_names=("new_token", "key"),
         )
