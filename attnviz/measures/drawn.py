@@ -46,7 +46,12 @@ def write_figure(figure: Figure, path: Path, style: ImageStyle) -> None:
 
 class Drawn:
     """Drawing in a terminal (`rich.print`), a notebook (`_repr_html_`: what the terminal
-    prints, as HTML; `_repr_png_`: the figure) and an image file."""
+    prints, as HTML) and an image file (`figure`, `save`).
+
+    A view (a heatmap first of all) also gives a notebook its image (`_repr_png_`); a
+    table (a row's keys, a head ranking, a comparison) gives only its HTML, and a cell
+    ending in its `figure()` shows the picture.
+    """
 
     title: str
 
@@ -86,12 +91,6 @@ class Drawn:
         from attnviz.render.notebook import rich_html
 
         return rich_html(self._renderable())
-
-    def _repr_png_(self) -> bytes:
-        """... and the image, for a notebook (or a viewer) that shows no HTML."""
-        from attnviz.render.inline import figure_png
-
-        return figure_png(self.figure(), dpi=100)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self._renderable()

@@ -533,12 +533,7 @@ class HeadStats:
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in head statistics shows the table `attnviz stats`
-        prints, as HTML (`figure()` draws the panels)."""
+        prints, as HTML (a cell ending in `figure()` shows the panels)."""
         from attnviz.render.notebook import rich_html
 
         return rich_html(self.table())
-
-    def _repr_png_(self) -> bytes:
-        from attnviz.render.inline import figure_png
-
-        return figure_png(self.figure(), dpi=100)

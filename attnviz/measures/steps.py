@@ -43,6 +43,12 @@ class StepsView(Drawn):
             "weights": [[float(w) for w in row[~np.isnan(row)]] for row in self.matrix],
         }
 
+    def _repr_png_(self) -> bytes:
+        """A notebook shows the heatmap as HTML (`_repr_html_`) and as an image."""
+        from attnviz.render.inline import figure_png
+
+        return figure_png(self.figure())
+
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 

@@ -4,8 +4,9 @@ A view is a matrix (or a stack of them) with its labels and title, built once fr
 the attention array `[layers, heads, T, T]` (rows are queries, columns keys) and the
 tokenized input (a `Source`). The layer and head are resolved here, once; the views
 only hold the result. They carry no model and no torch: they draw themselves in a
-terminal (`rich.print(view)`), in a notebook (`_repr_png_`) and as images (`figure`,
-`save`) through the renderers, which are imported only when drawing.
+terminal (`rich.print(view)`), in a notebook (`_repr_html_`: the interactive page's view;
+`_repr_png_`: its image) and as images (`figure`, `save`) through the renderers, which
+are imported only when drawing.
 
 Picking a head, merging words (`units`) and dropping tokens (`exclude`) are
 attnviz.measures.select's. Titles say what was excluded; `to_dict` lists it.
@@ -157,6 +158,12 @@ class AttentionView(Drawn):
             masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
+    def _repr_png_(self) -> bytes:
+        """... and its image, for a notebook (or a viewer) that runs no script."""
+        from attnviz.render.inline import figure_png
+
+        return figure_png(self.figure())
+
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 
@@ -294,6 +301,12 @@ class HeadsView(Drawn):
             lang=lang,
             masked=masked,
         )
+
+    def _repr_png_(self) -> bytes:
+        """... and its image, for a notebook (or a viewer) that runs no script."""
+        from attnviz.render.inline import figure_png
+
+        return figure_png(self.figure())
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import HeadGrid
