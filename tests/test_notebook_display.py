@@ -124,6 +124,35 @@ def test_a_token_is_shown_as_text_never_as_markup() -> None:
     assert "&amp;amp;" in html  # the label "&amp;" as typed, not the entity
 
 
+@pytest.mark.slow
+def test_a_table_of_any_size_shows_at_most_max_rows() -> None:
+    """A model of 40 layers × 32 heads: the notebook's tables stop at `MAX_ROWS` heads and
+    say how many were left out and how to see them."""
+    from attnviz.measures.long import LongResult
+    from attnviz.measures.stats import HeadRecord, HeadStats
+    from attnviz.render.notebook import MAX_ROWS
+
+    L, H = 40, 32
+    records = [
+        HeadRecord(layer=layer, head=head, entropy=1.0, punct=0.1, self=0.2, prev=0.3,
+                   label="mixed", cls=0.2, sep=0.1, next=0.1)
+        for layer in range(L) for head in range(H)
+    ]  # fmt: skip
+    stats = HeadStats(records, "big", L, H, sentences=1, queries=10)
+    html = stats._repr_html_()
+    assert f"… and {L * H - MAX_ROWS:,} more rows, left out here" in html
+    assert "stats.table(stats.sorted(by, top))" in html
+    assert len(re.findall(r"\bmixed\b", html)) == MAX_ROWS
+    bins = ["0", "1", "2"]
+    long = LongResult(
+        model="big", T=9, layers=L, heads=H, pool=None, pool_by="mean", pooled=None,
+        pool_labels=[], profile=np.full((L, H, 3), 0.3), bin_labels=bins, sink=np.zeros((L, H)),
+    )  # fmt: skip
+    html = long._repr_html_()
+    assert f"… and {(L - MAX_ROWS // H) * H:,} more rows" in html
+    assert repr(long) == "<LongResult big: 9 pieces, 40 layers × 32 heads; profile, sink>"
+
+
 def _notebook(decoder: Path) -> list[tuple[str, str]]:
     """(source, the MIME type its output must show) for each cell."""
     rows = [

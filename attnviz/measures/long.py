@@ -409,9 +409,14 @@ class LongResult:
     def _repr_html_(self) -> str:
         """A notebook cell that ends in a long result shows the distance profiles' table,
         as HTML."""
-        from attnviz.render.notebook import rich_html
+        from attnviz.render.notebook import MAX_ROWS, more_rows, rich_html
 
-        return rich_html(self.profile_table())
+        shown = min(self.layers, max(1, MAX_ROWS // max(self.heads, 1)))
+        table = self.profile_table(range(shown))
+        if shown == self.layers:
+            return rich_html(table)
+        left = (self.layers - shown) * self.heads
+        return rich_html(table, more_rows(left, "result.profile_table(layers=[...])"))
 
     def to_dict(self) -> dict[str, Any]:
         """The arrays as lists, for JSON."""

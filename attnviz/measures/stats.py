@@ -534,6 +534,10 @@ class HeadStats:
     def _repr_html_(self) -> str:
         """A notebook cell that ends in head statistics shows the table `attnviz stats`
         prints, as HTML (a cell ending in `figure()` shows the panels)."""
-        from attnviz.render.notebook import rich_html
+        from attnviz.render.notebook import MAX_ROWS, more_rows, rich_html
 
-        return rich_html(self.table())
+        left = len(self.records) - MAX_ROWS
+        if left <= 0:
+            return rich_html(self.table())
+        how = "stats.table(stats.sorted(by, top))"
+        return rich_html(self.table(self.records[:MAX_ROWS]), more_rows(left, how, self.lang))

@@ -17,9 +17,13 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["WIDTH", "details_table", "rich_html"]
+__all__ = ["MAX_ROWS", "WIDTH", "details_table", "more_rows", "rich_html"]
 
 WIDTH = 110  # characters: a notebook's output area at its usual font size
+# A table in a notebook shows at most this many rows (every head of SmolLM2-135M's 30 × 9),
+# so that a result of any size displays in bounded time (rich lays out 1,024 rows of head
+# statistics in about 4 s); a line says how to see the rest.
+MAX_ROWS = 300
 
 # Light background, dark text (rich's own export theme): the terminal's colours on the
 # paper they were chosen for, whatever the notebook's theme.
@@ -48,6 +52,16 @@ def rich_html(*renderables: Any, width: int = WIDTH) -> str:
     for renderable in renderables:
         console.print(renderable)
     return console.export_html(inline_styles=True, code_format=_PRE)
+
+
+def more_rows(count: int, how: str, lang: str = "en") -> Any:
+    """The line under a table cut at `MAX_ROWS`: how many rows were left out, and the call
+    (`how`) that shows them."""
+    from rich.text import Text
+
+    from attnviz.lexicon import label
+
+    return Text(label(lang, "notebook_more", n=count, how=how), style="dim")
 
 
 def details_table(rows: Sequence[tuple[str, str]], title: str | None = None) -> Any:
