@@ -153,6 +153,21 @@ def test_a_table_of_any_size_shows_at_most_max_rows() -> None:
     assert repr(long) == "<LongResult big: 9 pieces, 40 layers × 32 heads; profile, sink>"
 
 
+@pytest.mark.slow
+def test_a_generation_draws_its_steps(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
+    """The steps heatmap (a generation's image in a notebook, `generate --out x.png`) names
+    its rows' axis "new token" (it named a label the lexicon lacked: a KeyError)."""
+    folder = str(tiny_decoder("llama", arch="lm"))
+    written = attnviz.generate("the bank refused", model=folder, max_new=3)
+    figure = written.figure()
+    assert isinstance(figure, Figure) and figure.axes[0].get_ylabel() == "new token"
+    out = tmp_path / "steps.png"
+    args = ["generate", "the bank refused", "--model", folder, "--max-new", "3", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes().startswith(PNG)
+
+
 def _notebook(decoder: Path) -> list[tuple[str, str]]:
     """(source, the MIME type its output must show) for each cell."""
     rows = [
