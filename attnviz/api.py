@@ -578,11 +578,13 @@ class ModelDetails:
         if self.start_token is not None:
             by = "the tokenizer" if self.start_by == "tokenizer" else "attnviz"
             rows += [("start token", f"{self.start_token} ({by} puts it in front; bos=False)")]
+        if shape.shared_layers:
+            rows += [("layer weights", "one set, shared by every layer")]
+        if shape.embedding_size != shape.hidden:
+            rows += [("embedding size", f"{shape.embedding_size}")]
         rows += [("layers", f"{shape.layers}"), ("heads per layer", f"{shape.heads}")]
-        if about.kv_heads and about.kv_heads < about.heads:
-            share = about.heads // about.kv_heads
-            grouped = f"each read by {share} query heads (grouped-query attention)"
-            rows += [("key/value heads", f"{about.kv_heads}, {grouped}")]
+        if shape.decoder is not None:
+            rows += self.decoder_rows()
         counted = "decoder, LM head not counted" if shape.causal else "encoder"
         shards = f"{len(files)} shards ({files[0]}, …)" if len(files) > 1 else "".join(files)
         rows += [
@@ -598,6 +600,60 @@ class ModelDetails:
         if self.quantization is not None:
             rows += [("quantization", self.quantization), ("computes in", f"{self.computes_in}")]
         return [*rows, ("loaded from", about.origin), ("folder", str(about.folder))]
+
+    def decoder_rows(self) -> list[tuple[str, str]]:
+        """What `attnviz info` adds for a decoder (part of `rows()`): key/value heads,
+        positions, window, scale."""
+        cfg = self.shape.decoder
+        assert cfg is not None
+        rows = []
+        if cfg.num_kv_heads < cfg.num_heads:
+            share = cfg.num_heads // cfg.num_kv_heads
+            grouped = f"each read by {share} query heads (grouped-query attention)"
+            rows.append(("key/value heads", f"{cfg.num_kv_heads}, {grouped}"))
+        if cfg.kind == "gpt2":
+            rows.append(("positions", "a learned vector per position, added to the tokens"))
+        else:
+            rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
+            scaling = dict(cfg.rope_scaling)
+            if cfg.rope_type == "longrope":
+                trained = scaling["original_max_position_embeddings"]
+                rotary += (
+                    f", longrope scaling (trained on {trained:,}"
+                    f" tokens, cos and sin ×{scaling['attention_factor']:.4g})"
+                )
+            elif cfg.rope_type != "default":
+                rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
+            if cfg.local_rope_theta is not None:
+                rotary += f" (full layers); θ = {cfg.local_rope_theta:g} in the sliding layers"
+            if cfg.rotary_dims is not None:
+                rotary += f"; the first {cfg.rotary_dims} of each head's {cfg.head_size} numbers"
+            rows.append(("positions", rotary))
+        if cfg.qk_norm:
+            rows.append(("QK-norm", "each head's q and k RMS-normalised before the rotation"))
+        windows = cfg.sliding_windows
+        if any(w is not None for w in windows):
+            sizes = {w for w in windows if w is not None}
+            where = (
+                "every layer"
+                if None not in windows
+                else "layers " + ", ".join(str(i) for i, w in enumerate(windows) if w is not None)
+            )
+            size = " / ".join(f"{w:,}" for w in sorted(sizes))
+            sees = f"a token sees the last {size} tokens (itself included), in {where}"
+            rows.append(("sliding window", sees))
+        if cfg.query_pre_attn_scalar is not None:
+            scale = f"1/√{cfg.query_pre_attn_scalar:g} (query_pre_attn_scalar) = {cfg.scale(0):.4g}"
+            rows.append(("score scale", scale))
+        if cfg.softcap is not None:
+            cap = f"{cfg.softcap:g}"
+            rows.append(("soft-capping", f"scores become tanh(s / {cap}) × {cap}"))
+        if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
+            scale = "1/√d_k" if cfg.scale_attn_weights else "none"
+            if cfg.scale_by_inverse_layer:
+                scale = ("1/√d_k × " if cfg.scale_attn_weights else "") + "1/(layer + 1)"
+            rows.append(("score scale", scale))
+        return rows
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in a model's details shows `rows()` as a table."""

@@ -92,21 +92,43 @@ def test_each_result_shows_the_terminal_output_as_html(analysis: attnviz.Analysi
     assert repr(details).startswith("<ModelDetails all-MiniLM-L6-v2: BERT encoder, 6 layers")
 
 
-@pytest.mark.parametrize("kind", ["encoder", pytest.param("decoder", marks=pytest.mark.slow)])
-def test_model_details_rows_are_what_info_prints(kind: str, tiny_decoder: TinyFactory) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "embedded",
+        pytest.param("albert", marks=pytest.mark.slow),
+        pytest.param("mistral", marks=pytest.mark.slow),
+    ],
+)
+def test_model_details_rows_are_what_info_prints(
+    kind: str, tiny_model: TinyFactory, tiny_decoder: TinyFactory
+) -> None:
     """The notebook's table of `model_info()` and `attnviz info` agree, row by row (where
-    the command line names a flag, `--no-bos`, Python names the argument, `bos=False`)."""
-    model = [] if kind == "encoder" else ["--model", str(tiny_decoder("llama", arch="lm"))]
+    the command line names a flag, `--no-bos`, Python names the argument, `bos=False`):
+    the default model, ALBERT (shared layers, factorised embeddings), Mistral (grouped
+    keys and values, rotary positions, a sliding window)."""
+    folders = {
+        "albert": lambda: tiny_model("albert"),
+        "mistral": lambda: tiny_decoder("mistral", sliding_window=4),
+    }
+    model = [] if kind == "embedded" else ["--model", str(folders[kind]())]
     printed = CliRunner().invoke(app, ["info", *model], env={"COLUMNS": "300"})
     assert printed.exit_code == 0, printed.stderr
     lines = {" ".join(line.split()) for line in printed.stdout.splitlines()}
     rows = attnviz.model_info(model[-1] if model else None).rows()
     for name, value in rows:
         if name == "start token":
-            assert value.startswith("<s> (the tokenizer puts it in front") and "bos=False" in value
+            assert "puts it in front; bos=False)" in value
             continue
         assert f"{name} {value}" in lines, (name, value)
     assert len(rows) >= 17
+    names = {name for name, _ in rows}
+    expected = {
+        "embedded": {"text", "parameters"},
+        "albert": {"layer weights", "embedding size"},
+        "mistral": {"key/value heads", "positions", "sliding window"},
+    }
+    assert expected[kind] <= names
 
 
 def test_a_token_is_shown_as_text_never_as_markup() -> None:

@@ -757,7 +757,7 @@ def info(console: Console, model: str | None) -> None:
         ]
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
-        rows[at:at] = _decoder_rows(details)
+        rows[at:at] = details.decoder_rows()
         rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
@@ -797,63 +797,6 @@ def _kind(causal: bool) -> str:
     if causal:
         return "decoder, causal: each token sees only itself and the tokens before it"
     return "encoder: each token sees every token"
-
-
-def _decoder_rows(details: api.ModelDetails) -> list[tuple[str, str]]:
-    """What `info` adds for a decoder: key/value heads, positions, window, scale."""
-    cfg = details.shape.decoder
-    assert cfg is not None
-    rows = []
-    if cfg.num_kv_heads < cfg.num_heads:
-        share = cfg.num_heads // cfg.num_kv_heads
-        rows.append(
-            (
-                "key/value heads",
-                f"{cfg.num_kv_heads}, each read by {share} query heads (grouped-query attention)",
-            )
-        )
-    if cfg.kind == "gpt2":
-        rows.append(("positions", "a learned vector per position, added to the tokens"))
-    else:
-        rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"
-        scaling = dict(cfg.rope_scaling)
-        if cfg.rope_type == "longrope":
-            rotary += (
-                f", longrope scaling (trained on {scaling['original_max_position_embeddings']:,}"
-                f" tokens, cos and sin ×{scaling['attention_factor']:.4g})"
-            )
-        elif cfg.rope_type != "default":
-            rotary += f", {cfg.rope_type} scaling ×{scaling['factor']:g}"
-        if cfg.local_rope_theta is not None:
-            rotary += f" (full layers); θ = {cfg.local_rope_theta:g} in the sliding layers"
-        if cfg.rotary_dims is not None:
-            rotary += f"; the first {cfg.rotary_dims} of each head's {cfg.head_size} numbers"
-        rows.append(("positions", rotary))
-    if cfg.qk_norm:
-        rows.append(("QK-norm", "each head's q and k RMS-normalised before the rotation"))
-    windows = cfg.sliding_windows
-    if any(w is not None for w in windows):
-        sizes = {w for w in windows if w is not None}
-        where = (
-            "every layer"
-            if None not in windows
-            else "layers " + ", ".join(str(i) for i, w in enumerate(windows) if w is not None)
-        )
-        size = " / ".join(f"{w:,}" for w in sorted(sizes))
-        rows.append(
-            ("sliding window", f"a token sees the last {size} tokens (itself included), in {where}")
-        )
-    if cfg.query_pre_attn_scalar is not None:
-        scale = f"1/√{cfg.query_pre_attn_scalar:g} (query_pre_attn_scalar) = {cfg.scale(0):.4g}"
-        rows.append(("score scale", scale))
-    if cfg.softcap is not None:
-        rows.append(("soft-capping", f"scores become tanh(s / {cfg.softcap:g}) × {cfg.softcap:g}"))
-    if not cfg.scale_attn_weights or cfg.scale_by_inverse_layer:
-        scale = "1/√d_k" if cfg.scale_attn_weights else "none"
-        if cfg.scale_by_inverse_layer:
-            scale = ("1/√d_k × " if cfg.scale_attn_weights else "") + "1/(layer + 1)"
-        rows.append(("score scale", scale))
-    return rows
 
 
 def cache_info(console: Console) -> None:
