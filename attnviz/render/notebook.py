@@ -64,19 +64,14 @@ def more_rows(count: int, how: str, lang: str = "en") -> Any:
     return Text(label(lang, "notebook_more", n=count, how=how), style="dim")
 
 
-def details_table(rows: Sequence[tuple[str, str]], title: str | None = None) -> Any:
+def details_table(rows: Sequence[tuple[str, str]]) -> Any:
     """Two columns, a name in bold and its value, as `attnviz info` prints them."""
     from rich.table import Table
     from rich.text import Text
 
     from attnviz.render.cells import visible
 
-    table = Table(
-        title=None if title is None else Text(visible(title)),
-        show_header=False,
-        box=None,
-        pad_edge=False,
-    )
+    table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     for name, value in rows:
