@@ -164,7 +164,7 @@ def test_a_table_of_any_size_shows_at_most_max_rows() -> None:
     stats = HeadStats(records, "big", L, H, sentences=1, queries=10)
     html = stats._repr_html_()
     assert f"… and {L * H - MAX_ROWS:,} more rows, left out here" in html
-    assert "stats.table(stats.sorted(by, top))" in html
+    assert "rich.print(stats.table(stats.sorted(by, top)))" in html
     assert len(re.findall(r"\bmixed\b", html)) == MAX_ROWS
     bins = ["0", "1", "2"]
     long = LongResult(

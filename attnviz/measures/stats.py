@@ -539,5 +539,5 @@ class HeadStats:
         left = len(self.records) - MAX_ROWS
         if left <= 0:
             return rich_html(self.table())
-        how = "stats.table(stats.sorted(by, top))"
+        how = "rich.print(stats.table(stats.sorted(by, top)))"
         return rich_html(self.table(self.records[:MAX_ROWS]), more_rows(left, how, self.lang))
