@@ -100,18 +100,17 @@ def test_each_result_shows_the_terminal_output_as_html(analysis: attnviz.Analysi
         pytest.param("mistral", marks=pytest.mark.slow),
     ],
 )
-def test_model_details_rows_are_what_info_prints(
-    kind: str, tiny_model: TinyFactory, tiny_decoder: TinyFactory
-) -> None:
+def test_model_details_rows_are_what_info_prints(kind: str, request: pytest.FixtureRequest) -> None:
     """The notebook's table of `model_info()` and `attnviz info` agree, row by row (where
     the command line names a flag, `--no-bos`, Python names the argument, `bos=False`):
     the default model, ALBERT (shared layers, factorised embeddings), Mistral (grouped
     keys and values, rotary positions, a sliding window)."""
-    folders = {
-        "albert": lambda: tiny_model("albert"),
-        "mistral": lambda: tiny_decoder("mistral", sliding_window=4),
-    }
-    model = [] if kind == "embedded" else ["--model", str(folders[kind]())]
+    model = []
+    if kind == "albert":
+        model = ["--model", str(request.getfixturevalue("tiny_model")("albert"))]
+    elif kind == "mistral":
+        made = request.getfixturevalue("tiny_decoder")("mistral", sliding_window=4)
+        model = ["--model", str(made)]
     printed = CliRunner().invoke(app, ["info", *model], env={"COLUMNS": "300"})
     assert printed.exit_code == 0, printed.stderr
     lines = {" ".join(line.split()) for line in printed.stdout.splitlines()}
@@ -136,15 +135,18 @@ def test_a_token_is_shown_as_text_never_as_markup() -> None:
     comparison = Comparison(
         title=f"tiny · layer 0 · query {HOSTILE}",
         query=0,
-        labels=[HOSTILE, "<b>bold</b>", "&amp;"],
+        labels=[HOSTILE, "<b>bold</b>", "&amp;", "\x1b[31mred", "abc\u202edef"],
         layer=0,
         measures=["weight", "norm"],
-        values=np.array([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]]),
+        values=np.array([[0.2, 0.5, 0.3, 0.0, 0.0], [0.6, 0.3, 0.1, 0.0, 0.0]]),
     )
     html = comparison._repr_html_()
     assert "<script" not in html and "<b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&amp;amp;" in html  # the label "&amp;" as typed, not the entity
+    # the terminal's rule for strangers' text holds in the notebook too
+    assert "\x1b" not in html and "\u202e" not in html
+    assert "\\x1b[31mred" in html and "abcU+202Edef" in html
 
 
 @pytest.mark.slow
@@ -235,7 +237,9 @@ def test_a_fresh_kernel_shows_every_result(  # type: ignore[no-untyped-def]
     nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
     fragments = []
     for cell, (source, mime) in zip(notebook.cells[1:], cells, strict=False):
-        (output,) = [o for o in cell.outputs if o["output_type"] == "execute_result"]
+        # one output: the result, nothing displayed or printed beside it
+        assert [o["output_type"] for o in cell.outputs] == ["execute_result"], cell.outputs
+        (output,) = cell.outputs
         data = output["data"]
         assert mime in data, (source, sorted(data))
         assert len(data["text/plain"]) < 200 and "\n" not in data["text/plain"]
