@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         prepare,
         sample_sentences,
     )
+    from attnviz.arrays import from_attentions, load_attentions
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
@@ -57,6 +58,8 @@ _EXPORTS = {
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
+    "from_attentions": "attnviz.arrays",
+    "load_attentions": "attnviz.arrays",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
@@ -99,8 +102,10 @@ __all__ = [
     "__version__",
     "analyse",
     "analyse_long",
+    "from_attentions",
     "generate",
     "head_stats",
+    "load_attentions",
     "model_info",
     "prepare",
     "sample_sentences",
