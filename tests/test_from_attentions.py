@@ -268,3 +268,18 @@ def test_a_huge_shape_is_refused_before_any_copy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ATTNVIZ_ATTENTION_MB", "16")
     with pytest.raises(BadInput, match="ATTNVIZ_ATTENTION_MB raises it"):
         attnviz.from_attentions(huge[:1, :1, :2100, :2100], ["x"] * 2100)
+
+
+def test_numpy_arrays_need_no_torch() -> None:
+    """A script that never imported torch does not import it to view numpy arrays."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, attnviz\n"
+        "a = attnviz.from_attentions(np.full((1, 2, 3, 3), 1 / 3), ['a', 'b', 'c'])\n"
+        "a.view(); a.find('a', 'b'); a.rollout(); a.to_dict(); a.html()\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
