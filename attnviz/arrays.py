@@ -164,6 +164,7 @@ def from_attentions(
     causal: bool | None = None,
     batch: int = 0,
     normalised: bool = True,
+    type_ids: Sequence[int] | None = None,
 ) -> Analysis:
     """An `Analysis` of attention computed elsewhere, checked before anything is drawn.
 
@@ -178,7 +179,8 @@ def from_attentions(
     `word_labels` names the query words (one per word, specials included).
     `model`: the name titles show (nothing is loaded). `causal`: None detects it (every
     weight above the diagonal is 0); True marks the later keys masked. `normalised=False`
-    accepts rows that do not sum to 1, and every title says so.
+    accepts rows that do not sum to 1, and every title says so. `type_ids` (0 or 1 per
+    token, as a tokenizer's `token_type_ids`) marks a sentence pair's second sentence.
     """
     if not isinstance(normalised, bool):
         raise BadInput("{normalised} must be True or False", param="normalised")
@@ -210,6 +212,7 @@ def from_attentions(
         queries,
         _word_ids(words, "words", Tq),
         _labels(word_labels, "word_labels"),
+        second=_second(type_ids, Tq),
     )
     key_pieces = None
     if keys is not None:
@@ -434,6 +437,26 @@ def _word_ids(words: object, param: str, count: int) -> list[int | None] | None:
     return list(words)
 
 
+def _second(type_ids: object, count: int) -> list[bool] | None:
+    """`type_ids` as a flag per token (True: sentence B); None when not given or all 0."""
+    if type_ids is None:
+        return None
+    if isinstance(type_ids, np.ndarray):
+        type_ids = type_ids.tolist()
+    if (
+        isinstance(type_ids, str | bytes)
+        or not isinstance(type_ids, Sequence)
+        or len(type_ids) != count
+        or any(t not in (0, 1) or isinstance(t, bool) for t in type_ids)
+    ):
+        raise BadInput(
+            f"{{type_ids}} must give each of the {count:,} tokens 0 (sentence A) or 1 "
+            "(sentence B), as token_type_ids do",
+            param="type_ids",
+        )
+    return [t == 1 for t in type_ids] if any(type_ids) else None
+
+
 def _labels(labels: object, param: str) -> list[str] | None:
     if labels is None:
         return None
@@ -512,6 +535,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         word_labels=labels,
         model=_text(arrays, "model"),
         causal=causal if causal else None,
+        type_ids=_type_ids(arrays, tokens),
     )
     layers = arrays.get("layers")
     L = attentions.shape[0]
@@ -534,6 +558,22 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
             layers=layers.tolist(),
         )
     return analysis
+
+
+def _type_ids(arrays: dict[str, Any], tokens: Any) -> list[int] | None:
+    """An export's `token_type_ids` when they mark a pair's second sentence (0s and 1s,
+    one per token, with a pair text); None otherwise."""
+    ids = arrays.get("token_type_ids")
+    if (
+        _text(arrays, "pair")
+        and isinstance(ids, np.ndarray)
+        and isinstance(tokens, np.ndarray)
+        and ids.dtype.kind in "iu"
+        and ids.shape == tokens.shape
+        and np.isin(ids, (0, 1)).all()
+    ):
+        return [int(i) for i in ids]
+    return None
 
 
 def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | None] | None:

@@ -59,6 +59,18 @@ def test_an_export_loaded_back_draws_the_same(exported: Path, args: tuple[str, .
     assert ok(*args, "--load", str(exported)) == ok(*args, EN)
 
 
+def test_a_sentence_pair_loaded_back_keeps_its_b(tmp_path: Path) -> None:
+    pair = ("The bank refused the loan.", "--pair", "They were sad about it.")
+    path = tmp_path / "pair.npz"
+    ok("export", *pair, "--out", str(path))
+    for args in [
+        ("show", "--layer", "2", "--units", "tokens"),
+        ("find", "--from", "they", "--to", "bank"),
+    ]:
+        loaded = ok(*args, "--load", str(path))
+        assert loaded == ok(*args, *pair) and "B:They" in ok("show", "--load", str(path))
+
+
 def test_any_npz_with_attentions_and_tokens(tmp_path: Path) -> None:
     analysis = attnviz.analyse(EN)
     path = tmp_path / "plain.npz"
