@@ -283,3 +283,13 @@ def test_numpy_arrays_need_no_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_tensor_on_an_accelerator_comes_back_to_the_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    weights = torch.softmax(torch.randn(2, 3, 5, 5, device="cuda", dtype=torch.float16), dim=-1)
+    analysis = attnviz.from_attentions(weights, list("abcde"))
+    assert analysis.dtype == "float16"
+    np.testing.assert_allclose(analysis.attentions, weights.float().cpu().numpy())
