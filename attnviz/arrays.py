@@ -206,18 +206,17 @@ def from_attentions(
             "later key): pass causal=None to detect it, or False",
             param="causal",
         )
-    from attnviz.text.given import given_pieces
+    from attnviz.text.given import given_pieces, guess_word_ids
 
-    pieces = given_pieces(
-        queries,
-        _word_ids(words, "words", Tq),
-        _labels(word_labels, "word_labels"),
-        second=_second(type_ids, Tq),
-    )
+    word_ids = _word_ids(words, "words", Tq)
+    if word_ids is None:
+        word_ids = guess_word_ids(queries)
+    labels = _labels(word_labels, "word_labels")
+    _check_word_labels(labels, word_ids)
+    pieces = given_pieces(queries, word_ids, labels, second=_second(type_ids, Tq))
     key_pieces = None
     if keys is not None:
         key_pieces = given_pieces(keys, _word_ids(key_words, "key_words", Tk))
-    _check_word_labels(word_labels, pieces)
     return arrays_analysis(
         array,
         pieces,
@@ -469,11 +468,15 @@ def _labels(labels: object, param: str) -> list[str] | None:
     return list(labels)
 
 
-def _check_word_labels(labels: Sequence[str] | None, pieces: Pieces) -> None:
-    if labels is not None and len(labels) != len(pieces.words()):
+def _check_word_labels(labels: Sequence[str] | None, word_ids: Sequence[int | None]) -> None:
+    """Refuse word labels that are not one per word (a run of tokens of one word id, or a
+    special token)."""
+    if labels is None:
+        return
+    count = sum(1 for i, w in enumerate(word_ids) if i == 0 or w is None or w != word_ids[i - 1])
+    if len(labels) != count:
         raise BadInput(
-            f"{{word_labels}} names {len(labels):,} words, but the tokens make "
-            f"{len(pieces.words()):,}",
+            f"{{word_labels}} names {len(labels):,} words, but the tokens make {count:,}",
             param="word_labels",
         )
 
@@ -500,7 +503,9 @@ def load_attentions(path: str | Path) -> Analysis:
     try:
         return _from_file(arrays)
     except BadInput as exc:  # in the file's words: its arrays, not a Python argument
-        spelled = exc.spelled(lambda name: f"its {name!r} array")
+        arrays_of = {"words": "word_of_piece", "word_labels": "words", "type_ids":
+                     "token_type_ids", "key_words": "key_word_of_piece"}  # fmt: skip
+        spelled = exc.spelled(lambda name: f"its {arrays_of.get(name, name)!r} array")
         raise BadInput(f"{file}: {spelled}") from None
 
 
@@ -520,12 +525,14 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     causal = None
     if isinstance(causal_value, np.ndarray) and causal_value.dtype == bool:
         causal = bool(causal_value.reshape(-1)[0]) if causal_value.size == 1 else None
-    words = _file_words(arrays, "word_of_piece", tokens)
-    key_words = _file_words(arrays, "key_word_of_piece", key_tokens)
     names = arrays.get("words")
     labels = None
-    if words is not None and isinstance(names, np.ndarray) and names.dtype.kind == "U":
+    if isinstance(names, np.ndarray) and names.dtype.kind == "U":
         labels = [str(name) for name in names.reshape(-1)[: len(tokens) + 1]]
+    words = _file_words(arrays, "word_of_piece", tokens, labels)
+    key_words = _file_words(arrays, "key_word_of_piece", key_tokens, None)
+    if words is None:
+        labels = None
     analysis = from_attentions(
         attentions,
         tokens,
@@ -576,9 +583,13 @@ def _type_ids(arrays: dict[str, Any], tokens: Any) -> list[int] | None:
     return None
 
 
-def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | None] | None:
+def _file_words(
+    arrays: dict[str, Any], name: str, tokens: Any, labels: Sequence[str] | None
+) -> list[int | None] | None:
     """The word ids of an export's `word_of_piece` (each piece's word), a special token's
-    None restored from its look; None when the file has none (or they do not fit)."""
+    None restored from its look (a word of one piece that looks like `[CLS]` or `<s>`,
+    labelled as its token: `[UNK]` standing for a word of the text keeps it); None when the
+    file has none (or they do not fit)."""
     from attnviz.text.given import SPECIAL_TOKEN
 
     owner = arrays.get(name)
@@ -595,5 +606,7 @@ def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | No
     ids: list[int | None] = []
     for token, word in zip(tokens.tolist(), owner.tolist(), strict=True):
         alone = counts[word] == 1
-        ids.append(None if alone and SPECIAL_TOKEN.fullmatch(str(token)) else int(word))
+        named = labels is None or (word < len(labels) and labels[word] == token)
+        special = alone and named and SPECIAL_TOKEN.fullmatch(str(token))
+        ids.append(None if special else int(word))
     return ids

@@ -71,6 +71,15 @@ def test_a_sentence_pair_loaded_back_keeps_its_b(tmp_path: Path) -> None:
         assert loaded == ok(*args, *pair) and "B:They" in ok("show", "--load", str(path))
 
 
+def test_an_unknown_word_keeps_its_text_and_stays_a_word(tmp_path: Path) -> None:
+    text = "I love ☃ and snow."  # the snowman is [UNK] to the model, a word of the text
+    path = tmp_path / "unk.npz"
+    ok("export", text, "--out", str(path))
+    args = ("show", "--units", "tokens", "--exclude", "special")
+    assert ok(*args, "--load", str(path)) == ok(*args, text)
+    assert "☃" in ok(*args, "--load", str(path))
+
+
 def test_any_npz_with_attentions_and_tokens(tmp_path: Path) -> None:
     analysis = attnviz.analyse(EN)
     path = tmp_path / "plain.npz"
