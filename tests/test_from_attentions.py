@@ -81,6 +81,10 @@ def test_words_from_the_tokens_marks_and_from_word_ids() -> None:
         word_labels=["[CLS]", "Unbeliev", "able", "cats", "[SEP]"],
     )
     assert [w.label for w in given.words] == ["[CLS]", "Unbeliev", "able", "cats", "[SEP]"]
+    with pytest.raises(BadInput, match="word_labels names 2 words, but the tokens make 5"):
+        attnviz.from_attentions(
+            weights, tokens, words=[None, 0, 0, 1, 2, None], word_labels=["a", "b"]
+        )
     merged = given.view(0, 1).matrix  # pieces 1 and 2 are one word: its row the mean of theirs
     np.testing.assert_allclose(merged[1, 0], weights[0, 1, 1:3, 0].mean())
     # BPE marks: a piece without Ġ continues the word before
@@ -211,6 +215,13 @@ def test_a_rectangle_draws_in_every_view(tmp_path: Path) -> None:
     ]:
         path = analysis.save(tmp_path / name, view_name)
         assert path.stat().st_size > 0
+    figure = analysis.figure("heads", layer=1)  # keys under the panels, queries beside them
+    keys_shown = {t.get_text() for ax in figure.axes for t in ax.get_xticklabels()}
+    queries_shown = {t.get_text() for ax in figure.axes for t in ax.get_yticklabels()}
+    assert {"The", "cat", "sat", "down", "</s>"} <= keys_shown and "chat" not in keys_shown
+    assert {"<s>", "Le", "chat", "</s>"} <= queries_shown and "down" not in queries_shown
+    single = analysis.figure("show", layer=1)
+    assert single.axes[0].get_images()[0].get_array().shape[:2] == (4, 5)
     back = attnviz.load_attentions(tmp_path / "data.npz")
     assert back.key_tokens == KEYS and text_of(back.view(1, 2)) == drawn
 
