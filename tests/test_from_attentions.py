@@ -304,3 +304,29 @@ def test_a_tensor_on_an_accelerator_comes_back_to_the_cpu() -> None:
     analysis = attnviz.from_attentions(weights, list("abcde"))
     assert analysis.dtype == "float16"
     np.testing.assert_allclose(analysis.attentions, weights.float().cpu().numpy())
+
+
+def test_a_rectangle_merges_each_side_by_its_own_words() -> None:
+    """Queries' words by their mean, keys' words by their sum, as membership products."""
+    from attnviz.measures.select import merge_masked, merge_words
+
+    rng = np.random.default_rng(6)
+    matrix = rng.random((2, 3, 5, 9))  # (..., Tq, Tk)
+    queries = [[0], [1, 3], [2], [4]]  # one word out of order
+    keys = [[0], [1, 4], [2, 3], [5, 6, 7], [8]]
+
+    def membership(groups: list[list[int]], T: int) -> np.ndarray:
+        m = np.zeros((T, len(groups)))  # (T, W)
+        for w, pieces in enumerate(groups):
+            m[pieces, w] = 1
+        return m
+
+    Mq, Mk = membership(queries, 5), membership(keys, 9)
+    expected = (Mq / Mq.sum(0)).T @ matrix @ Mk  # (..., Wq, Wk)
+    np.testing.assert_allclose(merge_words(matrix, queries, keys), expected, rtol=1e-12)
+    hidden = rng.random((5, 9)) > 0.3  # (Tq, Tk)
+    visible_pairs = (~hidden).astype(float)
+    expected_hidden = (Mq.T @ visible_pairs @ Mk) == 0  # every piece pair hidden
+    np.testing.assert_array_equal(merge_masked(hidden, queries, keys), expected_hidden)
+    with pytest.raises(ValueError):
+        merge_words(matrix, queries, keys[:-1])  # a key piece in no word
