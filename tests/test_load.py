@@ -80,6 +80,18 @@ def test_an_unknown_word_keeps_its_text_and_stays_a_word(tmp_path: Path) -> None
     assert "☃" in ok(*args, "--load", str(path))
 
 
+def test_a_decoders_export_loads_back_causal(tmp_path: Path, tiny_decoder) -> None:  # type: ignore[no-untyped-def]
+    text, folder = "the bank refused the loan", str(tiny_decoder("llama"))
+    path = tmp_path / "decoder.npz"
+    ok("export", text, "--model", folder, "--out", str(path))
+    for args in [("show", "--layer", "1", "--head", "3", "--units", "tokens"), ("heads",)]:
+        assert ok(*args, "--load", str(path)) == ok(*args, text, "--model", folder)
+    loaded = json.loads(ok("show", "--load", str(path), "--json"))
+    assert loaded["masked"][0][1] is True  # the first token cannot see the second
+    code, _, err = run("find", "--load", str(path), "--from", "bank", "--to", "loan")
+    assert code == 2 and "look only back" in err
+
+
 def test_any_npz_with_attentions_and_tokens(tmp_path: Path) -> None:
     analysis = attnviz.analyse(EN)
     path = tmp_path / "plain.npz"
