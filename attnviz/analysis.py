@@ -205,7 +205,7 @@ class Analysis(TokenizedInput):
     def _windows(self) -> tuple[int | None, ...]:
         """Each model layer's sliding window in pieces (None: none); () for an encoder."""
         if not self.model.has_model:
-            return ()
+            return self.model.windows  # as the arrays' file gave them
         decoder = self.prepared.shape.decoder
         if decoder is None:
             return ()

@@ -59,6 +59,7 @@ class GivenInput:
     layers: int
     heads: int
     causal: bool = False
+    windows: tuple[int | None, ...] = ()  # each model layer's sliding window (None: none)
 
     @property
     def source(self) -> ModelSource:
@@ -84,6 +85,7 @@ class GivenInput:
             Path(),
             ARRAYS_ORIGIN,
             decoder=self.causal,
+            windows=self.windows,
         )
 
     @property
@@ -130,15 +132,17 @@ def arrays_analysis(
     normalised: bool = True,
     dtype: str = "float32",
     layers: Sequence[int] | None = None,
+    windows: Sequence[int | None] = (),
 ) -> Analysis:
     """An `Analysis` of checked float32 `attentions` (L, H, Tq, Tk) over `pieces` (the rows)
     and `key_pieces` (the columns; None: a square), with no model. For a face module that
     has its arrays and pieces already (`from_attentions` checks what a user gives first).
-    `layers`: the model's layer of each entry, when not all of them."""
+    `layers`: the model's layer of each entry, when not all of them; `windows`: each model
+    layer's sliding window in pieces (None: none), which a causal view masks beyond."""
     L, H = attentions.shape[:2]
     kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
     total = L if kept is None else max(kept) + 1
-    given = GivenInput(name, pieces, total, H, causal)
+    given = GivenInput(name, pieces, total, H, causal, tuple(windows))
     return Analysis(
         prepared=given,
         attentions=attentions,
@@ -546,6 +550,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     )
     layers = arrays.get("layers")
     L = attentions.shape[0]
+    numbers = list(range(L))
     if (
         isinstance(layers, np.ndarray)
         and layers.dtype.kind in "iu"
@@ -553,18 +558,39 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         and np.all(np.diff(layers) > 0)
         and layers[0] >= 0
         and layers[-1] < MAX_LAYERS
-        and layers.tolist() != list(range(L))
     ):  # the layers an export kept: numbered as the model's
-        return arrays_analysis(
-            analysis.attentions,
-            analysis.pieces,
-            key_pieces=analysis.key_pieces,
-            name=analysis.model.name,
-            causal=analysis.model.decoder,
-            dtype=analysis.dtype,
-            layers=layers.tolist(),
-        )
-    return analysis
+        numbers = [int(n) for n in layers]
+    windows = _file_windows(arrays, numbers) if analysis.model.decoder else ()
+    if numbers == list(range(L)) and not windows:
+        return analysis
+    return arrays_analysis(
+        analysis.attentions,
+        analysis.pieces,
+        key_pieces=analysis.key_pieces,
+        name=analysis.model.name,
+        causal=analysis.model.decoder,
+        dtype=analysis.dtype,
+        layers=numbers,
+        windows=windows,
+    )
+
+
+def _file_windows(arrays: dict[str, Any], numbers: list[int]) -> tuple[int | None, ...]:
+    """Each model layer's sliding window from an export's `windows` (one per entry, 0 for
+    none); () when it has none that fit or none at all."""
+    given = arrays.get("windows")
+    if (
+        not isinstance(given, np.ndarray)
+        or given.dtype.kind not in "iu"
+        or given.shape != (len(numbers),)
+        or not given.any()
+        or given.min() < 0
+    ):
+        return ()
+    windows: list[int | None] = [None] * (max(numbers) + 1)
+    for layer, window in zip(numbers, given.tolist(), strict=True):
+        windows[layer] = int(window) or None
+    return tuple(windows)
 
 
 def _type_ids(arrays: dict[str, Any], tokens: Any) -> list[int] | None:

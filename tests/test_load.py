@@ -92,6 +92,20 @@ def test_a_decoders_export_loads_back_causal(tmp_path: Path, tiny_decoder) -> No
     assert code == 2 and "look only back" in err
 
 
+def test_a_sliding_window_comes_back_from_the_file(tmp_path: Path, tiny_decoder) -> None:  # type: ignore[no-untyped-def]
+    text = "the bank refused the loan because it was risky"
+    folder = str(tiny_decoder("mistral", sliding_window=4))  # shorter than the text
+    path = tmp_path / "windowed.npz"
+    ok("export", text, "--model", folder, "--out", str(path))
+    args = ("show", "--layer", "1", "--units", "tokens", "--json")
+    loaded, computed = (
+        json.loads(ok(*args, "--load", str(path))),
+        json.loads(ok(*args, text, "--model", folder)),
+    )
+    assert loaded["masked"] == computed["masked"] and loaded["weights"] == computed["weights"]
+    assert loaded["masked"][-1][0] is True  # the last token's window does not reach the first
+
+
 def test_any_npz_with_attentions_and_tokens(tmp_path: Path) -> None:
     analysis = attnviz.analyse(EN)
     path = tmp_path / "plain.npz"
