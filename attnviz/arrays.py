@@ -185,13 +185,47 @@ def from_attentions(
     weight above the diagonal is 0); True marks the later keys masked. `normalised=False`
     accepts rows that do not sum to 1, and every title says so. `type_ids` (0 or 1 per
     token, as a tokenizer's `token_type_ids`) marks a sentence pair's second sentence.
+    The analysis keeps a float32 copy: the caller's array or tensor is never aliased.
     """
+    return _checked(
+        attentions,
+        tokens,
+        key_tokens=key_tokens,
+        words=words,
+        key_words=key_words,
+        word_labels=word_labels,
+        model=model,
+        causal=causal,
+        batch=batch,
+        normalised=normalised,
+        type_ids=type_ids,
+        owned=False,
+    )
+
+
+def _checked(
+    attentions: Any,
+    tokens: Sequence[str],
+    *,
+    key_tokens: Sequence[str] | None,
+    words: Sequence[int | None] | None,
+    key_words: Sequence[int | None] | None,
+    word_labels: Sequence[str] | None,
+    model: str | None,
+    causal: bool | None,
+    batch: int,
+    normalised: bool,
+    type_ids: Sequence[int] | None,
+    owned: bool,
+) -> Analysis:
+    """`from_attentions`; `owned`: the arrays are attnviz's own (read from a file), kept
+    without a copy."""
     if not isinstance(normalised, bool):
         raise BadInput("{normalised} must be True or False", param="normalised")
     if causal is not None and not isinstance(causal, bool):
         raise BadInput("{causal} must be True, False or None (detect)", param="causal")
     name = _name(model)
-    array, dtype = _as_array(attentions, batch)  # (L, H, Tq, Tk) float32, checked in size
+    array, dtype = _as_array(attentions, batch, owned)  # (L, H, Tq, Tk) float32, checked
     _, _, Tq, Tk = array.shape  # (L, H, Tq, Tk)
     queries = _tokens(tokens, "tokens", Tq, "rows (queries)")
     keys = None if key_tokens is None else _tokens(key_tokens, "key_tokens", Tk, "columns (keys)")
@@ -255,9 +289,9 @@ def _shape_of(value: object, what: str) -> tuple[int, ...]:
     )
 
 
-def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
+def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarray, str]:
     """`attentions` as a float32 numpy array (L, H, Tq, Tk) and the dtype it came in, its
-    size checked from its shape before any copy."""
+    size checked from its shape before any copy; a copy unless `owned` (attnviz's own)."""
     if isinstance(batch, bool) or not isinstance(batch, int):
         raise BadInput(f"{{batch}} must be an item number (an int), got {batch!r}", param="batch")
     if isinstance(attentions, tuple | list):  # one entry per layer
@@ -311,7 +345,10 @@ def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
         array = _to_numpy(attentions, batch, 1 if len(layers_shape(attentions)) == 5 else None)
         if array.ndim == 3:
             array = array[None]  # (1, H, T, T)
-    return np.ascontiguousarray(array, dtype=np.float32), dtype
+    result = np.ascontiguousarray(array, dtype=np.float32)  # (L, H, Tq, Tk)
+    if not owned and isinstance(attentions, np.ndarray) and np.may_share_memory(result, attentions):
+        result = result.copy()  # the caller's array stays theirs: writable, never aliased
+    return result, dtype
 
 
 def layers_shape(value: Any) -> tuple[int, ...]:
@@ -348,7 +385,8 @@ def _to_numpy(value: Any, batch: int, axis: int | None) -> np.ndarray:
             tensor = value.detach()
             if axis is not None:
                 tensor = tensor.select(axis, batch)
-            return tensor.to(device="cpu", dtype=torch.float32).numpy()
+            # a copy even when already there: the caller's tensor is never aliased
+            return tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy()
     array = np.asarray(value)
     return array if axis is None else np.take(array, batch, axis=axis)
 
@@ -537,7 +575,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     key_words = _file_words(arrays, "key_word_of_piece", key_tokens, None)
     if words is None:
         labels = None
-    analysis = from_attentions(
+    analysis = _checked(
         attentions,
         tokens,
         key_tokens=key_tokens,
@@ -546,7 +584,10 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         word_labels=labels,
         model=_text(arrays, "model"),
         causal=causal if causal else None,
+        batch=0,
+        normalised=True,
         type_ids=_type_ids(arrays, tokens),
+        owned=True,
     )
     layers = arrays.get("layers")
     L = attentions.shape[0]

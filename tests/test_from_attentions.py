@@ -68,6 +68,19 @@ def test_arrays_draw_what_the_engine_draws(minilm: attnviz.Analysis) -> None:
     assert mine.causal is False and mine.model.decoder is False  # weights above the diagonal
 
 
+def test_the_callers_array_stays_theirs() -> None:
+    import torch
+
+    given = _softmax(np.random.default_rng(7).normal(size=(1, 2, 3, 3))).astype(np.float32)
+    analysis = attnviz.from_attentions(given, ["a", "b", "c"])
+    given[0, 0, 0, 0] = 5.0  # still writable, and the analysis keeps the numbers it was given
+    assert analysis.attentions[0, 0, 0, 0] != 5.0 and not analysis.attentions.flags.writeable
+    tensor = torch.from_numpy(_softmax(np.ones((1, 2, 3, 3))).astype(np.float32))
+    from_tensor = attnviz.from_attentions(tensor, ["a", "b", "c"])
+    tensor[0, 0, 0, 0] = 5.0
+    assert from_tensor.attentions[0, 0, 0, 0] == pytest.approx(1 / 3)
+
+
 def test_words_from_the_tokens_marks_and_from_word_ids() -> None:
     tokens = ["[CLS]", "un", "##believ", "##able", "cats", "[SEP]"]
     weights = _softmax(np.random.default_rng(1).normal(size=(1, 2, 6, 6)))
