@@ -260,3 +260,82 @@ def test_a_rectangle_page_renders_in_chromium(tmp_path: Path) -> None:
         assert view.errors == [] and view.requests == []
         view.close()
         chromium.close()
+
+
+# ---------------------------------------------------------------- fuzz
+
+
+@pytest.mark.slow  # 40 files read
+def test_a_mangled_export_loads_or_is_one_line(tmp_path: Path, exported: Path) -> None:
+    """Bytes of a real export overwritten at random: a result, or one AttnvizError line."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from attnviz.arrays import load_attentions
+    from attnviz.errors import AttnvizError
+
+    original = exported.read_bytes()
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(edits=st.lists(st.tuples(st.integers(0, len(original) - 1), st.binary(min_size=1,
+           max_size=8)), min_size=1, max_size=4))  # fmt: skip
+    def check(edits: list[tuple[int, bytes]]) -> None:
+        data = bytearray(original)
+        for at, new in edits:
+            data[at : at + len(new)] = new
+        path = tmp_path / "mangled.npz"
+        path.write_bytes(bytes(data[: len(original)]))
+        try:
+            analysis = load_attentions(path)
+        except AttnvizError as exc:
+            assert "\n" not in str(exc)
+            return
+        analysis.view()  # what loaded draws
+
+    check()
+
+
+def test_random_arrays_give_an_analysis_or_one_line() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from attnviz.errors import BadInput
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(
+        shape=st.lists(st.integers(0, 5), min_size=1, max_size=6),
+        dtype=st.sampled_from(["float16", "float32", "float64", "int32", "bool", "complex64"]),
+        fill=st.sampled_from(["softmax", "random", "nan", "negative", "zeros"]),
+        count=st.integers(0, 6),
+        keys=st.none() | st.integers(0, 6),
+        normalised=st.booleans(),
+    )
+    def check(
+        shape: list[int], dtype: str, fill: str, count: int, keys: int | None, normalised: bool
+    ) -> None:
+        rng = np.random.default_rng(0)
+        values = rng.random(shape)
+        if fill == "softmax" and values.ndim:
+            values = values / np.maximum(values.sum(axis=-1, keepdims=True), 1e-9)
+        elif fill == "nan" and values.size:
+            values.flat[0] = np.nan
+        elif fill == "negative" and values.size:
+            values.flat[-1] = -1
+        elif fill == "zeros":
+            values = np.zeros(shape)
+        with np.errstate(invalid="ignore"):  # NaN cast to an int: what a careless caller gives
+            array = values.astype(dtype)
+        key_tokens = None if keys is None else [f"k{i}" for i in range(keys)]
+        try:
+            analysis = attnviz.from_attentions(
+                array, [f"t{i}" for i in range(count)], key_tokens=key_tokens, normalised=normalised
+            )
+        except BadInput as exc:
+            assert "\n" not in str(exc)
+            return
+        analysis.view()
+        analysis.heads()
+
+    check()
