@@ -666,8 +666,8 @@ def _file_words(
         or owner.dtype.kind not in "iu"
         or owner.shape != tokens.shape
         or owner.ndim != 1
-        or (owner.size and owner.min() < 0)
-    ):
+        or (owner.size and (owner.min() < 0 or owner.max() >= owner.size))
+    ):  # a word number past the pieces would make bincount allocate that many
         return None
     counts = np.bincount(owner) if owner.size else np.zeros(0, dtype=np.int64)
     ids: list[int | None] = []

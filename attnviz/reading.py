@@ -159,7 +159,17 @@ def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
                     arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
     except AttnvizError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        EOFError,
+        OverflowError,
+        NotImplementedError,  # a compression method zipfile lacks
+        RuntimeError,  # an encrypted member
+        zipfile.BadZipFile,
+        zlib.error,
+    ) as exc:
         raise AttnvizError(
             f"cannot read {path} as an .npz file of arrays ({short_reason(exc, 120)}): write "
             "it with numpy.savez or attnviz export"

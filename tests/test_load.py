@@ -175,6 +175,20 @@ def _no_tokens(path: Path) -> None:
     np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, dtype=np.float32))
 
 
+def _huge_word(path: Path) -> None:
+    """A word number of 2**40 for a piece: counting words must not allocate that many."""
+    np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]),
+             word_of_piece=np.array([0, 2**40]), words=np.array(["a", "b"]))  # fmt: skip
+
+
+def _encrypted(path: Path) -> None:
+    np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]))
+    data = bytearray(path.read_bytes())
+    data[6] |= 1  # the first member's flags: encrypted, in its local header
+    data[data.index(b"PK\x01\x02") + 8] |= 1  # and in the central directory
+    path.write_bytes(bytes(data))
+
+
 def _not_zip(path: Path) -> None:
     path.write_bytes(b"PK\x03\x04 this is not really a zip file" * 10)
 
@@ -188,6 +202,7 @@ HOSTILE = {
     "tokens": (_short_tokens, "its 'tokens' array has 1 tokens, but the attentions have 3"),
     "missing": (_no_tokens, "has no 'tokens' array"),
     "zip": (_not_zip, "cannot read"),
+    "encrypted": (_encrypted, "cannot read"),
 }
 
 
@@ -204,6 +219,13 @@ def test_a_hostile_file_is_one_line(tmp_path: Path, case: str) -> None:
     assert stderr.startswith("Error: ") and stderr.count("\n") == 1, stderr
     assert message in stderr, stderr
     assert "Traceback" not in stderr and not out.exists()
+
+
+def test_word_numbers_past_the_pieces_are_ignored_not_counted(tmp_path: Path) -> None:
+    path = tmp_path / "huge-word.npz"
+    _huge_word(path)
+    analysis = attnviz.load_attentions(path)  # no 2**40-entry count: the words are dropped
+    assert [w.label for w in analysis.words] == ["a", "b"]
 
 
 def test_not_a_file_and_text_with_load(tmp_path: Path, exported: Path) -> None:
