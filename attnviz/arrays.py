@@ -227,6 +227,11 @@ def _checked(
     name = _name(model)
     array, dtype = _as_array(attentions, batch, owned)  # (L, H, Tq, Tk) float32, checked
     _, _, Tq, Tk = array.shape  # (L, H, Tq, Tk)
+    if key_words is not None and key_tokens is None:
+        raise BadInput(
+            "{key_words} groups a rectangle's keys: give {key_tokens} too, or leave it out",
+            param=("key_words", "key_tokens"),
+        )
     queries = _tokens(tokens, "tokens", Tq, "rows (queries)")
     keys = None if key_tokens is None else _tokens(key_tokens, "key_tokens", Tk, "columns (keys)")
     if keys is None and Tq != Tk:
@@ -314,6 +319,12 @@ def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarra
         shape = _shape_of(attentions, "it")
         if len(shape) == 3:  # one layer (H, T, T)
             shape = (1, *shape)
+    if len(shape) != 5 and batch != 0:
+        raise BadInput(
+            f"{{batch}} {batch} picks an item of a batch, but these attentions {shape} have no "
+            "batch axis: leave batch out",
+            param="batch",
+        )
     if len(shape) == 5:  # (L, batch, H, Tq, Tk)
         B = shape[1]
         if not -B <= batch < B:

@@ -239,6 +239,14 @@ def test_a_rectangle_draws_in_every_view(tmp_path: Path) -> None:
     assert back.key_tokens == KEYS and text_of(back.view(1, 2)) == drawn
 
 
+def test_a_batch_or_key_words_with_nothing_to_apply_to() -> None:
+    square = rectangle()[:, :, :, :4] / rectangle()[:, :, :, :4].sum(-1, keepdims=True)
+    with pytest.raises(BadInput, match="have no batch axis: leave batch out"):
+        attnviz.from_attentions(square, QUERIES, batch=1)
+    with pytest.raises(BadInput, match="key_words groups a rectangle's keys: give key_tokens"):
+        attnviz.from_attentions(square, QUERIES, key_words=[0, 1, 2, 3])
+
+
 def test_a_rectangle_needs_its_keys_tokens() -> None:
     with pytest.raises(BadInput, match=r"4 queries × 6 keys, a rectangle: pass the keys' tokens"):
         attnviz.from_attentions(rectangle(), QUERIES)
@@ -267,6 +275,7 @@ def _bad_arrays() -> list[tuple[str, object, list[str], str]]:
         ("layers", (good[0], good[0, :, :2, :2]), tokens, "layers differ in shape"),
         ("token", good, ["a", "b", 3], "must hold str"),
         ("empty", np.zeros((0, 2, 3, 3)), tokens, r"must be \[layers, heads, T, T\]"),
+        ("5-d", good[:, None], tokens, r"batch 1 is out of range: the attentions hold 1 items"),
     ]
 
 
@@ -279,7 +288,7 @@ def test_anything_but_attention_is_one_line(
     case: str, attentions: object, tokens: list[str], message: str
 ) -> None:
     with pytest.raises(BadInput, match=message) as caught:
-        attnviz.from_attentions(attentions, tokens)  # type: ignore[arg-type]
+        attnviz.from_attentions(attentions, tokens, batch=1 if case == "5-d" else 0)  # type: ignore[arg-type]
     assert "\n" not in str(caught.value)
 
 
