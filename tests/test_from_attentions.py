@@ -352,3 +352,24 @@ def test_a_rectangle_merges_each_side_by_its_own_words() -> None:
     np.testing.assert_array_equal(merge_masked(hidden, queries, keys), expected_hidden)
     with pytest.raises(ValueError):
         merge_words(matrix, queries, keys[:-1])  # a key piece in no word
+
+
+def test_a_face_module_builds_a_rectangle_from_arrays_and_two_pieces(
+    minilm: attnviz.Analysis,
+) -> None:
+    """What an encoder-decoder's cross-attention will do: an Analysis of the model's input
+    (the queries) over another input's pieces (the keys), with the model kept."""
+    from attnviz.analysis import Analysis
+    from attnviz.arrays import arrays_analysis
+    from attnviz.text.given import given_pieces
+
+    keys = given_pieces(["<s>", "▁le", "▁chat", "</s>"])
+    weights = _softmax(np.random.default_rng(8).normal(size=(6, 12, len(minilm.tokens), 4)))
+    modelled = Analysis(prepared=minilm.prepared, attentions=weights.astype(np.float32),
+                        key_pieces=keys)  # fmt: skip
+    assert modelled.view().matrix.shape == (len(minilm.words), 4)
+    assert modelled.find("cat", "chat").target == "chat"
+    with pytest.raises(BadInput, match="a rectangle"):
+        modelled.view(measure="norm")  # the model's measures are of its self-attention
+    bare = arrays_analysis(weights.astype(np.float32), minilm.pieces, key_pieces=keys, name="mt")
+    assert bare.view().title.startswith("mt · layer 5") and bare.key_tokens[2] == "▁chat"
