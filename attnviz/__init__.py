@@ -12,6 +12,7 @@
     >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
     >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
     >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
+    >>> attnviz.from_attentions(out.attentions, tokens)  # attention computed elsewhere
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.
@@ -36,9 +37,11 @@ if TYPE_CHECKING:
         prepare,
         sample_sentences,
     )
+    from attnviz.arrays import from_attentions
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
+    from attnviz.loading import load_attentions
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.long import LongResult
@@ -57,6 +60,8 @@ _EXPORTS = {
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
+    "from_attentions": "attnviz.arrays",
+    "load_attentions": "attnviz.loading",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
@@ -99,8 +104,10 @@ __all__ = [
     "__version__",
     "analyse",
     "analyse_long",
+    "from_attentions",
     "generate",
     "head_stats",
+    "load_attentions",
     "model_info",
     "prepare",
     "sample_sentences",

@@ -55,6 +55,7 @@ from attnviz.cli.options import (
     Lang,
     LangOpt,
     LayerOpt,
+    LoadOpt,
     Mask,
     MaskOpt,
     MaxTokensOpt,
@@ -176,6 +177,7 @@ def _images(
 def show(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     layer: LayerOpt = -1,
     head: HeadOpt = None,
     units: UnitsOpt = Units.words,
@@ -223,7 +225,8 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -244,6 +247,7 @@ def show(
 def heads(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     layer: LayerOpt = -1,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
@@ -276,7 +280,8 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -295,6 +300,7 @@ def heads(
 def model_view(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
@@ -328,7 +334,8 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -448,6 +455,7 @@ def explain(
 def rollout(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     upto: Annotated[
         int,
         typer.Option(
@@ -501,7 +509,8 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -520,6 +529,7 @@ def rollout(
 def find(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     source: Annotated[
         str,
         typer.Option(
@@ -574,7 +584,8 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -904,6 +915,7 @@ def export(
         ),
     ],
     text: TextArg = None,
+    load: LoadOpt = None,
     view: Annotated[
         View, typer.Option("--view", help="The view an image or page opens on.")
     ] = View.show,
@@ -938,7 +950,8 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               load=load)  # fmt: skip
         commands.export(
             request,
             out=out,

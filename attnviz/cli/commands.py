@@ -108,6 +108,8 @@ def _analyse(
     keeps just that layer."""
     if out is not None:
         check_output(out, allowed, style)
+    if request.load is not None:  # --load: the file's attention, no model
+        return _loaded(request)
     prepared, hit = _prepare(request, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
                    view=view, words=words, units=units, mask=request.mask, out=out,
@@ -130,6 +132,14 @@ def _analyse(
     return prepared.analyse(
         mask=request.mask, dtype=request.dtype, cache=request.cache, layers=layers
     )
+
+
+def _loaded(request: Request) -> Analysis:
+    """The analysis in the --load file; what needs a model is refused by the analysis."""
+    from attnviz.loading import load_attentions
+
+    assert request.load is not None
+    return load_attentions(request.load)
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -198,7 +208,12 @@ def show(
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
     by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
-    if query is not None and (by_index or (not request.truncate and _too_long(request))):
+    loaded = request.load is not None
+    if pool is not None and loaded:
+        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
+                       "{load}", param=("pool", "load"))  # fmt: skip
+    if (query is not None and not loaded
+            and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -268,6 +283,9 @@ def heads(
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
     pooled in blocks of `pool` pieces when asked."""
     if pool is not None:
+        if request.load is not None:
+            raise BadInput("{pool} computes the attention a block at a time: leave it out "
+                           "with {load}", param=("pool", "load"))  # fmt: skip
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
         _draw_pooled(console, result.heads_view(layer), out, style)
         return
@@ -310,7 +328,11 @@ def model_view(
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
     page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    if pool is None and request.measure == "weight" and not (subset or exclude or page):
+    if pool is not None and request.load is not None:
+        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
+                       "{load}", param=("pool", "load"))  # fmt: skip
+    if (pool is None and request.load is None and request.measure == "weight"
+            and not (subset or exclude or page)):  # fmt: skip
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
