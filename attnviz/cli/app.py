@@ -48,6 +48,8 @@ from attnviz.cli.options import (
     DpiOpt,
     Dtype,
     DtypeOpt,
+    Engine,
+    EngineOpt,
     ExcludeOpt,
     HeadOpt,
     HeadsOpt,
@@ -200,6 +202,7 @@ def show(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -223,7 +226,8 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -256,6 +260,7 @@ def heads(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -276,7 +281,8 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -306,6 +312,7 @@ def model_view(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -328,7 +335,8 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -354,6 +362,7 @@ def distance(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     cmap: CmapOpt = "viridis",
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -369,7 +378,8 @@ def distance(
         request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=Mask.none, no_cache=False,
                                dtype=Dtype.float32, measure=Measure.weight, lang="en",
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
 
 
@@ -411,6 +421,7 @@ def explain(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -432,7 +443,8 @@ def explain(
         language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, lang=language,
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -479,6 +491,7 @@ def rollout(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -501,7 +514,8 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -551,6 +565,7 @@ def find(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -574,7 +589,8 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -614,6 +630,7 @@ def compare_measures(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -635,7 +652,8 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -691,6 +709,7 @@ def stats(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -762,6 +781,7 @@ def stats(
             max_tokens=max_tokens,
             bos=not no_bos,
             lang=_lang(lang),
+            engine=engine.value,
         )
 
 
@@ -773,6 +793,7 @@ def tokens(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -783,18 +804,19 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.tokens(_console(), request)
 
 
 @catalogue.command()
-def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
+def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with _running(debug) as commands:
-        commands.info(_console(), model)
+        commands.info(_console(), model, engine=engine.value)
 
 
 @catalogue.command()
@@ -853,6 +875,7 @@ def generate(
     ] = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -872,7 +895,8 @@ def generate(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.generate(
             _console(),
             request,
@@ -917,6 +941,7 @@ def export(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -938,7 +963,8 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Mask, Measure
+from attnviz.cli.options import Dtype, Engine, Mask, Measure
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
@@ -38,6 +38,7 @@ class Request:
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
+    engine: str = "auto"  # what computes the weights: auto, attnviz or transformers
 
 
 def read_request(
@@ -54,6 +55,7 @@ def read_request(
     measure: Measure = Measure.weight,
     no_bos: bool = False,
     lang: str = "en",
+    engine: Engine = Engine.auto,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
@@ -77,6 +79,7 @@ def read_request(
         max_tokens=max_tokens,
         bos=not no_bos,
         lang=lang,
+        engine=engine.value,
     )
 
 
