@@ -186,9 +186,8 @@ def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
     if raw.get("is_encoder_decoder") is True or kind in ENCODER_DECODER_TYPES:
         raise AttnvizError(
             f"{where} describes an encoder-decoder model ({shown(kind, 40)}): its encoder, "
-            "decoder and cross attention come with a target text ({target}), which this "
-            "attnviz does not read yet; pass an encoder or a decoder",
-            param="target",
+            "decoder and cross attention come with a target text (--target), which this "
+            "attnviz does not read yet; pass an encoder or a decoder"
         )
 
 
@@ -205,7 +204,7 @@ def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> Mode
     if "auto_map" in raw:
         raise AttnvizError(
             f"{where} asks for code stored with the checkpoint (auto_map), which attnviz never "
-            "runs (trust_remote_code is never set): use a model type transformers itself has"
+            "runs, nor asks transformers to: use a model type transformers itself has"
         )
     if kind in ATTENTIONLESS or _mixed_layers(raw.get("layer_types")):
         raise AttnvizError(
