@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
+from attnviz.errors import PASS_THROUGH, AttnvizError, exhausted, short_reason
 from attnviz.limits import amount
 from attnviz.model.foreign import describe_foreign, model_class
 
@@ -152,8 +152,22 @@ def attentions(
         inputs["token_type_ids"] = type_ids
     if "use_cache" in accepts:
         inputs["use_cache"] = False
-    with torch.inference_mode(), _quiet():
-        out = model(**inputs)
+    try:
+        with torch.inference_mode(), _quiet():
+            out = model(**inputs)
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        error = exhausted(exc)
+        if error is not None:  # out of memory: said as attnviz says it elsewhere
+            raise error from None
+        dtype = next(model.parameters()).dtype
+        hint = "; use {dtype} float32" if dtype != torch.float32 else ""
+        raise AttnvizError(
+            f"transformers' {type(model).__name__} failed on this input ({short_reason(exc)})"
+            f"{hint}",
+            param="dtype" if hint else None,
+        ) from exc
     layers = getattr(out, "attentions", None)
     B, T = ids.shape
     if not layers or not all(
