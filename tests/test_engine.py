@@ -281,3 +281,23 @@ def test_a_checkpoint_lacking_the_models_weights_is_refused(tiny_model, tmp_path
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "mpnet"}))
     _one_line_refusal("show", TEXT, "--model", str(folder), says="lacks weights of MPNetModel")
+
+
+@pytest.mark.slow
+def test_a_config_larger_than_its_weights_is_refused_before_allocating(
+    tiny_model, tmp_path
+) -> None:
+    """3 million vocabulary rows the checkpoint does not have: transformers would allocate
+    (and draw at random) 96 million numbers; attnviz counts them on the meta device first."""
+    import resource
+    import shutil
+
+    folder = tmp_path / "inflated"
+    shutil.copytree(_encoder(tiny_model, "deberta-v2"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 3_000_000}))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(AttnvizError, match="do not belong together"):
+        attnviz.analyse(TEXT, model=str(folder), cache=False)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200  # the 366 MB embedding table was never allocated
