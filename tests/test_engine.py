@@ -301,3 +301,12 @@ def test_a_config_larger_than_its_weights_is_refused_before_allocating(
         attnviz.analyse(TEXT, model=str(folder), cache=False)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mb < 200  # the 366 MB embedding table was never allocated
+
+
+@pytest.mark.slow
+def test_both_engines_agree_on_the_real_default_model() -> None:
+    """all-MiniLM-L6-v2's real weights through transformers' BertModel and attnviz's encoder."""
+    own = attnviz.analyse(TEXT, cache=False)
+    theirs = attnviz.analyse(TEXT, cache=False, engine="transformers")
+    assert theirs.engine == "transformers" and theirs.attentions.shape[:2] == (6, 12)
+    np.testing.assert_allclose(theirs.attentions, own.attentions, atol=1e-5)
