@@ -164,7 +164,7 @@ def _from_other_files(folder: Path) -> TokenizerInfo:
             size = sum(1 for _ in io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     elif (folder / "vocab.json").is_file():
         kind = "byte-level BPE"
-    elif any((folder / n).is_file() for n in ("sentencepiece.bpe.model", "spiece.model")):
+    elif any((folder / n).is_file() for n in ("sentencepiece.bpe.model", "spiece.model", "spm.model")):
         kind = "SentencePiece"
     else:
         kind = "unknown"
