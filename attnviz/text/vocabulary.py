@@ -76,6 +76,9 @@ class TokenizerInfo:
         return bool(self.lowercase)
 
 
+SENTENCEPIECE_FILES = ("sentencepiece.bpe.model", "spiece.model", "spm.model")
+
+
 def describe_tokenizer(folder: Path) -> TokenizerInfo:
     """The tokenizer in `folder`: its kind, vocabulary size, lowercasing and accent stripping.
 
@@ -164,7 +167,7 @@ def _from_other_files(folder: Path) -> TokenizerInfo:
             size = sum(1 for _ in io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     elif (folder / "vocab.json").is_file():
         kind = "byte-level BPE"
-    elif any((folder / n).is_file() for n in ("sentencepiece.bpe.model", "spiece.model", "spm.model")):
+    elif any((folder / n).is_file() for n in SENTENCEPIECE_FILES):
         kind = "SentencePiece"
     else:
         kind = "unknown"
