@@ -310,3 +310,13 @@ def test_both_engines_agree_on_the_real_default_model() -> None:
     theirs = attnviz.analyse(TEXT, cache=False, engine="transformers")
     assert theirs.engine == "transformers" and theirs.attentions.shape[:2] == (6, 12)
     np.testing.assert_allclose(theirs.attentions, own.attentions, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_gguf_file_stays_on_attnviz_engine(tmp_path) -> None:
+    from tests.gguf_files import write_gguf
+
+    path = write_gguf(tmp_path / "tiny.gguf")
+    assert attnviz.prepare(TEXT, model=str(path), cache=False).engine == "attnviz"
+    with pytest.raises(BadInput, match="GGUF file, which transformers' engine does not read"):
+        attnviz.prepare(TEXT, model=str(path), cache=False, engine="transformers")

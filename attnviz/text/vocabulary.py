@@ -76,6 +76,7 @@ class TokenizerInfo:
         return bool(self.lowercase)
 
 
+# A sentencepiece model, by the names checkpoints give it (XLM-R, ALBERT and T5, DeBERTa-v2).
 SENTENCEPIECE_FILES = ("sentencepiece.bpe.model", "spiece.model", "spm.model")
 
 
