@@ -232,6 +232,7 @@ def test_models_the_transformers_engine_cannot_show_are_refused_in_one_line(tmp_
         attnviz.prepare(TEXT, engine="jax")
 
 
+@pytest.mark.slow  # imports torch and every auto mapping
 def test_the_decoder_list_agrees_with_transformers() -> None:
     """Every type `foreign` takes for a causal decoder is one transformers has as a causal LM
     and not as a masked LM; every attentionless and encoder-decoder type is one it has."""
