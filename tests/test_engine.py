@@ -321,3 +321,18 @@ def test_a_gguf_file_stays_on_attnviz_engine(tmp_path) -> None:
     assert attnviz.prepare(TEXT, model=str(path), cache=False).engine == "attnviz"
     with pytest.raises(BadInput, match="GGUF file, which transformers' engine does not read"):
         attnviz.prepare(TEXT, model=str(path), cache=False, engine="transformers")
+
+
+@pytest.mark.slow
+def test_mpnet_reads_as_many_pieces_as_its_positions_after_the_padding_index(tiny_model) -> None:
+    """MPNet numbers positions after pad_token_id (1), as RoBERTa does: 64 positions hold 62
+    pieces; one more would index past the table."""
+    folder = str(_encoder(tiny_model, "mpnet"))
+    long = " ".join(["the bank refused the loan"] * 20)
+    analysis = attnviz.analyse(long, model=folder, truncate=True, cache=False)
+    assert len(analysis.pieces) == 64 - 1 - 1
+    np.testing.assert_allclose(
+        analysis.attentions, _reference(Path(folder), analysis.pieces.ids), atol=1e-6
+    )
+    with pytest.raises(BadInput, match="62"):
+        attnviz.prepare(long, model=folder)
