@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import attnviz
@@ -336,3 +338,56 @@ def test_mpnet_reads_as_many_pieces_as_its_positions_after_the_padding_index(tin
     )
     with pytest.raises(BadInput, match="62"):
         attnviz.prepare(long, model=folder)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.one_of(st.text(max_size=8), st.integers()), max_size=4),
+    st.dictionaries(st.text(max_size=6), st.integers(), max_size=3),
+)
+_FOREIGN_KEYS = [
+    "model_type",
+    "num_hidden_layers",
+    "n_layer",
+    "num_attention_heads",
+    "hidden_size",
+    "d_model",
+    "vocab_size",
+    "max_position_embeddings",
+    "intermediate_size",
+    "head_dim",
+    "pad_token_id",
+    "type_vocab_size",
+    "layer_types",
+    "architectures",
+    "is_decoder",
+    "is_encoder_decoder",
+    "auto_map",
+    "hidden_act",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["deberta-v2", "mpnet", "olmo", "falcon", "mamba", "t5", "bert", ""]),
+    changes=st.dictionaries(st.sampled_from(_FOREIGN_KEYS), _VALUES, max_size=5),
+)
+def test_any_config_is_described_or_refused_in_one_line(kind: str, changes: dict) -> None:
+    """Whatever a config.json holds, the engine is chosen and the model described torch-free, or
+    refused with an AttnvizError of one line: never another exception."""
+    from attnviz.model.foreign import resolve_engine, shape_of
+
+    raw = {"model_type": kind, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "hidden_size": 32, "vocab_size": 100, **changes}  # fmt: skip
+    try:
+        engine = resolve_engine(raw)
+        shape = shape_of(raw, engine)
+    except AttnvizError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 600
+        return
+    assert 1 <= shape.layers <= 256 and 1 <= shape.heads <= 1024
+    assert shape.own_max_tokens >= 1 and shape.vocab >= 1
