@@ -391,3 +391,20 @@ def test_any_config_is_described_or_refused_in_one_line(kind: str, changes: dict
         return
     assert 1 <= shape.layers <= 256 and 1 <= shape.heads <= 1024
     assert shape.own_max_tokens >= 1 and shape.vocab >= 1
+
+
+@pytest.mark.slow
+def test_preparing_a_foreign_model_imports_neither_torch_nor_transformers(tiny_model) -> None:
+    import subprocess
+    import sys
+
+    folder = str(_encoder(tiny_model, "deberta-v2"))
+    code = (
+        "import sys, attnviz\n"
+        f"p = attnviz.prepare('The bank refused the loan.', model={folder!r})\n"
+        "p.check(layer=1, head=3)\n"
+        "assert p.engine == 'transformers' and p.num_heads == 4, p\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
