@@ -113,6 +113,7 @@ def test_head_stats_run_through_transformers_in_padded_batches(tiny_model) -> No
     texts = [TEXT, "It was late.", "The quick brown fox jumps over the lazy dog, unbelievably."]
     own = attnviz.head_stats(texts, model=folder, batch_size=2)
     theirs = attnviz.head_stats(texts, model=folder, batch_size=2, engine="transformers")
+    assert theirs.model.endswith("· transformers engine") and "engine" not in own.model
     assert len(own.records) == len(theirs.records) == 2 * 4
     for a, b in zip(own.records, theirs.records, strict=True):
         assert a.keys() == b.keys()
