@@ -112,6 +112,17 @@ class GivenInput:
             resolve_index(head, self.heads, "head")
         resolve_heads(heads, self.heads)
 
+    @property
+    def engine(self) -> str:
+        """No engine ran here (`inputs.PreparedInput` asks); titles stay unmarked."""
+        return "attnviz"
+
+    def refuse_internals(self, what: str, *, param: str | None = None) -> None:
+        raise no_model(what)
+
+    def note_engine(self) -> None:
+        """Nothing to say: no engine computed the weights."""
+
     def explain(
         self,
         *,

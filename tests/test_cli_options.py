@@ -93,6 +93,7 @@ SHARED = {
     "--measure": (["--measure", "alti"], "measure", "alti"),
     "--no-bos": (["--no-bos"], "bos", False),
     "--lang": (["--lang", "pt"], "lang", "pt"),
+    "--engine": (["--engine", "transformers"], "engine", "transformers"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.
 REQUIRED = {

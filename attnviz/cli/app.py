@@ -48,6 +48,8 @@ from attnviz.cli.options import (
     DpiOpt,
     Dtype,
     DtypeOpt,
+    Engine,
+    EngineOpt,
     ExcludeOpt,
     HeadOpt,
     HeadsOpt,
@@ -202,6 +204,7 @@ def show(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -226,7 +229,7 @@ def show(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -260,6 +263,7 @@ def heads(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -281,7 +285,7 @@ def heads(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -312,6 +316,7 @@ def model_view(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -335,7 +340,7 @@ def model_view(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -361,6 +366,7 @@ def distance(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     cmap: CmapOpt = "viridis",
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -376,7 +382,8 @@ def distance(
         request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=Mask.none, no_cache=False,
                                dtype=Dtype.float32, measure=Measure.weight, lang="en",
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
 
 
@@ -418,6 +425,7 @@ def explain(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -439,7 +447,8 @@ def explain(
         language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, lang=language,
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -487,6 +496,7 @@ def rollout(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -510,7 +520,7 @@ def rollout(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -561,6 +571,7 @@ def find(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -585,7 +596,7 @@ def find(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
                                dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -625,6 +636,7 @@ def compare_measures(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -646,7 +658,8 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -702,6 +715,7 @@ def stats(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -773,6 +787,7 @@ def stats(
             max_tokens=max_tokens,
             bos=not no_bos,
             lang=_lang(lang),
+            engine=engine.value,
         )
 
 
@@ -784,6 +799,7 @@ def tokens(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -794,18 +810,19 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.tokens(_console(), request)
 
 
 @catalogue.command()
-def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
+def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with _running(debug) as commands:
-        commands.info(_console(), model)
+        commands.info(_console(), model, engine=engine.value)
 
 
 @catalogue.command()
@@ -864,6 +881,7 @@ def generate(
     ] = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -883,7 +901,8 @@ def generate(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.generate(
             _console(),
             request,
@@ -929,6 +948,7 @@ def export(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -951,7 +971,7 @@ def export(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load)  # fmt: skip
+                               load=load, engine=engine)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Mask, Measure
+from attnviz.cli.options import Dtype, Engine, Mask, Measure
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
@@ -39,6 +39,7 @@ class Request:
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
     load: Path | None = None  # --load FILE.npz: the attention comes from the file, no model
+    engine: str = "auto"  # what computes the weights: auto, attnviz or transformers
 
 
 def read_request(
@@ -56,6 +57,7 @@ def read_request(
     no_bos: bool = False,
     lang: str = "en",
     load: Path | None = None,
+    engine: Engine = Engine.auto,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
@@ -89,6 +91,7 @@ def read_request(
         max_tokens=max_tokens,
         bos=not no_bos,
         lang=lang,
+        engine=engine.value,
     )
 
 
