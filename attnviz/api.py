@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attnviz.analysis import Analysis
+    from attnviz.encdec import EncdecInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.long import LongResult
@@ -43,6 +44,7 @@ __all__ = [
     "head_stats",
     "model_info",
     "prepare",
+    "prepare_encdec",
     "sample_sentences",
 ]
 
@@ -101,6 +103,9 @@ def analyse(
     layers: Sequence[int] | None = None,
     max_tokens: int | None = None,
     bos: bool = True,
+    target: str | None = None,
+    generate: int | None = None,
+    stack: str | None = None,
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
 
@@ -112,7 +117,27 @@ def analyse(
     long input whose whole attention is over `attnviz.limits.attention_budget()` needs it.
     `max_tokens` bounds the input and `bos=False` reads a decoder's text without its
     start token (see `prepare`).
+
+    An encoder-decoder (T5, mT5, BART, Marian; computed by transformers' eager model) reads
+    `text` as the source and needs `target` (the text its decoder reads, e.g. the
+    translation) or `generate=N` (its own greedy output, at most N new tokens, 1..256);
+    `stack` picks the attention: "cross" (the default: each target piece over the source,
+    [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
+    (over the source). See `prepare_encdec`. Other models refuse all three.
     """
+    given = target is not None or generate is not None or stack is not None
+    if given or _is_encdec(model, cache):
+        encdec = prepare_encdec(
+            text,
+            model=model,
+            target=target,
+            generate=generate,
+            stack=stack,
+            truncate=truncate,
+            cache=cache,
+            max_tokens=max_tokens,
+        )
+        return encdec.analyse()
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
                          cache=cache, max_tokens=max_tokens, bos=bos)  # fmt: skip
@@ -128,6 +153,66 @@ def analyse(
         bos=bos,
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+
+
+def prepare_encdec(
+    text: str,
+    *,
+    model: str | None = None,
+    target: str | None = None,
+    generate: int | None = None,
+    stack: str | None = None,
+    truncate: bool = False,
+    cache: bool = True,
+    max_tokens: int | None = None,
+) -> EncdecInput:
+    """Tokenize a source (`text`) and a target for an encoder-decoder, without torch.
+
+    The decoder reads `decoder_start_token_id` and then the target tokenized with its
+    special tokens, less the last one: the labels shifted right, exactly as transformers'
+    forward shifts `labels` (T5 and Marian: `<pad>` then the target; BART: `</s> <s>` then
+    the target). `generate=N` lets the model write the target instead (greedy, at most N
+    new tokens, 1..256, stopping at its end token; marked `generated` in titles and files).
+    `stack` is "cross" (None), "decoder" or "encoder". `.check(...)` refuses bad layers,
+    heads and words before the model runs; `.analyse()` runs it (transformers' eager
+    attention, `output_attentions=True`). A model that is not an encoder-decoder refuses
+    `target`, `generate` and `stack` in one line.
+    """
+    from attnviz.encdec import check_not_encdec, read_encdec
+    from attnviz.encdec import prepare_encdec as _prepare_encdec
+
+    model = _model(model)
+    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    max_tokens = _max_tokens(max_tokens)
+    _text(text, "the text")
+    if target is not None:
+        _text(target, "the target")
+    if stack is not None and not isinstance(stack, str):
+        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
+    found = read_encdec(model, use_cache=cache)
+    if found is None:
+        from attnviz.model.locate import locate
+
+        name = locate(model, use_cache=cache).name
+        check_not_encdec(name, stack=stack, target=target, generate=generate)
+        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
+    return _prepare_encdec(
+        text,
+        found,
+        target=target,
+        generate=generate,
+        stack=stack,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+    )
+
+
+def _is_encdec(model: object, cache: object) -> bool:
+    """Whether `model` is an encoder-decoder (read from its config.json, without torch)."""
+    from attnviz.encdec import read_encdec
+
+    return read_encdec(_model(model), use_cache=_flag(cache, "cache")) is not None
 
 
 def generate(

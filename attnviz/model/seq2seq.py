@@ -1,0 +1,118 @@
+"""An encoder-decoder (T5, mT5, BART, Marian) run by transformers' eager model: its three
+stacks of attention, and its own greedy output.
+
+attnviz does not re-implement these models: transformers' eager attention
+(`attn_implementation="eager"`) returns every weight with `output_attentions=True`, one
+tensor per layer, (batch, heads, queries, keys). Three stacks come back:
+
+- `encoder`: the source's pieces attending to each other, (L_enc, H, S, S);
+- `decoder`: the target's pieces attending to the target before them (causal), (L_dec, H, T, T);
+- `cross`: each target piece (a query) attending to the source's pieces (keys), (L_dec, H, T, S).
+
+The decoder reads `decoder_input_ids`: the model's `decoder_start_token_id` and then the
+target's ids, as transformers' own forward shifts `labels` one place right
+(`attnviz.text.target`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["MAX_GENERATE", "Stacks", "generate_greedy", "load_seq2seq", "run_stacks"]
+
+MAX_GENERATE = 256  # --generate: new tokens at most (each step runs the whole decoder again)
+
+
+class Stacks(NamedTuple):
+    """The three stacks of an encoder-decoder's attention, float32, rows summing to 1."""
+
+    encoder: np.ndarray  # (L_enc, H, S, S)
+    decoder: np.ndarray  # (L_dec, H, T, T), causal
+    cross: np.ndarray  # (L_dec, H, T, S): target queries x source keys
+
+
+def load_seq2seq(folder: Path) -> Any:
+    """transformers' eager encoder-decoder with its LM head, from local files only, float32.
+
+    safetensors only (no pickle), never remote code; its config was read and bounded by
+    `seq2seq_config.describe_seq2seq` before this is called."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+    from transformers.utils import logging as hf_logging
+
+    if not any(folder.glob("*.safetensors")):
+        raise AttnvizError(
+            f"{folder} has no .safetensors weights; attnviz reads an encoder-decoder's weights "
+            "from safetensors only: save the model with transformers' save_pretrained"
+        )
+    hf_logging.set_verbosity_error()  # its progress bars and notes are not attnviz's output
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            folder,
+            attn_implementation="eager",
+            local_files_only=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+            dtype=torch.float32,
+        )
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        raise AttnvizError(
+            f"transformers cannot load the encoder-decoder in {folder} "
+            f"({short_reason(exc, 160)}): check that its weights and config.json belong together"
+        ) from None
+    return model.eval()
+
+
+def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stacks:
+    """The three stacks for the source ids and the decoder's input ids (start token first)."""
+    import torch
+
+    src = torch.tensor([source_ids])  # (1, S)
+    tgt = torch.tensor([target_ids])  # (1, T)
+    with torch.inference_mode():
+        out = model(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),  # (1, S): one sentence, nothing padded
+            decoder_input_ids=tgt,
+            output_attentions=True,
+            use_cache=False,
+            return_dict=True,
+        )
+    encoder = torch.stack(out.encoder_attentions)[:, 0]  # (L_enc, H, S, S)
+    decoder = torch.stack(out.decoder_attentions)[:, 0]  # (L_dec, H, T, T)
+    cross = torch.stack(out.cross_attentions)[:, 0]  # (L_dec, H, T, S)
+    return Stacks(
+        encoder.float().numpy(),
+        decoder.float().numpy(),
+        cross.float().numpy(),
+    )
+
+
+def generate_greedy(model: Any, source_ids: list[int], max_new: int) -> list[int]:
+    """The model's own greedy output for the source: transformers' `generate` with one beam
+    and no sampling (the generation config's other rules, such as a forced first token or
+    banned ids, stay the model's), at most `max_new` new tokens, stopping at the end token.
+    Returns the decoder's input ids: the start token, then each token written."""
+    import torch
+
+    src = torch.tensor([source_ids])  # (1, S)
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),  # (1, S)
+            max_new_tokens=max_new,
+            min_new_tokens=None,
+            do_sample=False,
+            num_beams=1,
+            use_cache=False,  # a cache sized by the encoder's layers fails when they differ
+        )
+    return [int(i) for i in out[0].tolist()]
