@@ -237,16 +237,22 @@ class ModelShape:
     project_embeddings: bool = False  # a Linear embedding_size -> hidden after the embeddings
     shared_layers: bool = False  # ALBERT: all layers share one layer's weights
     decoder: DecoderConfig | None = None  # set for a decoder (GPT-2, Llama, Mistral, Qwen2)
+    # Who computes the attention: "attnviz" (this package's modules) or "transformers"
+    # (transformers' eager model, for a model type attnviz does not compute: model.foreign).
+    engine: str = "attnviz"
+    foreign_decoder: bool = False  # a decoder that transformers' engine computes
 
     @property
     def causal(self) -> bool:
         """A decoder: each token sees only itself and the tokens before it."""
-        return self.decoder is not None
+        return self.decoder is not None or self.foreign_decoder
 
     @property
     def own_max_tokens(self) -> int:
         """The longest input the model itself takes (a decoder's `max_tokens` is attnviz's)."""
-        return self.decoder.max_positions if self.decoder is not None else self.max_tokens
+        if self.decoder is not None:
+            return self.decoder.max_positions
+        return self.positions if self.foreign_decoder else self.max_tokens
 
     def token_limit(self, max_tokens: int | None = None, blocked: bool = False) -> tuple[int, str]:
         """The longest input read, and why when it is not the model's own limit.
@@ -304,6 +310,14 @@ def read_config(folder: Path) -> dict[str, Any]:
     """The raw config.json of a model folder, checked (by `describe`) to be a family we compute.
 
     Read only when it is a regular file of at most `limits.CONFIG_BYTES`."""
+    raw = read_raw_config(folder)
+    describe(raw, where=str(folder / "config.json"))
+    return raw
+
+
+def read_raw_config(folder: Path) -> dict[str, Any]:
+    """The config.json of a model folder as a JSON object, not yet checked to be a family
+    attnviz computes (`model.foreign` reads the others). Bounded as `read_config` reads it."""
     path = folder / "config.json"
     if not path.exists():
         raise AttnvizError(
@@ -313,8 +327,17 @@ def read_config(folder: Path) -> dict[str, Any]:
     raw = read_json(path, CONFIG_BYTES, "config.json")
     if not isinstance(raw, dict):
         raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
-    describe(raw, where=str(path))
     return raw
+
+
+def computes(raw: dict[str, Any]) -> bool:
+    """Whether attnviz's own engine computes the model type of this config.json (its sizes
+    are checked later, by `describe`)."""
+    try:
+        _model_type(raw, "config.json")
+    except AttnvizError:
+        return False
+    return True
 
 
 def _model_type(raw: dict[str, Any], where: str) -> str:

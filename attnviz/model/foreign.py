@@ -1,0 +1,303 @@
+"""Which engine computes a model's attention, and the shape of a model attnviz does not compute.
+
+attnviz's own engine (`encoder.py`, `decoder.py`) computes the families of `families.py`.
+For any other model type, transformers' eager model can (`hf_engine.py`): `resolve_engine`
+picks one (`auto`: attnviz's where it computes the type), and `describe_foreign` reads the
+other config.json files into the same torch-free `ModelShape` (layers, heads, causal or not,
+its token limit), refusing before anything is allocated what the transformers engine cannot
+show: models without attention (Mamba, RWKV), configs that need remote code (`auto_map`),
+absurd sizes, and encoder-decoder models (`refuse_encoder_decoder`).
+This module imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import DECODER_TOKENS, check_choice, shown
+from attnviz.model.config import whole
+from attnviz.model.families import LIMITS, ModelShape, computes, describe
+
+ENGINES = ("auto", "attnviz", "transformers")
+OWN, TRANSFORMERS = "attnviz", "transformers"
+
+# Model types with no attention weights to show: state-space and recurrent models, and hybrids
+# whose layers are not all attention layers (transformers returns no weights for the others).
+ATTENTIONLESS = (
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "rwkv",
+    "xlstm",
+    "recurrent_gemma",
+    "jamba",
+    "bamba",
+    "zamba",
+    "zamba2",
+    "falcon_h1",
+    "nemotron_h",
+    "granitemoehybrid",
+    "lfm2",
+    "lfm2_moe",
+    "qwen3_next",
+    "kimi_linear",
+    "olmo_hybrid",
+)
+# Encoder-decoder model types (their configs may leave is_encoder_decoder to the class default).
+ENCODER_DECODER_TYPES = (
+    "t5",
+    "mt5",
+    "umt5",
+    "longt5",
+    "switch_transformers",
+    "t5gemma",
+    "bart",
+    "mbart",
+    "marian",
+    "pegasus",
+    "pegasus_x",
+    "m2m_100",
+    "nllb-moe",
+    "fsmt",
+    "led",
+    "prophetnet",
+    "xlm-prophetnet",
+    "blenderbot",
+    "blenderbot-small",
+    "plbart",
+    "bigbird_pegasus",
+    "mvp",
+    "encoder-decoder",
+    "whisper",
+    "speech_to_text",
+)
+# Decoder model types transformers computes and attnviz does not: each token sees only the
+# tokens before it. A config of another type is a decoder when it says so (is_decoder) or
+# when its architecture is a causal LM (tests check this list against transformers' own).
+DECODER_TYPES = (
+    "olmo",
+    "olmo2",
+    "olmo3",
+    "olmoe",
+    "falcon",
+    "gpt_neox",
+    "gpt_neo",
+    "gptj",
+    "gpt_bigcode",
+    "bloom",
+    "opt",
+    "mpt",
+    "codegen",
+    "stablelm",
+    "phi",
+    "cohere",
+    "cohere2",
+    "starcoder2",
+    "gemma",
+    "granite",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "persimmon",
+    "xglm",
+    "biogpt",
+    "openai-gpt",
+    "ctrl",
+    "smollm3",
+    "helium",
+    "glm",
+    "glm4",
+    "exaone4",
+    "nemotron",
+    "ministral",
+    "arcee",
+    "seed_oss",
+    "gpt_oss",
+    "bitnet",
+    "vaultgemma",
+    "modernbert-decoder",
+)
+# Display names of some types (others are shown as their model_type).
+NAMES = {
+    "deberta-v2": "DeBERTa-v2",
+    "deberta": "DeBERTa",
+    "mpnet": "MPNet",
+    "modernbert": "ModernBERT",
+    "olmo": "OLMo",
+    "olmo2": "OLMo 2",
+    "falcon": "Falcon",
+    "bert": "BERT",
+    "roberta": "RoBERTa",
+    "gpt_neox": "GPT-NeoX",
+    "opt": "OPT",
+    "bloom": "BLOOM",
+}
+# Where a config.json keeps each size, by `ModelShape` field: the first key set counts.
+_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "hidden": ("hidden_size", "d_model", "n_embd", "dim"),
+    "vocab": ("vocab_size",),
+    "positions": ("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx"),
+    "intermediate": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "hidden_dim"),
+}
+_REQUIRED = ("layers", "heads", "hidden", "vocab")
+
+
+def check_engine(engine: object) -> str:
+    """`engine` when it is one of `ENGINES`; BadInput naming the argument otherwise."""
+    return check_choice(engine, ENGINES, "engine")
+
+
+def resolve_engine(raw: dict[str, Any], engine: str = "auto", *, where: str = "config.json") -> str:
+    """The engine that computes the model this config.json describes: "attnviz" or
+    "transformers", the config checked for it.
+
+    `auto` is attnviz's own engine where it computes the model type, else transformers'.
+    `attnviz` on a type it does not compute is refused in one line naming `{engine}
+    transformers`; `transformers` reads any type transformers has (attnviz's own too).
+    """
+    engine = check_engine(engine)
+    if engine == OWN or (engine == "auto" and computes(raw)):
+        if not computes(raw):
+            kind = shown(raw.get("model_type"), 40)
+            raise BadInput(
+                f"{where} describes a {kind} model, which attnviz's own engine does not compute: "
+                "pass {engine} transformers (or auto) to compute it with transformers' eager model",
+                param="engine",
+            )
+        describe(raw, where=where)
+        return OWN
+    describe_foreign(raw, where=where)
+    return TRANSFORMERS
+
+
+def shape_of(raw: dict[str, Any], engine: str) -> ModelShape:
+    """The `ModelShape` of a config.json for the engine `resolve_engine` chose."""
+    return describe_foreign(raw) if engine == TRANSFORMERS else describe(raw)
+
+
+def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
+    """Refuse an encoder-decoder config (T5, BART, Marian, ...) in one line: their three
+    stacks of attention (encoder, decoder, cross) come with a target text."""
+    kind = raw.get("model_type")
+    if raw.get("is_encoder_decoder") is True or kind in ENCODER_DECODER_TYPES:
+        raise AttnvizError(
+            f"{where} describes an encoder-decoder model ({shown(kind, 40)}): its encoder, "
+            "decoder and cross attention come with a target text ({target}), which this "
+            "attnviz does not read yet; pass an encoder or a decoder",
+            param="target",
+        )
+
+
+def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
+    """The shape of a model that transformers' eager model computes, from its config.json
+    alone: refused in one line when it needs remote code, has no attention, is an
+    encoder-decoder, or gives sizes that are missing, not whole numbers or past `LIMITS`."""
+    kind = raw.get("model_type")
+    if not isinstance(kind, str) or not kind:
+        raise AttnvizError(
+            f"{where} has no model_type ({shown(kind, 40)}): transformers' engine needs one to "
+            "know the architecture; add the model_type its checkpoint was saved with"
+        )
+    if "auto_map" in raw:
+        raise AttnvizError(
+            f"{where} asks for code stored with the checkpoint (auto_map), which attnviz never "
+            "runs (trust_remote_code is never set): use a model type transformers itself has"
+        )
+    if kind in ATTENTIONLESS or _mixed_layers(raw.get("layer_types")):
+        raise AttnvizError(
+            f"{where} describes a {shown(kind, 40)} model, whose layers (all or some) have no "
+            "attention weights (a state-space or recurrent model): attnviz shows attention "
+            "models only"
+        )
+    refuse_encoder_decoder(raw, where)
+    sizes: dict[str, int] = {}
+    for name, keys in _KEYS.items():
+        key = next((k for k in keys if raw.get(k) is not None), None)
+        if key is None:
+            if name in _REQUIRED:
+                raise AttnvizError(
+                    f"{where} gives no {name} ({' or '.join(keys)}): the config is incomplete "
+                    "or not a transformer's"
+                )
+            continue
+        value = raw[key]
+        if not whole(value, 1, LIMITS[name]):
+            raise AttnvizError(
+                f"{where} has {key}={shown(value)}; expected a whole number from 1 to "
+                f"{LIMITS[name]}: the config is corrupt"
+            )
+        sizes[name] = value
+    hidden, heads = sizes["hidden"], sizes["heads"]
+    head_dim = raw.get("head_dim")
+    head_size = head_dim if isinstance(head_dim, int) and whole(head_dim, 1, 65536) else 0
+    head_size = head_size or max(1, hidden // heads)
+    causal = _is_decoder(raw, kind)
+    positions = sizes.get("positions", DECODER_TOKENS)
+    act = next((raw[k] for k in ("hidden_act", "hidden_activation", "activation") if k in raw), "")
+    return ModelShape(
+        family=NAMES.get(kind, kind),
+        layers=sizes["layers"],
+        heads=heads,
+        hidden=hidden,
+        head_size=head_size,
+        intermediate=sizes.get("intermediate", 4 * hidden),
+        vocab=sizes["vocab"],
+        max_tokens=min(positions, DECODER_TOKENS) if causal else positions,
+        activation=act if isinstance(act, str) else shown(act, 20),
+        embedding_size=hidden,
+        type_vocab_size=raw["type_vocab_size"] if whole(raw.get("type_vocab_size"), 0, 1024) else 0,
+        model_type=kind,
+        positions=positions,
+        engine=TRANSFORMERS,
+        foreign_decoder=causal,
+    )
+
+
+def _mixed_layers(types: object) -> bool:
+    """Whether a config's layer_types names layers other than attention ones (a hybrid)."""
+    if not isinstance(types, list):
+        return False
+    return any(isinstance(t, str) and not re.search(r"attention|attn", t) for t in types)
+
+
+def _is_decoder(raw: dict[str, Any], kind: str) -> bool:
+    architectures = raw.get("architectures")
+    listed = architectures if isinstance(architectures, list) else []
+    names = [a for a in listed if isinstance(a, str)]
+    causal_head = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in names)
+    return kind in DECODER_TYPES or raw.get("is_decoder") is True or causal_head
+
+
+def model_class(raw: dict[str, Any]) -> str:
+    """The transformers class that computes the model: the base model of the architecture
+    config.json names (`DebertaV2ForMaskedLM` -> `DebertaV2Model`), without importing it."""
+    architectures = raw.get("architectures")
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    if isinstance(first, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,80}", first):
+        stem = re.sub(r"(For[A-Z]\w*|LMHeadModel|PreTrainedModel|Model)$", "", first)
+        if stem:
+            return stem + "Model"
+    return f"AutoModel ({shown(raw.get('model_type'), 40)})"
+
+
+def computes_with(raw: dict[str, Any], engine: str) -> str:
+    """What computes the weights, as `info` says it: "attnviz's own engine", or
+    "transformers' eager DebertaV2Model"."""
+    if engine == TRANSFORMERS:
+        return f"transformers' eager {model_class(raw)}"
+    return "attnviz's own engine (from-scratch modules)"
+
+
+def check_folder(folder: Path, gguf: Path | None) -> None:
+    """Refuse a model folder transformers' engine cannot read: one converted from a GGUF file."""
+    if gguf is not None:
+        raise BadInput(
+            f"{gguf.name} is a GGUF file, which transformers' engine does not read: use "
+            "{engine} attnviz (or auto) for it, or a folder saved by transformers",
+            param="engine",
+        )

@@ -1,0 +1,166 @@
+"""The transformers engine: transformers' own eager model computes the attention of a model
+type attnviz does not re-implement (DeBERTa-v2, MPNet, ModernBERT, OLMo, Falcon, ...).
+
+`load_model` reads a local folder only (`local_files_only=True`), safetensors first or a
+weights-only torch file, never with `trust_remote_code`; the config has been checked by
+`model.foreign.describe_foreign` before (sizes, attention, no remote code), and the weight
+files are checked here before transformers reads them (regular files, valid safetensors
+headers, at most `WEIGHT_BYTES`). `attentions` runs it with `attn_implementation="eager"`
+and `output_attentions=True` and returns the weights as attnviz holds them,
+`(L, B, H, T, T)`. Nothing here can explain the steps: the model's internals are
+transformers'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
+from attnviz.limits import amount
+from attnviz.model.foreign import describe_foreign, model_class
+
+if TYPE_CHECKING:
+    import torch
+
+# The weight files transformers' engine reads at most (on disk): a 7B model in bfloat16 is
+# 14 GB. Checked by the files' sizes before a byte is read.
+WEIGHT_BYTES = 32 * 2**30
+_SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")
+
+
+def check_weights(folder: Path) -> bool:
+    """Check the weight files transformers will read: regular files (`weights.weight_files`),
+    safetensors headers that hold what they say, and `WEIGHT_BYTES` at most in all. True
+    when they are safetensors (else a torch file, read weights-only)."""
+    from attnviz.model.weights import safetensors_shapes, weight_files
+
+    files = weight_files(folder)
+    total = sum(path.stat().st_size for path in files)
+    if total > WEIGHT_BYTES:
+        raise AttnvizError(
+            f"the weights in {folder} take {amount(total)}, more than transformers' engine "
+            f"loads ({amount(WEIGHT_BYTES)}): use a smaller model"
+        )
+    safetensors = all(path.suffix == ".safetensors" for path in files)
+    for path in files if safetensors else []:
+        try:
+            safetensors_shapes(path)
+        except (OSError, ValueError) as exc:
+            raise AttnvizError(
+                f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
+                "re-download it"
+            ) from exc
+    return safetensors
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' warnings, progress bars and load reports are not for attnviz's user."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    bars = logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> Any:
+    """transformers' base model for `folder` (AutoModel), eager attention, in eval mode.
+
+    `config` is the folder's config.json, read and checked by attnviz. Every weight of the
+    base model must be in the checkpoint: transformers would fill a missing one at random,
+    and show attention the model never had.
+    """
+    import torch
+
+    from attnviz.model.weights import compute_dtype
+
+    where = str(folder / "config.json")
+    describe_foreign(config, where=where)
+    safetensors = check_weights(folder)
+    target = compute_dtype(dtype)
+    try:
+        from transformers import AutoModel
+
+        with _quiet():
+            model, info = AutoModel.from_pretrained(
+                folder,
+                local_files_only=True,
+                trust_remote_code=False,
+                use_safetensors=safetensors,
+                weights_only=True,
+                attn_implementation="eager",
+                dtype=target,
+                output_loading_info=True,
+            )
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        raise AttnvizError(
+            f"transformers cannot load {folder} as {model_class(config)} ({short_reason(exc)}): "
+            "the checkpoint is corrupt, or this transformers does not have its model type"
+        ) from exc
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        listed = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        raise AttnvizError(
+            f"the checkpoint in {folder} lacks weights of {type(model).__name__} ({listed}): "
+            "transformers would draw them at random; use the complete checkpoint"
+        )
+    model.eval()
+    if not isinstance(model, torch.nn.Module):  # pragma: no cover - AutoModel gives modules
+        raise AttnvizError(f"transformers gave no model for {folder}")
+    return model
+
+
+def attentions(
+    model: Any,
+    ids: torch.Tensor,
+    type_ids: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Every layer's attention weights (L, B, H, T, T) of the ids (B, T), from transformers'
+    eager model run with `output_attentions=True`; `mask` (B, T) is 1 for real pieces.
+
+    A model that returns no weights for a layer (one that is not an attention layer) is
+    refused in one line.
+    """
+    import torch
+
+    accepts = inspect.signature(model.forward).parameters
+    inputs: dict[str, Any] = {"input_ids": ids, "output_attentions": True}
+    if mask is not None:
+        inputs["attention_mask"] = mask
+    if type_ids is not None and "token_type_ids" in accepts and bool(type_ids.any()):
+        inputs["token_type_ids"] = type_ids
+    if "use_cache" in accepts:
+        inputs["use_cache"] = False
+    with torch.inference_mode(), _quiet():
+        out = model(**inputs)
+    layers = getattr(out, "attentions", None)
+    B, T = ids.shape
+    if not layers or not all(
+        isinstance(a, torch.Tensor) and a.dim() == 4 and a.shape[0] == B and a.shape[2:] == (T, T)
+        for a in layers
+    ):
+        raise AttnvizError(
+            f"transformers' {type(model).__name__} returned no attention weights of shape "
+            f"(batch, heads, {T}, {T}) for every layer: attnviz shows models whose every layer "
+            "attends"
+        )
+    return torch.stack(list(layers))  # (L, B, H, T, T)
