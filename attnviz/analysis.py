@@ -18,7 +18,7 @@ import numpy as np
 
 from attnviz import limits
 from attnviz.errors import BadInput
-from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, short
+from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, no_model, short
 from attnviz.lexicon import label, resolve_lang
 from attnviz.limits import TOP, check_choice, check_export, check_range, resolve_heads
 from attnviz.measures.views import (
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from attnviz.measures.find import HeadLinks
     from attnviz.measures.query import QueryRow
     from attnviz.render.data import About
-    from attnviz.text.pieces import Pieces
+    from attnviz.text.pieces import Pieces, Word
 
 __all__ = ["VIEWS", "Analysis"]
 
@@ -65,19 +65,58 @@ class Analysis(TokenizedInput):
 
     `attentions[l, h, i, j]` is how much piece i attends to piece j in head h of layer l;
     each row sums to 1.
+
+    A rectangle, `(L, H, Tq, Tk)`, holds queries and keys from two inputs (an
+    encoder-decoder's cross-attention, or arrays given so): `pieces` are the queries' (the
+    rows), `key_pieces` the keys' (the columns); `key_pieces` None means the keys are the
+    queries. Every view, page, data file, `find` and `row` handles one; rollout refuses it.
     """
 
     prepared: PreparedInput  # the input it was computed for (an attnviz.Prepared)
-    attentions: np.ndarray  # (L, H, T, T) float32; rows are queries and sum to 1
+    attentions: np.ndarray  # (L, H, Tq, Tk) float32; rows are queries and sum to 1
     causal: bool = False  # computed with a causal mask: a what-if, not the real model
     dtype: str = "float32"  # what the encoder computed in
     # The model's layers `attentions` holds, when not all of them (a long input whose whole
     # attention is too large to keep): attentions[i] is layer layers[i]. None: every layer.
     layers: tuple[int, ...] | None = None
+    # The keys' pieces when they are not the queries' (a rectangle); None: a square.
+    key_pieces: Pieces | None = None
+    # False: the rows were given as they are and do not all sum to 1 (said in every title).
+    normalised: bool = True
     _measures: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.attentions.setflags(write=False)  # the model's numbers: views copy, never edit
+        keys = self.key_pieces
+        if keys is not None and self.attentions.shape[-1] != len(keys):
+            raise ValueError(
+                f"attentions {self.attentions.shape} do not fit {len(keys)} key pieces"
+            )
+
+    @property
+    def rectangle(self) -> bool:
+        """True when the keys are another input's pieces than the queries'."""
+        return self.key_pieces is not None
+
+    @property
+    def _keys(self) -> Pieces:
+        """The keys' pieces: `key_pieces`, or the queries' own."""
+        return self.pieces if self.key_pieces is None else self.key_pieces
+
+    @property
+    def key_tokens(self) -> list[str]:
+        """The keys' vocabulary pieces (the columns): `tokens` unless a rectangle."""
+        return list(self._keys.tokens)
+
+    @property
+    def key_labels(self) -> list[str]:
+        """The keys' pieces as their text spells them: `labels` unless a rectangle."""
+        return list(self._keys.labels)
+
+    @property
+    def key_words(self) -> list[Word]:
+        """The keys' words, each with the indices of its pieces: `words` unless a rectangle."""
+        return self._keys.words()
 
     @property
     def pieces(self) -> Pieces:  # type: ignore[override]
@@ -97,14 +136,17 @@ class Analysis(TokenizedInput):
         name = self.prepared.source.name
         if self.dtype != "float32":
             name = label(lang, "computed_in", model=name, dtype=self.dtype)
+        if not self.normalised:
+            name = label(lang, "not_normalised", model=name)
         return label(lang, "modified_causal", model=name) if self.causal else name
 
     def __repr__(self) -> str:
-        _, H, T, _ = self.attentions.shape
+        _, H, T, K = self.attentions.shape
         kept = f" (kept: {list(self.layers)})" if self.layers is not None else ""
+        keys = f" × {K} key pieces" if self.key_pieces is not None else ""
         return (
             f"<Analysis {self.model.name}: {self.model.layers} layers{kept} × {H} heads × "
-            f"{T} pieces, text={short(self.text)!r}{', causal' if self.causal else ''}>"
+            f"{T} pieces{keys}, text={short(self.text)!r}{', causal' if self.causal else ''}>"
         )
 
     def _source(self, lang: str = "en") -> Source:
@@ -115,6 +157,7 @@ class Analysis(TokenizedInput):
             kept=self.layers,
             num_layers=self.prepared.num_layers,
             lang=lang,
+            keys=self.key_pieces,
             **self._mask,
         )
 
@@ -137,6 +180,8 @@ class Analysis(TokenizedInput):
         note = describe_measure(measure, lang)
         if measure == "weight":
             return self._source(lang)
+        if not self.model.has_model:
+            raise no_model(f"measure {measure!r}")
         self._whole(f"measure {measure!r}")
         values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
         per_layer = measure in PER_LAYER
@@ -159,6 +204,8 @@ class Analysis(TokenizedInput):
     @property
     def _windows(self) -> tuple[int | None, ...]:
         """Each model layer's sliding window in pieces (None: none); () for an encoder."""
+        if not self.model.has_model:
+            return ()
         decoder = self.prepared.shape.decoder
         if decoder is None:
             return ()
@@ -202,7 +249,8 @@ class Analysis(TokenizedInput):
     ) -> QueryRow:
         """One query's attention in one head (or the head mean), keys sorted by weight.
 
-        `query` is a word of the text (any case or accents; `ele#2` for the second).
+        `query` is a word of the text (any case or accents; `ele#2` for the second); in
+        a rectangle, a word of the queries' input.
         """
         return self.view(layer, head, units, exclude=exclude, lang=lang).row(query)
 
@@ -271,7 +319,8 @@ class Analysis(TokenizedInput):
 
         Words match ignoring case and accents (`joao` finds `João`); `ele#2` is the
         second `ele`. Each head says where `target` ranks among `source`'s keys, the
-        query's top key, and how many other words attend to `target` more.
+        query's top key, and how many other words attend to `target` more. In a rectangle
+        `source` is a word of the queries' input and `target` one of the keys'.
         """
         from attnviz.measures.find import find_links
 
@@ -300,6 +349,8 @@ class Analysis(TokenizedInput):
         describe_measure(name)
         if name == "weight":
             return self.attentions
+        if not self.model.has_model:
+            raise no_model(f"measure {name!r}")
         if name not in self._measures:
             values = compute_measure(self.prepared, name, causal=self.causal)
             values.setflags(write=False)
@@ -336,6 +387,8 @@ class Analysis(TokenizedInput):
                 f"{type(measures).__name__}",
                 param="measures",
             )
+        if not self.model.has_model:
+            raise no_model("compare")
         lang = resolve_lang(lang)
         chosen = list(MEASURES) if measures is None else list(measures)
         if not chosen:
@@ -390,6 +443,8 @@ class Analysis(TokenizedInput):
         explanation prints in (None: Portuguese when the locale is). Runs the encoder again
         to read the layer's input.
         """
+        if not self.model.has_model:
+            raise no_model("explain")
         return self.prepared.explain(
             token=token,
             index=index,
@@ -475,7 +530,15 @@ class Analysis(TokenizedInput):
             extra = {}
             if measure != "weight":  # "value-zeroing" is written as value_zeroing
                 extra[measure.replace("-", "_")] = self.measure(measure).astype(np.float32)
-            write_data(path, self.pieces, self.attentions, self._layer_numbers, self._about, extra)
+            write_data(
+                path,
+                self.pieces,
+                self.attentions,
+                self._layer_numbers,
+                self._about,
+                extra,
+                keys=self.key_pieces,
+            )
             return path
         check_page_measure(path, measure)
         if suffix in HTML_SUFFIXES:
@@ -505,7 +568,9 @@ class Analysis(TokenizedInput):
         """The data `save("x.json")` writes: every layer's attention over the model's pieces."""
         from attnviz.render.data import data_record
 
-        return data_record(self.pieces, self.attentions, self._layer_numbers, self._about)
+        return data_record(
+            self.pieces, self.attentions, self._layer_numbers, self._about, keys=self.key_pieces
+        )
 
     @property
     def _layer_numbers(self) -> list[int]:
@@ -544,7 +609,16 @@ class Analysis(TokenizedInput):
         word_start = next(
             (w for w, word in enumerate(words) if sequence_ids[word.pieces[0]] == 1), None
         )
+        keys: dict[str, Any] = {}
+        if self.key_pieces is not None:  # a rectangle: the keys' own pieces and words
+            key_words = self.key_words
+            keys = {
+                "key_tokens": self.key_labels,
+                "key_words": [w.pieces for w in key_words],
+                "key_word_labels": [w.label for w in key_words],
+            }
         return {
+            **keys,
             "words": [w.pieces for w in words],
             "word_labels": [w.label for w in words],
             "pair_start": self.pair_start,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from attnviz.errors import BadInput
 from attnviz.measures.model_input import ModelInput
 
 if TYPE_CHECKING:
@@ -22,10 +23,22 @@ if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces, Word
     from attnviz.text.vocabulary import TokenizerInfo, VocabularyFit
 
-__all__ = ["DTYPES", "MASKS", "ModelInfo", "PreparedInput", "TokenizedInput", "short"]
+__all__ = [
+    "ARRAYS_ORIGIN",
+    "DTYPES",
+    "MASKS",
+    "ModelInfo",
+    "PreparedInput",
+    "TokenizedInput",
+    "no_model",
+    "short",
+]
 
 MASKS: tuple[str, ...] = ("none", "causal")
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+# The origin of attention that came as arrays (`attnviz.from_attentions`, `--load`): no model
+# computed it here, so nothing can run the model again (explain, measures, compare).
+ARRAYS_ORIGIN = "your arrays"
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,11 @@ class ModelInfo:
             decoder=shape.causal,
             kv_heads=shape.kv_heads,
         )
+
+    @property
+    def has_model(self) -> bool:
+        """False for attention given as arrays: no model to run again."""
+        return self.origin != ARRAYS_ORIGIN
 
     @property
     def language_list(self) -> str | None:
@@ -176,6 +194,15 @@ class PreparedInput(ModelInput, Protocol):
         lang: str = "en",
         mask: str = "none",
     ) -> Explanation: ...
+
+
+def no_model(what: str) -> BadInput:
+    """The refusal of `what` (explain, a measure) on attention given as arrays."""
+    return BadInput(
+        f"{what} needs the model that computed the attention, and this analysis has no model "
+        "(its attention came as arrays: from_attentions or --load); analyse the text with "
+        "attnviz's own engine instead"
+    )
 
 
 def short(text: str, limit: int = 40) -> str:

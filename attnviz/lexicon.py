@@ -65,6 +65,8 @@ _EN: dict[str, str] = {
     "corner_short": "query \\ key",  # where the corner above the row labels is narrow
     "keys_page": "keys {first}–{last} of {n}",
     "keys_list": "keys:",
+    "queries_list": "queries:",
+    "not_normalised": "{model} (rows not normalised)",
     "tokens_list": "tokens:",
     "panels_note": "panels: rows = queries, columns = keys, in token order",
     "masked_short": "masked",
@@ -243,6 +245,8 @@ _PT: dict[str, str] = {
     "corner_short": "cons \\ chave",
     "keys_page": "chaves {first}–{last} de {n}",
     "keys_list": "chaves:",
+    "queries_list": "consultas:",
+    "not_normalised": "{model} (linhas não normalizadas)",
     "tokens_list": "peças:",
     "panels_note": "painéis: linhas = consultas, colunas = chaves, na ordem das peças",
     "masked_short": "mascarada",

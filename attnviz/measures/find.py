@@ -24,7 +24,7 @@ from attnviz import lexicon
 from attnviz.errors import BadInput
 from attnviz.limits import TOP, check_range
 from attnviz.measures.drawn import Drawn
-from attnviz.measures.select import UnitMap, exclusion_note
+from attnviz.measures.select import exclusion_note
 from attnviz.measures.views import Source
 from attnviz.text.match import find_label
 
@@ -149,6 +149,8 @@ def find_links(
     """Rank every head of `src` by the weight from the word `source` to the word `target`.
 
     `causal`: the attention only looks back (a decoder), so a later target is refused.
+    In a rectangle (`src.keys`: queries and keys from two inputs, e.g. cross-attention)
+    `source` is a query word and `target` a key word: which head aligns them.
     """
     top = check_range(top, "top", TOP)
     for param, word in (("source", source), ("target", target)):
@@ -157,12 +159,15 @@ def find_links(
                 f"{{{param}}} must be a word of the text (a str), got {type(word).__name__}",
                 param=param,
             )
-    unit_map = UnitMap.checked(src.pieces, units, exclude)
-    labels = unit_map.labels()
+    unit_map = src.units(units, exclude)
+    labels = unit_map.labels()  # the queries (rows)
+    key_labels = unit_map.key_labels()  # the keys (columns): the same unless a rectangle
+    rectangle = src.keys is not None
+    causal = causal and not rectangle
     q = find_label(labels, source, "source")
-    k = find_label(labels, target, "target")
+    k = find_label(key_labels, target, "target")
     check_direction(labels, q, k, causal)
-    matrices = unit_map.matrix(src.attentions)  # (L, H, N, N), rows sum to 1
+    matrices = unit_map.matrix(src.attentions)  # (L, H, N, M), rows sum to 1
     rows = matrices[:, :, q, :]  # (L, H, N): the query's row in every head
     weights = rows[:, :, k]  # (L, H)
     H = weights.shape[1]
@@ -170,7 +175,7 @@ def find_links(
     tops = rows.argmax(axis=-1)  # (L, H)
     column = matrices[:, :, :, k]  # (L, H, N): every query's weight on the target
     others = np.ones(len(labels), dtype=bool)  # (N,)
-    others[[q, k]] = False
+    others[[q] if rectangle else [q, k]] = False
     above = (column[:, :, others] > weights[..., None]).sum(axis=-1)  # (L, H)
     seeing = np.arange(len(labels)) >= k if causal else np.ones(len(labels), dtype=bool)  # (N,)
     sinks = (column[:, :, seeing] > SINK_SHARE).mean(axis=-1)  # (L, H)
@@ -184,7 +189,7 @@ def find_links(
                 head=head,
                 weight=float(weights[layer, head]),
                 rank=int(ranks[layer, head]),
-                top_key=labels[int(tops[layer, head])],
+                top_key=key_labels[int(tops[layer, head])],
                 top_weight=float(rows[layer, head, tops[layer, head]]),
                 others_above=int(above[layer, head]),
                 sink=float(sinks[layer, head]),
@@ -192,19 +197,19 @@ def find_links(
         )
     return HeadLinks(
         source=labels[q],
-        target=labels[k],
+        target=key_labels[k],
         source_index=q,
         target_index=k,
         weights=weights,
         links=links,
         title=f"{src.model} · "
-        + lexicon.label(src.lang, "in_every_head", source=labels[q], target=labels[k])
+        + lexicon.label(src.lang, "in_every_head", source=labels[q], target=key_labels[k])
         + exclusion_note(unit_map.exclude, src.lang),
         model=src.model,
         units=units,
         excluded=unit_map.exclude,
         top=top,
-        note=sink_note(labels[k], k == 0 and bool(unit_map.keep()[0]), links[:top]),
+        note=sink_note(key_labels[k], k == 0 and bool(unit_map.key_side().keep()[0]), links[:top]),
         lang=src.lang,
     )
 

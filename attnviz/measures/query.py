@@ -27,11 +27,13 @@ class OneMatrix(Protocol):
     """What a row is read from: one attention matrix and its labels (an `AttentionView`)."""
 
     @property
-    def matrix(self) -> np.ndarray: ...  # (N, N) float
+    def matrix(self) -> np.ndarray: ...  # (N, M) float: M keys (M == N unless a rectangle)
     @property
     def labels(self) -> list[str]: ...  # (N,) as drawn (sentence B's first marked `B:`)
     @property
     def tokens(self) -> list[str]: ...  # (N,) without the mark
+    @property
+    def columns(self) -> list[str]: ...  # (M,) the keys' labels (`labels` unless a rectangle)
     @property
     def title(self) -> str: ...
     @property
@@ -153,7 +155,7 @@ def query_row(view: OneMatrix, query: str | int) -> QueryRow:
     return QueryRow(
         query=view.labels[i],
         index=i,
-        keys=[view.labels[j] for j in order],
+        keys=[view.columns[j] for j in order],
         indices=[int(j) for j in order],
         weights=row[order],
         title=f"{view.title} · {lexicon.label(view.lang, 'query_named', label=view.labels[i])}",

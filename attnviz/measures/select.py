@@ -142,18 +142,43 @@ def select(attentions: np.ndarray, layer: int, head: int | None) -> np.ndarray:
     return per_layer[resolve_index(head, H, "head")]  # (T, T)
 
 
-def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+def merge_words(
+    matrix: np.ndarray,
+    groups: Sequence[Sequence[int]],
+    key_groups: Sequence[Sequence[int]] | None = None,
+) -> np.ndarray:
     """Attention between words instead of pieces.
 
     Attention TO a word is the sum over its pieces (the query's weight spread over
     the word); attention FROM a word is the mean over its pieces. Rows that summed
-    to 1 still do. `matrix` is (..., T, T); the result is (..., W, W).
+    to 1 still do. `matrix` is (..., T, T); the result is (..., W, W). A rectangle
+    (..., Tq, Tk), queries and keys from different inputs, takes the keys' words in
+    `key_groups` (None: the keys are the queries) and gives (..., Wq, Wk).
 
     Linear in the size of `matrix`: two segmented sums (`np.add.reduceat`) over the
     pieces in word order, instead of products with a (T, W) membership matrix, which
     cost T·T·W (126 s at 12k pieces).
     """
-    T = matrix.shape[-1]
+    sizes, order, starts = _word_runs(groups, matrix.shape[-2])  # queries: (Wq,), (Tq,), (Wq,)
+    if key_groups is None:
+        key_sizes, key_order, key_starts = sizes, order, starts
+    else:
+        key_sizes, key_order, key_starts = _word_runs(key_groups, matrix.shape[-1])
+    in_order = np.array_equal(order, np.arange(len(order)))  # runs of pieces: no reordering
+    keys_in_order = np.array_equal(key_order, np.arange(len(key_order)))
+    rows = matrix if in_order else matrix[..., order, :]
+    # Rows first: summing whole rows is contiguous, and halves what the key sum reads.
+    from_words = _run_sums(rows, starts, sizes, axis=-2)  # (..., Wq, Tk): sum over a query word
+    keys = from_words if keys_in_order else from_words[..., key_order]
+    summed = _run_sums(keys, key_starts, key_sizes, axis=-1)  # (..., Wq, Wk): over a key word
+    return summed / sizes.astype(summed.dtype)[:, None]  # the sum over query pieces -> mean
+
+
+def _word_runs(
+    groups: Sequence[Sequence[int]], T: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each word's size (W,), the pieces in word order (T,) and each word's first position
+    in that order (W,); ValueError unless every one of the T pieces is in exactly one word."""
     sizes = np.array([len(pieces) for pieces in groups], dtype=np.int64)  # (W,)
     if len(groups) == 0 or sizes.min() < 1:
         raise ValueError("every word must have at least one piece")
@@ -163,25 +188,29 @@ def merge_words(matrix: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarr
     if not np.array_equal(np.bincount(order, minlength=T), np.ones(T, dtype=np.int64)):
         raise ValueError("every piece must belong to exactly one word")
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # (W,): each word's first position
-    in_order = np.array_equal(order, np.arange(T))  # words are runs of pieces: no reordering
-    rows = matrix if in_order else matrix[..., order, :]
-    # Rows first: summing whole rows is contiguous, and halves what the key sum reads.
-    from_words = _run_sums(rows, starts, sizes, axis=-2)  # (..., W, T): sum over a query word
-    keys = from_words if in_order else from_words[..., order]
-    summed = _run_sums(keys, starts, sizes, axis=-1)  # (..., W, W): sum over a key word's pieces
-    return summed / sizes.astype(summed.dtype)[:, None]  # the sum over query pieces -> mean
+    return sizes, order, starts
 
 
-def merge_masked(hidden: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+def merge_masked(
+    hidden: np.ndarray,
+    groups: Sequence[Sequence[int]],
+    key_groups: Sequence[Sequence[int]] | None = None,
+) -> np.ndarray:
     """(..., T, T) bool over pieces -> (..., W, W) over words: a word pair is masked when
-    every pair of its pieces is (then its merged weight is exactly 0 too)."""
-    order = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])  # (T,)
-    if np.array_equal(order, np.arange(hidden.shape[-1])):  # words are runs of pieces
-        starts = np.cumsum([0] + [len(g) for g in groups[:-1]])  # (W,)
-        rows = np.logical_and.reduceat(hidden, starts, axis=-2)  # (..., W, T)
-        return np.logical_and.reduceat(rows, starts, axis=-1)  # (..., W, W)
-    visible = (~hidden).astype(np.float32)  # (..., T, T): pieces out of order
-    return merge_words(visible, groups) == 0
+    every pair of its pieces is (then its merged weight is exactly 0 too). A rectangle
+    takes the keys' words in `key_groups`, as `merge_words` does."""
+    keyed = groups if key_groups is None else key_groups
+    order = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])  # (Tq,)
+    key_order = np.concatenate([np.asarray(g, dtype=np.int64) for g in keyed])  # (Tk,)
+    if np.array_equal(order, np.arange(hidden.shape[-2])) and np.array_equal(
+        key_order, np.arange(hidden.shape[-1])
+    ):  # words are runs of pieces
+        starts = np.cumsum([0] + [len(g) for g in groups[:-1]])  # (Wq,)
+        key_starts = np.cumsum([0] + [len(g) for g in keyed[:-1]])  # (Wk,)
+        rows = np.logical_and.reduceat(hidden, starts, axis=-2)  # (..., Wq, Tk)
+        return np.logical_and.reduceat(rows, key_starts, axis=-1)  # (..., Wq, Wk)
+    visible = (~hidden).astype(np.float32)  # (..., Tq, Tk): pieces out of order
+    return merge_words(visible, groups, key_groups) == 0
 
 
 def _run_sums(a: np.ndarray, starts: np.ndarray, sizes: np.ndarray, axis: int) -> np.ndarray:
@@ -212,20 +241,29 @@ def pair_marked(labels: Sequence[str], start: int | None) -> list[str]:
 @dataclass(frozen=True)
 class UnitMap:
     """How a matrix over pieces becomes one over the chosen units (words or tokens), with
-    the excluded tokens dropped; and the labels of those units."""
+    the excluded tokens dropped; and the labels of those units.
+
+    A rectangle, queries from one input and keys from another (an encoder-decoder's
+    cross-attention, or arrays given so), names the keys' pieces in `keys`: the rows go
+    by `pieces`, the columns by `keys`. None: the keys are the queries (a square)."""
 
     pieces: Pieces
     words: bool  # merge pieces into words ("words"); False keeps the pieces ("tokens")
     exclude: tuple[str, ...] = ()  # dropped as keys and queries; rows renormalised
+    keys: Pieces | None = None  # the keys' pieces when they are not the queries'
 
     @classmethod
     def checked(
-        cls, pieces: Pieces, units: str, exclude: str | Sequence[str] | None = None
+        cls,
+        pieces: Pieces,
+        units: str,
+        exclude: str | Sequence[str] | None = None,
+        keys: Pieces | None = None,
     ) -> UnitMap:
         """The map to `units` ("words" or "tokens") without `exclude`, both checked; BadInput
-        when the exclusion leaves nothing of the text."""
-        unit_map = cls(pieces, check_units(units) == "words", check_exclude(exclude))
-        if unit_map.exclude and not unit_map.keep().any():
+        when the exclusion leaves nothing of the text (of the queries or of the keys)."""
+        unit_map = cls(pieces, check_units(units) == "words", check_exclude(exclude), keys)
+        if unit_map.exclude and not (unit_map.keep().any() and unit_map.key_side().keep().any()):
             raise BadInput(
                 f"{{exclude}} {','.join(unit_map.exclude)} leaves nothing of this text: "
                 "exclude less",
@@ -233,39 +271,60 @@ class UnitMap:
             )
         return unit_map
 
+    def key_side(self) -> UnitMap:
+        """The map of the keys, as a square's (itself when the keys are the queries)."""
+        if self.keys is None:
+            return self
+        return UnitMap(self.keys, self.words, self.exclude)
+
     def keep(self) -> np.ndarray:
-        """(N,) bool over these units: False for what `exclude` drops (a word, when all
-        its pieces are dropped)."""
+        """(N,) bool over these units (the queries): False for what `exclude` drops (a
+        word, when all its pieces are dropped)."""
         dropped = excluded_pieces(self.pieces, self.exclude, words=self.words)  # (T,)
         if self.words:
             dropped = np.array([dropped[w.pieces].all() for w in self.pieces.words()], dtype=bool)
         return ~dropped
 
+    def _groups(self) -> tuple[list[list[int]], list[list[int]] | None]:
+        """The queries' words and (for a rectangle) the keys' words, as piece indices."""
+        queries = [w.pieces for w in self.pieces.words()]
+        return queries, None if self.keys is None else [w.pieces for w in self.keys.words()]
+
+    def _kept_cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and the columns that exclusion keeps: (n,) and (m,) indices."""
+        return np.flatnonzero(self.keep()), np.flatnonzero(self.key_side().keep())
+
     def matrix(self, matrix: np.ndarray) -> np.ndarray:
-        """(..., T, T) over pieces -> (..., N, N) in these units, exclusions dropped."""
+        """(..., Tq, Tk) over pieces -> (..., N, M) in these units, exclusions dropped."""
         if self.words:
-            matrix = merge_words(matrix, [w.pieces for w in self.pieces.words()])
+            matrix = merge_words(matrix, *self._groups())
         if not self.exclude:
             return matrix
-        kept = np.flatnonzero(self.keep())
-        return renormalise(matrix[..., kept[:, None], kept])  # (..., n, n)
+        rows, cols = self._kept_cells()
+        return renormalise(matrix[..., rows[:, None], cols])  # (..., n, m)
 
     def masked(self, hidden: np.ndarray) -> np.ndarray:
-        """(..., T, T) bool over pieces (True: hidden from the query) -> (..., N, N) in these
-        units: a word cell is masked when every pair of its pieces is; exclusions dropped."""
+        """(..., Tq, Tk) bool over pieces (True: hidden from the query) -> (..., N, M) in
+        these units: a word cell is masked when every pair of its pieces is; exclusions
+        dropped."""
         if self.words:
-            hidden = merge_masked(hidden, [w.pieces for w in self.pieces.words()])
+            hidden = merge_masked(hidden, *self._groups())
         if not self.exclude:
             return hidden
-        kept = np.flatnonzero(self.keep())
-        return hidden[..., kept[:, None], kept]  # (..., n, n)
+        rows, cols = self._kept_cells()
+        return hidden[..., rows[:, None], cols]  # (..., n, m)
 
     def labels(self) -> list[str]:
+        """The queries' labels (the rows), in these units."""
         words = self.pieces.words()
         return self._kept([w.label for w in words] if self.words else list(self.pieces.labels))
 
+    def key_labels(self) -> list[str]:
+        """The keys' labels (the columns), in these units."""
+        return self.key_side().labels()
+
     def pair_start(self) -> int | None:
-        """Where sentence B starts, in these units; None without a pair."""
+        """Where sentence B starts among the queries, in these units; None without a pair."""
         pieces = self.pieces
         firsts = [w.pieces[0] for w in pieces.words()] if self.words else range(len(pieces))
         seqs = self._kept([pieces.sequence_ids[i] for i in firsts])

@@ -71,10 +71,12 @@ class AttentionView(Drawn):
 
     `labels` name the rows and columns (sentence B's first marked `B:`); `tokens` are
     the same without the mark. `layer` and `head` are resolved, 0-based; `head` is None
-    for the mean over the layer's heads.
+    for the mean over the layer's heads. A rectangle (queries and keys from different
+    inputs, e.g. cross-attention) names its columns in `key_labels` and `key_tokens`;
+    None when the keys are the queries (then `columns` and `column_tokens` are the rows').
     """
 
-    matrix: np.ndarray  # (N, N) float
+    matrix: np.ndarray  # (N, M) float: N queries, M keys (M == N unless a rectangle)
     labels: list[str]
     tokens: list[str]
     title: str
@@ -86,14 +88,25 @@ class AttentionView(Drawn):
     excluded: tuple[str, ...] = ()  # dropped tokens: "special", "punct"; rows renormalised
     measure: str = "weight"  # or a contribution measure (attnviz.measures.contributions)
     lang: str = "en"  # the language of its title and labels: "en" or "pt"
-    # (N, N) bool: True where the model could not see the key (causal mask, sliding window);
+    # (N, M) bool: True where the model could not see the key (causal mask, sliding window);
     # None when nothing is masked. The weight there is exactly 0.
     masked: np.ndarray | None = field(default=None, repr=False)
+    key_labels: list[str] | None = None  # (M,) the columns, when the keys are not the queries
+    key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns' labels: `key_labels`, or `labels` when the keys are the queries."""
+        return self.labels if self.key_labels is None else self.key_labels
+
+    @property
+    def column_tokens(self) -> list[str]:
+        """The columns' tokens: `key_tokens`, or `tokens` when the keys are the queries."""
+        return self.tokens if self.key_tokens is None else self.key_tokens
 
     def weight(self, query: int, key: int) -> float:
-        """The weight from row `query` to column `key` (indices as in `labels`)."""
-        n = len(self.labels)
-        for value in (query, key):
+        """The weight from row `query` to column `key` (indices as in `labels`, `columns`)."""
+        for value, n in ((query, len(self.labels)), (key, len(self.columns))):
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | np.integer)
@@ -116,12 +129,13 @@ class AttentionView(Drawn):
         return query_row(self, query)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record `attnviz show --json` prints."""
+        """The record `attnviz show --json` prints (`key_tokens` only for a rectangle)."""
         return {
             "model": self.model,
             "layer": self.layer,
             "head": self.head,
             "tokens": self.tokens,
+            **_keys_record(self.key_tokens),
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
             "measure": self.measure,
@@ -134,8 +148,9 @@ class AttentionView(Drawn):
         from attnviz.render.html import fragment
 
         return fragment(
-            self.matrix[None, None],  # (1, 1, N, N): one layer, one head
+            self.matrix[None, None],  # (1, 1, N, M): one layer, one head
             self.tokens,
+            key_tokens=self.key_tokens,
             words=None,
             word_labels=None,
             pair_start=self.pair_start,
@@ -161,7 +176,12 @@ class AttentionView(Drawn):
         from attnviz.render.terminal import Heatmap
 
         return Heatmap(
-            self.matrix, self.labels, title=self.title, lang=self.lang, masked=self.masked
+            self.matrix,
+            self.labels,
+            self.key_labels,
+            title=self.title,
+            lang=self.lang,
+            masked=self.masked,
         )
 
     def figure(
@@ -172,6 +192,7 @@ class AttentionView(Drawn):
         return heatmap_figure(
             self.matrix,
             self.labels,
+            self.key_labels,
             title=self.title,
             cmap=cmap,
             theme=theme,
@@ -223,10 +244,11 @@ class HeadsView(Drawn):
     """Several heads side by side on one colour scale: a layer's heads, or the whole model.
 
     `matrices` (n, N, N) go with `panel_titles`; `layer` is None when the panels span
-    every layer (the model view), and `columns` is then the panels per row.
+    every layer (the model view), and `columns` is then the panels per row. A rectangle
+    (n, N, M) names its keys in `key_labels` and `key_tokens` (None: the keys are the queries).
     """
 
-    matrices: np.ndarray  # (n, N, N) float
+    matrices: np.ndarray  # (n, N, M) float
     labels: list[str]
     tokens: list[str]
     panel_titles: list[str]
@@ -242,6 +264,8 @@ class HeadsView(Drawn):
     lang: str = "en"  # the language of its titles and labels: "en" or "pt"
     # (n, N, N) bool, one per panel: True where the model could not see the key; None: none.
     masked: np.ndarray | None = field(default=None, repr=False)
+    key_labels: list[str] | None = None  # (M,) the columns, when the keys are not the queries
+    key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -250,6 +274,7 @@ class HeadsView(Drawn):
             "heads": self.heads,
             "panels": self.panel_titles,
             "tokens": self.tokens,
+            **_keys_record(self.key_tokens),
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
             "measure": self.measure,
@@ -278,6 +303,7 @@ class HeadsView(Drawn):
         return fragment(
             grid,
             self.tokens,
+            key_tokens=self.key_tokens,
             words=None,
             word_labels=None,
             pair_start=self.pair_start,
@@ -301,6 +327,7 @@ class HeadsView(Drawn):
         return HeadGrid(
             self.matrices,
             self.labels,
+            key_labels=self.key_labels,
             panel_titles=self.panel_titles,
             title=self.title,
             columns=self.columns,
@@ -316,6 +343,7 @@ class HeadsView(Drawn):
             self.matrices,
             self.labels,
             path,
+            key_labels=self.key_labels,
             panel_titles=self.panel_titles,
             title=self.title,
             cmap=style.cmap,
@@ -336,6 +364,7 @@ class HeadsView(Drawn):
         return grid_figure(
             self.matrices,
             self.labels,
+            key_labels=self.key_labels,
             panel_titles=self.panel_titles,
             title=self.title,
             cmap=cmap,
@@ -345,6 +374,11 @@ class HeadsView(Drawn):
             lang=self.lang,
             masked=self.masked,
         )
+
+
+def _keys_record(key_tokens: list[str] | None) -> dict[str, Any]:
+    """What a record adds for a rectangle: its keys' tokens (nothing for a square)."""
+    return {} if key_tokens is None else {"key_tokens": key_tokens}
 
 
 def masked_list(masked: np.ndarray | None) -> list[Any] | None:
@@ -360,7 +394,7 @@ class Source:
     """What the views are built from: the attention array, the input and the model's title."""
 
     attentions: np.ndarray = field(repr=False)  # (L, H, T, T); H = 1 for a per-layer measure
-    pieces: Pieces
+    pieces: Pieces  # the queries' (the rows'), and the keys' too unless `keys` is given
     model: str
     measure: str = "weight"  # what `attentions` holds (see attnviz.measures.contributions)
     per_layer: bool = False  # a measure over the whole layer: no head axis
@@ -372,6 +406,22 @@ class Source:
     # sliding window (() or None: none). What the views mark as masked comes from these.
     causal: bool = False
     windows: tuple[int | None, ...] = ()
+    # A rectangle (L, H, Tq, Tk): the keys' pieces, from another input than the queries'
+    # (cross-attention, or arrays given so). None: the keys are the queries.
+    keys: Pieces | None = None
+
+    def units(self, units: str, exclude: str | Sequence[str] | None) -> UnitMap:
+        """The map of this source's pieces (queries and keys) to `units` without `exclude`."""
+        return UnitMap.checked(self.pieces, units, exclude, self.keys)
+
+    def square(self, what: str) -> None:
+        """Refuse `what` (a chain through the layers) on a rectangle."""
+        if self.keys is not None:
+            raise BadInput(
+                f"{what} chains each layer's attention into the next, which needs the keys "
+                "to be the queries; this attention's queries and keys are different inputs "
+                "(a rectangle): look at one layer (show, heads) or the model view"
+            )
 
     def window(self, layer: int) -> int | None:
         """The model's `layer`'s sliding window in pieces; None without one."""
@@ -380,6 +430,8 @@ class Source:
     def hidden(self, layer: int) -> np.ndarray | None:
         """(T, T) bool over pieces: the keys the model's `layer` hides from each query;
         None when it hides none."""
+        if self.keys is not None:  # a rectangle: no causal order between two inputs
+            return None
         return hidden_keys(self.attentions.shape[-1], self.causal, self.window(layer))
 
     def chain_hidden(self, upto: int) -> np.ndarray | None:
@@ -440,7 +492,7 @@ def layer_view(
     if src.per_layer and head is not None:
         raise src.no_heads("{head} does not apply")
     head = None if head is None else resolve_index(head, H, "head")
-    unit_map = UnitMap.checked(src.pieces, units, exclude)
+    unit_map = src.units(units, exclude)
     matrix = unit_map.matrix(select(src.attentions, src.slot(layer), head))  # (N, N)
     lang = src.lang
     which = label(lang, "head_n", head=head) if head is not None else ""
@@ -505,7 +557,7 @@ def heads_view(
     layer = resolve_index(layer, L, "layer")
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
-    unit_map = UnitMap.checked(src.pieces, units, exclude)
+    unit_map = src.units(units, exclude)
     lang = src.lang
     which = _which_heads(lang, H, chosen, shown)
     return HeadsView(
@@ -544,7 +596,7 @@ def model_view(
         raise src.no_heads("{heads} does not apply")
     chosen = resolve_heads(heads, H)
     shown = list(range(H)) if chosen is None else chosen
-    unit_map = UnitMap.checked(src.pieces, units, exclude)
+    unit_map = src.units(units, exclude)
     # (L, h, T, T): a view of the array when every head is shown (a list index would copy)
     per_layer = src.attentions if chosen is None else src.attentions[:, shown]
     lang = src.lang
@@ -596,10 +648,11 @@ def rollout_view(
             f"progress must be a function of the steps done, or None; got {type(progress).__name__}"
         )
     src.whole("rollout")
+    src.square("rollout" if method == "rollout" else "attention flow")
     L, _ = src.shape
     upto = resolve_index(-1 if upto is None else upto, L, "layer", "upto")
     top = check_range(top, "top", TOP)
-    unit_map = UnitMap.checked(src.pieces, units, exclude)
+    unit_map = src.units(units, exclude)
     if method == "flow":
         from attnviz.measures.flow import attention_flow
 
@@ -635,9 +688,15 @@ def rollout_view(
 
 def _labelled(unit_map: UnitMap) -> dict[str, Any]:
     plain, start = unit_map.labels(), unit_map.pair_start()
-    return {
+    labelled = {
         "labels": pair_marked(plain, start),
         "tokens": plain,
         "pair_start": start,
         "excluded": unit_map.exclude,
     }
+    if unit_map.keys is not None:  # a rectangle: the columns are the keys' own
+        keys = unit_map.key_side()
+        key_plain = keys.labels()
+        labelled["key_labels"] = pair_marked(key_plain, keys.pair_start())
+        labelled["key_tokens"] = key_plain
+    return labelled

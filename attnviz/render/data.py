@@ -7,6 +7,11 @@ values in, a file out: `Analysis.save` and `Analysis.to_dict` gather the values.
 Masked cells keep their weight, exactly 0.0; `causal` and `windows` (one per entry of
 `attentions`, the layer's sliding window in pieces, null in JSON and 0 in .npz for none)
 say which: query q cannot see key k when `causal` and (k > q, or q - k >= the window).
+
+A rectangle (L, H, Tq, Tk), keys from another input than the queries (cross-attention, or
+arrays given so), keeps the fields above for the queries (the rows) and adds the keys'
+(the columns) only then: `key_tokens`, `key_ids`, `key_text`, `key_words` and
+`key_word_of_piece` (with `key_word_pieces` in JSON).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from attnviz.output import atomic_write
 if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces
 
-__all__ = ["About", "data_record", "layer_windows", "write_data"]
+__all__ = ["About", "data_record", "key_record", "layer_windows", "write_data"]
 
 
 class About(TypedDict):
@@ -50,8 +55,27 @@ def layer_windows(about: About, layers: list[int]) -> list[int | None]:
     return [windows[layer] if layer < len(windows) else None for layer in layers]
 
 
+def key_record(keys: Pieces | None) -> dict[str, Any]:
+    """The keys' fields of a rectangle's record (nothing for a square), as plain lists."""
+    if keys is None:
+        return {}
+    words = keys.words()
+    return {
+        "key_text": keys.text,
+        "key_words": [w.label for w in words],
+        "key_word_pieces": [list(w.pieces) for w in words],
+        "key_word_of_piece": word_of_piece(keys).tolist(),
+        "key_tokens": list(keys.tokens),
+        "key_ids": list(keys.ids),
+    }
+
+
 def data_record(
-    pieces: Pieces, attentions: np.ndarray, layers: list[int], about: About
+    pieces: Pieces,
+    attentions: np.ndarray,
+    layers: list[int],
+    about: About,
+    keys: Pieces | None = None,
 ) -> dict[str, Any]:
     """The record `.json` holds: every kept layer's attention (L, H, T, T) over the pieces.
 
@@ -73,6 +97,7 @@ def data_record(
         "tokens": list(pieces.tokens),
         "input_ids": list(pieces.ids),
         "token_type_ids": list(pieces.type_ids),
+        **key_record(keys),
         "layers": layers,  # the model's layer of each entry of attentions
         "windows": layer_windows(about, layers),  # each entry's sliding window, or null
         "attentions": attentions.astype(np.float32).tolist(),
@@ -86,13 +111,14 @@ def write_data(
     layers: list[int],
     about: About,
     extra: dict[str, np.ndarray] | None = None,
+    keys: Pieces | None = None,
 ) -> None:
     """The attentions (L, H, T, T) over the model's own pieces, as .npz (no pickle) or
     .json, all of the file or nothing; `extra` arrays (a measure) are written under their
-    names beside them."""
+    names beside them. `keys`: a rectangle's keys (L, H, Tq, Tk), written beside."""
     extra = extra or {}
     if out.suffix.lower() != ".npz":
-        record = data_record(pieces, attentions, layers, about)
+        record = data_record(pieces, attentions, layers, about, keys)
         record.update({name: values.tolist() for name, values in extra.items()})
         with atomic_write(out, "w") as handle:
             json.dump(record, handle, ensure_ascii=False)
@@ -113,7 +139,21 @@ def write_data(
         pair=np.array(pieces.pair or "", dtype=np.str_),  # "" without a pair
         words=np.array([w.label for w in pieces.words()], dtype=np.str_),
         word_of_piece=word_of_piece(pieces),  # (T,) int64: each piece's word
+        **_key_arrays(keys),
         **extra,  # a measure: (L, H, T, T) or (L, T, T)
     )
     with atomic_write(out, "wb") as handle:
         np.savez(handle, **arrays)
+
+
+def _key_arrays(keys: Pieces | None) -> dict[str, np.ndarray]:
+    """A rectangle's keys as .npz arrays (nothing for a square)."""
+    if keys is None:
+        return {}
+    return {
+        "key_tokens": np.array(keys.tokens, dtype=np.str_),  # (Tk,)
+        "key_ids": np.array(keys.ids, dtype=np.int64),  # (Tk,)
+        "key_text": np.array(keys.text, dtype=np.str_),
+        "key_words": np.array([w.label for w in keys.words()], dtype=np.str_),
+        "key_word_of_piece": word_of_piece(keys),  # (Tk,) int64: each key piece's word
+    }

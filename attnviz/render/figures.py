@@ -361,14 +361,14 @@ def _show(ax: Axes, values: np.ndarray, colormap: Colormap, norm: Normalize) -> 
 
 
 def _strip(colours: np.ndarray, subcells: int, gap_cells: float) -> np.ndarray:
-    """Panels of RGBA colours (k, T, T, 4) side by side as one image (T, width, 4), each
+    """Panels of RGBA colours (k, Tq, Tk, 4) side by side as one image (Tq, width, 4), each
     cell `subcells` pixels wide, with transparent gaps of `gap_cells` cells between."""
-    k, n = colours.shape[:2]
+    k, n, m = colours.shape[:3]
     gap = round(gap_cells * subcells)
-    wide = np.repeat(colours, subcells, axis=2)  # (k, T, T*sub, 4)
-    padded = np.zeros((k, n, n * subcells + gap, 4), dtype=colours.dtype)
-    padded[:, :, : n * subcells] = wide
-    return padded.transpose(1, 0, 2, 3).reshape(n, -1, 4)[:, : k * (n * subcells + gap) - gap]
+    wide = np.repeat(colours, subcells, axis=2)  # (k, Tq, Tk*sub, 4)
+    padded = np.zeros((k, n, m * subcells + gap, 4), dtype=colours.dtype)
+    padded[:, :, : m * subcells] = wide
+    return padded.transpose(1, 0, 2, 3).reshape(n, -1, 4)[:, : k * (m * subcells + gap) - gap]
 
 
 def grid_figure(
@@ -383,8 +383,12 @@ def grid_figure(
     columns: int | None = None,
     lang: str = "en",
     masked: np.ndarray | None = None,
+    key_labels: Sequence[str] | None = None,
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
+
+    A rectangle, [H, Tq, Tk] (queries and keys from different inputs), names its columns
+    in `key_labels`; its panels stay square.
 
     `masked` (H, T, T) bool marks the cells the model could not see (the theme's grey).
 
@@ -413,6 +417,7 @@ def grid_figure(
         columns=columns,
         lang=lang,
         masked=masked,
+        key_labels=key_labels,
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
@@ -420,7 +425,7 @@ def grid_figure(
     from matplotlib.patches import Rectangle
 
     values, tokens, titles, top, g = plan.values, plan.tokens, plan.titles, plan.top, plan.g
-    heads, n_q, _ = values.shape
+    heads, n_q, n_k = values.shape
     n_rows, n_cols, fig_w, fig_h = plan.n_rows, plan.n_cols, plan.fig_w, plan.fig_h
     write_values = plan.write_values
     colours = THEME_COLOURS[theme]
@@ -433,9 +438,11 @@ def grid_figure(
         colormap = matplotlib.colormaps[cmap]
         norm = Normalize(vmin=0.0, vmax=top)
         rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the colours, then enlarged
-        n, pitch = n_q, n_q + g.gap_cells  # panel c of a row starts at x = c * pitch
-        positions = list(range(0, n, g.step))
+        n, pitch = n_k, n_k + g.gap_cells  # panel c of a row starts at x = c * pitch
+        positions = list(range(0, n_q, g.step))  # the queries labelled
         shown = [tokens[i] for i in positions]
+        key_positions = list(range(0, n_k, g.keys_step))  # the keys labelled
+        key_shown = [plan.columns[i] for i in key_positions]
         title_offset = transforms.ScaledTranslation(
             0, matplotlib.rcParams["axes.titlepad"] / 72, fig.dpi_scale_trans
         )
@@ -449,7 +456,7 @@ def grid_figure(
             ax.set_facecolor(colours["face"])
             ax.imshow(
                 _strip(rgba[first : first + k], g.subcells, g.gap_cells),
-                extent=(-0.5, k * pitch - g.gap_cells - 0.5, n - 0.5, -0.5),
+                extent=(-0.5, k * pitch - g.gap_cells - 0.5, n_q - 0.5, -0.5),
                 aspect="auto",
                 interpolation="nearest",
             )
@@ -458,8 +465,8 @@ def grid_figure(
             # Keys under a panel with no panel below it; queries left of the row.
             under = [c for c, head in enumerate(members) if head + n_cols >= heads]
             ax.set_xticks(
-                [c * pitch + i for c in under for i in positions],
-                labels=shown * len(under),
+                [c * pitch + i for c in under for i in key_positions],
+                labels=key_shown * len(under),
                 rotation=KEY_ROTATION,
                 ha="right",
                 rotation_mode="anchor",
@@ -478,7 +485,7 @@ def grid_figure(
                     Rectangle(
                         (x0 - 0.5, -0.5),
                         n,
-                        n,
+                        n_q,
                         fill=False,
                         edgecolor=fg,
                         linewidth=matplotlib.rcParams["axes.linewidth"],
@@ -512,7 +519,7 @@ def grid_figure(
         middle_x = (g.left + (fig_w - g.left - g.right) / 2) / fig_w
         middle_y = (g.bottom + grid_h / 2) / fig_h
         fig.supxlabel(
-            axis_name("key", g.step, lang), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h
+            axis_name("key", g.keys_step, lang), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h
         )
         fig.supylabel(
             axis_name("query", g.step, lang), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y

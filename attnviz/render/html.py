@@ -95,9 +95,13 @@ def _spec(
     head_names: Sequence[str] | None = None,
     lang: str = "en",
     masked: np.ndarray | None = None,
+    key_tokens: Sequence[str] | None = None,
+    key_words: Sequence[Sequence[int]] | None = None,
+    key_word_labels: Sequence[str] | None = None,
 ) -> dict[str, object]:
-    L, H, T, T2 = attentions.shape
-    if T != T2 or len(tokens) != T:
+    L, H, T, K = attentions.shape
+    keys = tokens if key_tokens is None else key_tokens
+    if len(tokens) != T or len(keys) != K or (key_tokens is None and T != K):
         raise ValueError(f"attentions {attentions.shape} do not fit {len(tokens)} tokens")
     if view not in VIEWS:
         raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
@@ -107,8 +111,13 @@ def _spec(
         "heads": H,
         "T": T,
         **_encode(attentions),
-        "masked": _encode_mask(masked, (L, T, T)),
+        "masked": _encode_mask(masked, (L, T, K)),
         "tokens": list(tokens),
+        # A rectangle's keys (the columns; T x K weights): None when the keys are the queries.
+        "K": K,
+        "keyTokens": list(key_tokens) if key_tokens is not None else None,
+        "keyWords": [list(map(int, g)) for g in key_words] if key_words is not None else None,
+        "keyWordLabels": list(key_word_labels) if key_word_labels is not None else None,
         "words": [list(map(int, g)) for g in words] if words is not None else None,
         "wordLabels": list(word_labels) if word_labels is not None else None,
         "pairStart": pair_start,
@@ -168,6 +177,9 @@ def page(
     theme: str = "auto",
     lang: str = "en",
     masked: np.ndarray | None = None,
+    key_tokens: Sequence[str] | None = None,
+    key_words: Sequence[Sequence[int]] | None = None,
+    key_word_labels: Sequence[str] | None = None,
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
@@ -177,7 +189,9 @@ def page(
     of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark";
     `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`);
     `masked` (layers, T, T) bool marks the keys each layer's queries could not see (None:
-    none), drawn greyed and left unlisted.
+    none), drawn greyed and left unlisted. A rectangle, [layers, heads, T, K] (queries and
+    keys from two inputs), names its keys in `key_tokens` (and their words in `key_words`,
+    `key_word_labels`): the head view's right column and the matrix's columns.
     """
     body = fragment(
         attentions,
@@ -195,6 +209,9 @@ def page(
         theme=theme,
         lang=lang,
         masked=masked,
+        key_tokens=key_tokens,
+        key_words=key_words,
+        key_word_labels=key_word_labels,
     )
     return _document(title, theme, body, lang)
 

@@ -143,9 +143,9 @@ def _grid_shape(count: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class GridGeometry:
     """Where everything of a grid goes, in inches: panels of `side`, `wgap` and `hgap`
-    apart, the margins around them, every `step`-th token labelled. The gap between two
-    panels of a row is `gap_cells` cells wide, a whole number of `1 / subcells` cells,
-    so that a row of panels can be one image."""
+    apart, the margins around them, every `step`-th query and every `key_step`-th key
+    labelled. The gap between two panels of a row is `gap_cells` (key) cells wide, a whole
+    number of `1 / subcells` cells, so that a row of panels can be one image."""
 
     side: float
     step: int
@@ -158,6 +158,11 @@ class GridGeometry:
     right: float
     above: float  # over the top row of panels: their titles, the figure's title
     title: str
+    key_step: int = 0  # every key_step-th key labelled (0: `step`, the keys are the queries)
+
+    @property
+    def keys_step(self) -> int:
+        return self.key_step or self.step
 
     def size(self, n_rows: int, n_cols: int) -> tuple[float, float]:
         grid_w = n_cols * self.side + (n_cols - 1) * self.wgap
@@ -172,13 +177,21 @@ def _grid_geometry(
     top: float,
     n_rows: int,
     n_cols: int,
+    key_tokens: Sequence[str] | None = None,
 ) -> GridGeometry:
     family = font_family()
     n = len(tokens)
     step = tick_step(n, max(1, int(side / _GRID_TICK_SPACING_IN)))
-    widths, line = sizes_in(
+    query_widths, line = sizes_in(
         [tokens[i] for i in range(0, n, step)], font_properties(GRID_TICK_PT, family)
     )
+    widths, key_step = query_widths, 0
+    if key_tokens is not None:  # a rectangle: the keys have their own labels and count
+        n = len(key_tokens)
+        key_step = tick_step(n, max(1, int(side / _GRID_TICK_SPACING_IN)))
+        widths, line = sizes_in(
+            [key_tokens[i] for i in range(0, n, key_step)], font_properties(GRID_TICK_PT, family)
+        )
     _, name_line = sizes_in([], font_properties(10))  # "key", "query"
     _, panel_title_line = sizes_in([], font_properties(9, family))
     panel_title = panel_title_line * 1.15 + matplotlib.rcParams["axes.titlepad"] / 72
@@ -189,14 +202,14 @@ def _grid_geometry(
     grid_w = n_cols * side + (n_cols - 1) * wgap
     grid_h = n_rows * side + (n_rows - 1) * hgap
     leaning = widths[0] * COS_ROT - side / (2 * n)  # the first key label, leaning left
-    left = PAD_IN + max(name_line + _GAP_IN + max(widths) + tick_in("y"), leaning)
+    left = PAD_IN + max(name_line + _GAP_IN + max(query_widths) + tick_in("y"), leaning)
     bottom = PAD_IN + name_line + _GAP_IN + key_labels_in(widths, line) + tick_in("x")
     right = BAR_GAP_IN + min(grid_h / 15, 0.25) + bar_right_in(top, grid_h) + PAD_IN
     fig_w = left + grid_w + right
     text, title_h = fit_title(title, fig_w - 2 * PAD_IN, font_properties(13, family))
     above = PAD_IN + title_h + _GAP_IN + panel_title
     return GridGeometry(
-        side, step, subcells, gap_cells, wgap, hgap, left, bottom, right, above, text
+        side, step, subcells, gap_cells, wgap, hgap, left, bottom, right, above, text, key_step
     )
 
 
@@ -218,6 +231,12 @@ class GridPlan:
     fig_h: float
     lang: str = "en"  # the language of the axis and colour-bar names: "en" or "pt"
     masked: np.ndarray | None = None  # (H, T, T) bool: cells the model could not see
+    key_tokens: list[str] | None = None  # a rectangle's keys (the columns); None: `tokens`
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns' labels: the keys'."""
+        return self.tokens if self.key_tokens is None else self.key_tokens
 
     def colours(self, colormap: Colormap, norm: Normalize) -> np.ndarray:
         """(H, T, T, 4) uint8: each cell's colour, the theme's neutral grey where masked."""
@@ -260,41 +279,47 @@ def plan_grid(
     columns: int | None,
     lang: str = "en",
     masked: np.ndarray | None = None,
+    key_labels: Sequence[str] | None = None,
 ) -> GridPlan:
+    """A grid of [H, T, T] panels (or [H, Tq, Tk] with `key_labels`, a rectangle: its
+    panels stay square, their cells as wide as the keys let them) laid out."""
     check_colormap(cmap)
     check_theme(theme)
     values = as_matrix(matrices, 3, "head grid")
     mask = as_mask(masked, values.shape)
     heads, n_q, n_k = values.shape
-    if n_q != n_k:
+    if n_q != n_k and key_labels is None:
         raise ValueError(f"head grid: expected square matrices, got {n_q}x{n_k}")
     tokens = [clean_label(label) for label in labels]
     check_labels(tokens, n_q, "grid labels")
+    keys = None if key_labels is None else [clean_label(label) for label in key_labels]
+    if keys is not None:
+        check_labels(keys, n_k, "grid key labels")
     if len(panel_titles) != heads:
         raise ValueError(f"head grid: {len(panel_titles)} panel titles for {heads} heads")
     titles = [clean_label(t) for t in panel_titles]
     top = colour_max(values, None)
 
-    write_values = annotate and n_q <= _GRID_ANNOTATE_MAX_TOKENS
+    write_values = annotate and max(n_q, n_k) <= _GRID_ANNOTATE_MAX_TOKENS
     if columns is not None and columns < 1:
         raise ValueError(f"head grid: columns must be at least 1, got {columns}")
     n_rows, n_cols = _grid_shape(heads) if columns is None else (-(-heads // columns), columns)
     sin_rot = math.sin(math.radians(KEY_ROTATION))
-    widest_in = text_width_in(tokens, GRID_TICK_PT)  # at least the width of those shown
+    widest_in = text_width_in(tokens + (keys or []), GRID_TICK_PT)  # at least those shown
     fit_w = (MAX_FIGURE_IN - widest_in - 1.7) / n_cols - 0.15  # panel sides that keep the
     fit_h = (MAX_FIGURE_IN - widest_in * sin_rot - 1.3) / n_rows - 0.4  # figure in bounds
-    side = min(max(2.2, (0.34 if write_values else 0.15) * n_q), 3.6, fit_w, fit_h)
+    side = min(max(2.2, (0.34 if write_values else 0.15) * max(n_q, n_k)), 3.6, fit_w, fit_h)
     side = max(side, _MIN_PANEL_IN)
 
     with quiet_fonts():
-        g = _grid_geometry(side, tokens, title, top, n_rows, n_cols)
+        g = _grid_geometry(side, tokens, title, top, n_rows, n_cols, keys)
         for _ in range(3):  # the measured labels may need more room than the estimate gave
             fig_w, fig_h = g.size(n_rows, n_cols)
             over = max((fig_w - MAX_FIGURE_IN) / n_cols, (fig_h - MAX_FIGURE_IN) / n_rows)
             if over <= 0 or g.side <= _MIN_PANEL_IN:
                 break
             g = _grid_geometry(
-                max(_MIN_PANEL_IN, g.side - over), tokens, title, top, n_rows, n_cols
+                max(_MIN_PANEL_IN, g.side - over), tokens, title, top, n_rows, n_cols, keys
             )
     fig_w, fig_h = g.size(n_rows, n_cols)
     return GridPlan(
@@ -312,4 +337,5 @@ def plan_grid(
         fig_h,
         lang,
         mask,
+        keys,
     )

@@ -238,7 +238,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
     writer = _Writer(canvas)
     family = tuple(font_family())
     values, g = plan.values, plan.g
-    heads, n, _ = values.shape
+    heads, n, m = values.shape  # n queries (rows), m keys (columns)
     points = dpi / 72  # pixels in a point
 
     # The colours of every cell, blended with the background where a colour is not opaque.
@@ -257,13 +257,15 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
     tick_gap = (rc["xtick.major.size"] + rc["xtick.major.pad"]) * points
     positions = list(range(0, n, g.step))
     shown = {i: plan.tokens[i] for i in positions}
+    key_positions = list(range(0, m, g.keys_step))
+    key_shown = {i: plan.columns[i] for i in key_positions}
     title_pad = rc["axes.titlepad"] / 72
     for head in range(heads):
         left_in, bottom_in = plan.panel(head)
         x0, x1 = canvas.px(left_in), canvas.px(left_in + g.side)
         r0, r1 = canvas.row(bottom_in + g.side), canvas.row(bottom_in)
         # Each cell covers the pixels whose centres fall in it, as nearest-neighbour does.
-        cols = np.diff(np.round(np.linspace(x0, x1, n + 1)).astype(int))
+        cols = np.diff(np.round(np.linspace(x0, x1, m + 1)).astype(int))
         rows = np.diff(np.round(np.linspace(r0, r1, n + 1)).astype(int))
         block = np.repeat(np.repeat(cells[head], rows, axis=0), cols, axis=1)
         c0, q0 = round(x0), round(r0)
@@ -273,7 +275,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
         canvas.band_y(r1, x0 - line_px / 2, x1 + line_px / 2, line_px, fg_bytes)
         canvas.band_x(x0, r0 - line_px / 2, r1 + line_px / 2, line_px, fg_bytes)
         canvas.band_x(x1, r0 - line_px / 2, r1 + line_px / 2, line_px, fg_bytes)
-        cell_w, cell_h = (x1 - x0) / n, (r1 - r0) / n
+        cell_w, cell_h = (x1 - x0) / m, (r1 - r0) / n
         writer.text(
             plan.titles[head],
             left_in + g.side / 2,
@@ -298,11 +300,11 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     va="center_baseline",
                 )
         if head + plan.n_cols >= heads:  # keys under a panel with none below it
-            for i in positions:
+            for i in key_positions:
                 x = x0 + (i + 0.5) * cell_w
                 canvas.band_x(x, r1, r1 + tick_len, tick_w, fg_bytes)
                 writer.text(
-                    shown[i],
+                    key_shown[i],
                     x / dpi,
                     bottom_in - tick_gap / dpi,
                     size=GRID_TICK_PT,
@@ -354,7 +356,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     ha="right", va="bottom")  # fmt: skip
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
-    key, query = axis_name("key", g.step, plan.lang), axis_name("query", g.step, plan.lang)
+    key, query = axis_name("key", g.keys_step, plan.lang), axis_name("query", g.step, plan.lang)
     writer.text(key, middle_x, PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
     writer.text(
         query,

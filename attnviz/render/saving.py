@@ -101,6 +101,7 @@ def save_grid(
     transparent: bool = False,
     lang: str = "en",
     masked: np.ndarray | None = None,
+    key_labels: Sequence[str] | None = None,
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -118,6 +119,7 @@ def save_grid(
         "columns": columns,
         "lang": lang,
         "masked": masked,
+        "key_labels": key_labels,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

@@ -491,7 +491,9 @@ def _panels_per_line(width: int, slot: int) -> int:
 class HeadGrid:
     """Every head of one layer as a grid of small heatmaps (a rich renderable).
 
-    matrices: float [H, T, T], one shared colour scale from 0 to the max over all heads.
+    matrices: float [H, T, T], one shared colour scale from 0 to the max over all heads;
+    [H, Tq, Tk] with `key_labels` for a rectangle (queries and keys from different inputs),
+    which lists the queries (rows) and the keys (columns) apart.
     With colour each panel packs two matrix rows per text line (`▀`, foreground = upper
     row, background = lower row), 1 character per column, or 2 when that does not need
     more lines of panels. Without colour: shade characters, one matrix row per line.
@@ -511,14 +513,20 @@ class HeadGrid:
         columns: int | None = None,
         lang: str = "en",
         masked: np.ndarray | None = None,
+        key_labels: Sequence[str] | None = None,
     ) -> None:
         """`columns`: panels per line when they fit, e.g. the heads of one layer per line;
-        `masked` (H, T, T) bool: the cells drawn masked (keys the model could not see)."""
-        values = np.asarray(matrices, dtype=float)  # (H, T, T)
-        if values.ndim != 3 or 0 in values.shape or values.shape[1] != values.shape[2]:
+        `masked` (H, T, T) bool: the cells drawn masked (keys the model could not see);
+        `key_labels`: the columns' labels, when the keys are not the queries."""
+        values = np.asarray(matrices, dtype=float)  # (H, Tq, Tk)
+        square = key_labels is None
+        if values.ndim != 3 or 0 in values.shape or (square and values.shape[1] != values.shape[2]):
             raise ValueError(f"matrices must be [H, T, T] and non-empty, got {values.shape}")
         if len(labels) != values.shape[1]:
             raise ValueError(f"{len(labels)} labels for {values.shape[1]} tokens")
+        if key_labels is not None and len(key_labels) != values.shape[2]:
+            raise ValueError(f"{len(key_labels)} key labels for {values.shape[2]} keys")
+        self.key_labels = None if key_labels is None else clean_labels(key_labels)
         if len(panel_titles) != values.shape[0]:
             raise ValueError(f"{len(panel_titles)} panel titles for {values.shape[0]} heads")
         self.values = values
@@ -586,9 +594,17 @@ class HeadGrid:
         lines += _legend_lines(self.scale, colour, width)
         lines += _masked_legend(self.masked, colour, width, self.lang)
         lines += _note(lexicon.label(self.lang, "panels_note"), width)
-        lines += _label_list(
-            lexicon.label(self.lang, "tokens_list"), range(n_tokens), self.labels, width
-        )
+        if self.key_labels is None:
+            lines += _label_list(
+                lexicon.label(self.lang, "tokens_list"), range(n_tokens), self.labels, width
+            )
+        else:  # a rectangle: the rows' queries, then the columns' keys
+            queries = range(self.values.shape[1])
+            lines += _label_list(lexicon.label(self.lang, "queries_list"), queries, self.labels,
+                                 width)  # fmt: skip
+            lines += _label_list(
+                lexicon.label(self.lang, "keys_list"), range(n_tokens), self.key_labels, width
+            )
         yield from emit(lines, width)
 
     def _panels(self, colour: bool, cell_w: int) -> list[list[Line]]:
