@@ -291,7 +291,8 @@ class EncdecInput(TokenizedInput):
         from attnviz.pipeline import check_finite
 
         check_finite(attentions, self.source)
-        return Analysis(chosen, attentions)
+        keys = chosen.source_pieces if self.stack == "cross" else None
+        return Analysis(chosen, attentions, key_pieces=keys)
 
     def with_stack(self, stack: str) -> EncdecInput:
         """The same source and target, another stack."""

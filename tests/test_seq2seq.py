@@ -211,7 +211,8 @@ def test_each_stack_equals_transformers_own_attentions(seq2seq, family: str) -> 
     for stack in ("encoder", "decoder", "cross"):
         found[stack] = attnviz.analyse(SOURCE, model=str(folder), target=TARGET, stack=stack)
     cross = found["cross"]
-    source_ids, target_ids = cross.prepared.source_pieces.ids, cross.prepared.target.ids
+    assert cross.key_pieces is not None  # a rectangle: target queries x source keys
+    source_ids, target_ids = cross.key_pieces.ids, cross.pieces.ids
     assert target_ids == labels_shifted(folder, TARGET)
     want = reference(folder, source_ids, target_ids)
     S, T = len(source_ids), len(target_ids)

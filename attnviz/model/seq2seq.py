@@ -37,31 +37,40 @@ class Stacks(NamedTuple):
     cross: np.ndarray  # (L_dec, H, T, S): target queries x source keys
 
 
-def load_seq2seq(folder: Path) -> Any:
-    """transformers' eager encoder-decoder with its LM head, from local files only, float32.
+def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
+    """transformers' eager encoder-decoder with its LM head (for `generate`), from local files
+    only, in eval mode.
 
-    safetensors only (no pickle), never remote code; its config was read and bounded by
-    `seq2seq_config.describe_seq2seq` before this is called."""
-    import torch
+    The weight files are checked as transformers' engine checks them (`hf_engine.
+    check_weights`: regular files, sound safetensors headers, a bound on their size; a torch
+    file read weights-only), remote code is never run, and a checkpoint that lacks weights
+    (which transformers would draw at random) is refused. Its config was read and bounded
+    by `seq2seq_config.describe_seq2seq` before."""
+    import warnings
+
     from transformers import AutoModelForSeq2SeqLM
     from transformers.utils import logging as hf_logging
 
-    if not any(folder.glob("*.safetensors")):
-        raise AttnvizError(
-            f"{folder} has no .safetensors weights; attnviz reads an encoder-decoder's weights "
-            "from safetensors only: save the model with transformers' save_pretrained"
-        )
-    hf_logging.set_verbosity_error()  # its progress bars and notes are not attnviz's output
+    from attnviz.model.hf_engine import check_weights
+    from attnviz.model.weights import compute_dtype
+
+    safetensors = check_weights(folder)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its notes and progress bars are not attnviz's output
     hf_logging.disable_progress_bar()
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            folder,
-            attn_implementation="eager",
-            local_files_only=True,
-            trust_remote_code=False,
-            use_safetensors=True,
-            dtype=torch.float32,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, info = AutoModelForSeq2SeqLM.from_pretrained(
+                folder,
+                local_files_only=True,
+                trust_remote_code=False,
+                use_safetensors=safetensors,
+                weights_only=True,
+                attn_implementation="eager",
+                dtype=compute_dtype(dtype),
+                output_loading_info=True,
+            )
     except PASS_THROUGH:
         raise
     except Exception as exc:
@@ -69,6 +78,17 @@ def load_seq2seq(folder: Path) -> Any:
             f"transformers cannot load the encoder-decoder in {folder} "
             f"({short_reason(exc, 160)}): check that its weights and config.json belong together"
         ) from None
+    finally:
+        hf_logging.set_verbosity(level)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        listed = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        raise AttnvizError(
+            f"the checkpoint in {folder} lacks weights of {type(model).__name__} ({listed}): "
+            "transformers would draw them at random; use the complete checkpoint"
+        )
     return model.eval()
 
 
