@@ -203,6 +203,13 @@ class EncdecInput(TokenizedInput):
         if head is not None:
             resolve_index(head, self.num_heads, "head")
         if upto is not None:
+            if self.stack == "cross":
+                raise BadInput(
+                    "rollout chains a stack's attention through its layers, and the cross "
+                    "stack's target queries never become its source keys: use {stack} encoder "
+                    "or {stack} decoder",
+                    param="stack",
+                )
             resolve_index(upto, self.num_layers, "layer", "upto")
         resolve_heads(heads, self.num_heads)
         if self.attention_bytes() > attention_budget():
@@ -261,11 +268,12 @@ class EncdecInput(TokenizedInput):
 
     # ------------------------------------------------------------ the run
 
-    def analyse(self, **_: Any) -> Analysis:
-        """Run the model (transformers' eager attention; a generated target is written
-        first) and return the `Analysis` of this stack."""
+    def analyse(self, *, dtype: str = "float32", **_: Any) -> Analysis:
+        """Run the model (transformers' eager attention, in `dtype`; a generated target is
+        written first) and return the `Analysis` of this stack."""
         from attnviz import perf
         from attnviz.analysis import Analysis
+        from attnviz.render.data import Sides
 
         self.check()
         perf.import_torch()
@@ -274,7 +282,7 @@ class EncdecInput(TokenizedInput):
         from attnviz.text.tokenize import load_tokenizer
 
         try:
-            model = load_seq2seq(self.source.folder)
+            model = load_seq2seq(self.source.folder, dtype)
             chosen = self
             if self.target is None:
                 ids = generate_greedy(model, self.source_pieces.ids, self.generate or 1)
@@ -292,7 +300,8 @@ class EncdecInput(TokenizedInput):
 
         check_finite(attentions, self.source)
         keys = chosen.source_pieces if self.stack == "cross" else None
-        return Analysis(chosen, attentions, key_pieces=keys)
+        sides = Sides(chosen.source_pieces, chosen.target, self.stack, self.generated)
+        return Analysis(chosen, attentions, dtype=dtype, key_pieces=keys, sides=sides)
 
     def with_stack(self, stack: str) -> EncdecInput:
         """The same source and target, another stack."""

@@ -49,6 +49,7 @@ from attnviz.cli.options import (
     Dtype,
     DtypeOpt,
     ExcludeOpt,
+    GenerateOpt,
     HeadOpt,
     HeadsOpt,
     ImageOutOpt,
@@ -71,6 +72,8 @@ from attnviz.cli.options import (
     PoolOpt,
     QuietOpt,
     SortColumn,
+    StackOpt,
+    TargetOpt,
     TextArg,
     Theme,
     ThemeOpt,
@@ -196,6 +199,9 @@ def show(
     exclude: ExcludeOpt = None,
     measure: MeasureOpt = Measure.weight,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -223,7 +229,9 @@ def show(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target,
+                               generate=generate)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -252,6 +260,9 @@ def heads(
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -276,7 +287,9 @@ def heads(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target,
+                               generate=generate)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -302,6 +315,9 @@ def model_view(
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -328,7 +344,9 @@ def model_view(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target,
+                               generate=generate)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -475,6 +493,9 @@ def rollout(
         typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
     ] = False,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -501,7 +522,9 @@ def rollout(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target,
+                               generate=generate)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -547,6 +570,9 @@ def find(
         bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
     ] = False,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target_text: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -574,7 +600,9 @@ def find(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target_text,
+                               generate=generate)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -913,6 +941,9 @@ def export(
     measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -938,7 +969,9 @@ def export(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               measure=measure, lang=_lang(lang), no_bos=no_bos,
+                               stack=stack, target=target,
+                               generate=generate)  # fmt: skip
         commands.export(
             request,
             out=out,

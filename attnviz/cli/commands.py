@@ -29,6 +29,7 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.encdec import EncdecInput
     from attnviz.measures.long import LongResult
     from attnviz.prepared import Prepared
 
@@ -108,6 +109,12 @@ def _analyse(
     keeps just that layer."""
     if out is not None:
         check_output(out, allowed, style)
+    if request.encdec:  # an encoder-decoder's stack: transformers' engine, never the cache
+        encdec = _encdec(request)
+        encdec.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
+                     view=view, words=words, units=units, mask=request.mask, out=out,
+                     compared=compared)  # fmt: skip
+        return encdec.analyse(dtype=request.dtype)
     prepared, hit = _prepare(request, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
                    view=view, words=words, units=units, mask=request.mask, out=out,
@@ -130,6 +137,23 @@ def _analyse(
     return prepared.analyse(
         mask=request.mask, dtype=request.dtype, cache=request.cache, layers=layers
     )
+
+
+def _encdec(request: Request) -> EncdecInput:
+    """The request's encoder-decoder input (source, target, stack), tokenized; a model that
+    is not an encoder-decoder refuses --stack, --target and --generate in one line."""
+    notices.quiet = request.quiet
+    encdec = api.prepare_encdec(request.text, model=request.model, target=request.target,
+                                generate=request.generate, stack=request.stack,
+                                truncate=request.truncate, cache=request.cache,
+                                max_tokens=request.max_tokens)  # fmt: skip
+    if request.pair is not None:
+        raise BadInput("{pair} is for encoders: an encoder-decoder reads a source and a "
+                       "{target_text}; drop {pair}", param=("pair", "target_text"))  # fmt: skip
+    dropped = encdec.source_pieces.dropped
+    if dropped and not request.quiet:
+        print(f"note: --truncate dropped the last {dropped} pieces of the source", file=sys.stderr)
+    return encdec
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -198,7 +222,8 @@ def show(
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
     by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
-    if query is not None and (by_index or (not request.truncate and _too_long(request))):
+    long = not request.encdec and (by_index or (not request.truncate and _too_long(request)))
+    if query is not None and long:
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -310,7 +335,8 @@ def model_view(
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
     page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    if pool is None and request.measure == "weight" and not (subset or exclude or page):
+    plain = not (subset or exclude or page or request.encdec)
+    if pool is None and request.measure == "weight" and plain:
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
@@ -345,6 +371,10 @@ def _pooled(
     exclude: Sequence[str] | None,
 ) -> LongResult:
     """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    if request.encdec:
+        raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
+                       "encoder-decoder's stacks come whole from transformers: drop {pool}",
+                       param="pool")  # fmt: skip
     if subset is not None or exclude or request.measure != "weight":
         raise BadInput(
             "{pool} draws every head's weights over every piece: leave out {heads}, "

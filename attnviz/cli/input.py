@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Mask, Measure
+from attnviz.cli.options import Dtype, Mask, Measure, Stack
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
@@ -38,6 +38,15 @@ class Request:
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
+    # An encoder-decoder's stack (None: cross), its target text, or new tokens it writes.
+    stack: str | None = None
+    target: str | None = None
+    generate: int | None = None
+
+    @property
+    def encdec(self) -> bool:
+        """Whether an encoder-decoder's options were given (--stack, --target, --generate)."""
+        return self.stack is not None or self.target is not None or self.generate is not None
 
 
 def read_request(
@@ -54,6 +63,9 @@ def read_request(
     measure: Measure = Measure.weight,
     no_bos: bool = False,
     lang: str = "en",
+    stack: Stack | None = None,
+    target: str | None = None,
+    generate: int | None = None,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
@@ -62,6 +74,10 @@ def read_request(
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = utf8(pair, "--pair")
+    if target is not None:
+        if not target.strip():
+            raise BadInput("--target is empty: pass the target text in quotes, or drop --target")
+        target = utf8(target, "--target")
     from_stdin = text is None and stdin_is_data()
     return Request(
         read_text(text),
@@ -77,6 +93,9 @@ def read_request(
         max_tokens=max_tokens,
         bos=not no_bos,
         lang=lang,
+        stack=None if stack is None else stack.value,
+        target=target,
+        generate=generate,
     )
 
 
