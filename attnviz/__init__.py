@@ -32,10 +32,13 @@ if TYPE_CHECKING:
         analyse_long,
         generate,
         head_stats,
+        is_encoder_decoder,
         model_info,
         prepare,
+        prepare_encdec,
         sample_sentences,
     )
+    from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
@@ -54,6 +57,9 @@ _EXPORTS = {
     "analyse_long": "attnviz.api",
     "LongResult": "attnviz.measures.long",
     "prepare": "attnviz.api",
+    "prepare_encdec": "attnviz.api",
+    "is_encoder_decoder": "attnviz.api",
+    "EncdecInput": "attnviz.encdec",
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
@@ -82,6 +88,7 @@ __all__ = [
     "AttentionView",
     "AttnvizError",
     "BadInput",
+    "EncdecInput",
     "Explanation",
     "Generation",
     "HeadLink",
@@ -101,8 +108,10 @@ __all__ = [
     "analyse_long",
     "generate",
     "head_stats",
+    "is_encoder_decoder",
     "model_info",
     "prepare",
+    "prepare_encdec",
     "sample_sentences",
 ]
 

@@ -42,6 +42,7 @@ __all__ = [
     "analyse",
     "generate",
     "head_stats",
+    "is_encoder_decoder",
     "model_info",
     "prepare",
     "prepare_encdec",
@@ -126,7 +127,7 @@ def analyse(
     (over the source). See `prepare_encdec`. Other models refuse all three.
     """
     given = target is not None or generate is not None or stack is not None
-    if given or _is_encdec(model, cache):
+    if given or is_encoder_decoder(model, cache=cache):
         encdec = prepare_encdec(
             text,
             model=model,
@@ -208,8 +209,10 @@ def prepare_encdec(
     )
 
 
-def _is_encdec(model: object, cache: object) -> bool:
-    """Whether `model` is an encoder-decoder (read from its config.json, without torch)."""
+def is_encoder_decoder(model: str | None = None, *, cache: bool = True) -> bool:
+    """Whether `model` is an encoder-decoder attnviz reads (T5, mT5, BART, mBART, Marian),
+    from its config.json alone (no tokenizer, no torch): then `analyse` needs a `target`
+    or `generate`. A config of one of these that is corrupt raises in one line."""
     from attnviz.encdec import read_encdec
 
     return read_encdec(_model(model), use_cache=_flag(cache, "cache")) is not None

@@ -416,8 +416,9 @@ def check_not_encdec(
     given = [p for p, v in pairs if v is not None]
     if given:
         flags = " and ".join("{" + p + "}" for p in given)
+        verb, them = ("is", "it") if len(given) == 1 else ("are", "them")
         raise BadInput(
-            f"{flags} are for encoder-decoder models (T5, BART, Marian), and {name} is not one: "
-            f"leave {'it' if len(given) == 1 else 'them'} out",
+            f"{flags} {verb} for encoder-decoder models (T5, mT5, BART, Marian), and {name} is "
+            f"not one: leave {them} out",
             param=tuple(given),
         )

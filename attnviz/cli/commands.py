@@ -109,7 +109,8 @@ def _analyse(
     keeps just that layer."""
     if out is not None:
         check_output(out, allowed, style)
-    if request.encdec:  # an encoder-decoder's stack: transformers' engine, never the cache
+    # an encoder-decoder's stack: transformers' engine, never the cache
+    if _encdec_model(request):
         encdec = _encdec(request)
         encdec.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
                      view=view, words=words, units=units, mask=request.mask, out=out,
@@ -137,6 +138,12 @@ def _analyse(
     return prepared.analyse(
         mask=request.mask, dtype=request.dtype, cache=request.cache, layers=layers
     )
+
+
+def _encdec_model(request: Request) -> bool:
+    """Whether the request is for an encoder-decoder: its options were given, or its model
+    is one (read from config.json; then it needs --target or --generate)."""
+    return request.encdec or api.is_encoder_decoder(request.model, cache=request.cache)
 
 
 def _encdec(request: Request) -> EncdecInput:
@@ -222,8 +229,11 @@ def show(
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
     by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
-    long = not request.encdec and (by_index or (not request.truncate and _too_long(request)))
-    if query is not None and long:
+    if (
+        query is not None
+        and not _encdec_model(request)
+        and (by_index or (not request.truncate and _too_long(request)))
+    ):
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -335,7 +345,7 @@ def model_view(
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
     page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    plain = not (subset or exclude or page or request.encdec)
+    plain = not (subset or exclude or page or _encdec_model(request))
     if pool is None and request.measure == "weight" and plain:
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
@@ -371,7 +381,7 @@ def _pooled(
     exclude: Sequence[str] | None,
 ) -> LongResult:
     """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
-    if request.encdec:
+    if _encdec_model(request):
         raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
                        "encoder-decoder's stacks come whole from transformers: drop {pool}",
                        param="pool")  # fmt: skip
