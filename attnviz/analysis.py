@@ -134,9 +134,17 @@ class Analysis(TokenizedInput):
         """The model's name as titles show it, marked when the numbers are not the plain model's."""
         return self._title("en")
 
+    @property
+    def engine(self) -> str:
+        """What computed the weights: "attnviz" (its own from-scratch modules) or
+        "transformers" (transformers' eager model, for a type attnviz does not compute)."""
+        return self.prepared.engine
+
     def _title(self, lang: str) -> str:
         """`title` in `lang` (resolved)."""
         name = self.prepared.source.name
+        if self.engine != "attnviz":
+            name = f"{name} · {self.engine} engine"
         if self.dtype != "float32":
             name = label(lang, "computed_in", model=name, dtype=self.dtype)
         if not self.normalised:
@@ -358,6 +366,7 @@ class Analysis(TokenizedInput):
             return self.attentions
         if not self.model.has_model:
             raise no_model(f"measure {name!r}")
+        self.prepared.refuse_internals(f"the measure {name!r}")
         if name not in self._measures:
             values = compute_measure(self.prepared, name, causal=self.causal)
             values.setflags(write=False)
@@ -411,6 +420,8 @@ class Analysis(TokenizedInput):
         if len(set(chosen)) < len(chosen):
             raise BadInput("{measures} names a measure twice: list each once", param="measures")
         _word(query, "query")
+        if chosen != ["weight"]:
+            self.prepared.refuse_internals("comparing the measures")
         check_decoder_comparison(self.prepared, chosen)
         check_measure_cost(self.prepared, [m for m in chosen if m not in self._measures])
         views = [self.view(layer, None, units, measure=m, lang=lang) for m in chosen]
@@ -600,6 +611,7 @@ class Analysis(TokenizedInput):
             "causal": self.causal or self.model.decoder,  # a decoder's own mask, or a what-if
             "dtype": self.dtype,
             "windows": self._windows,
+            "engine": self.engine,
         }
 
     def _page_options(

@@ -59,6 +59,7 @@ def prepare(
     cache: bool = True,
     max_tokens: int | None = None,
     bos: bool = True,
+    engine: str = "auto",
 ) -> Prepared:
     """Find the model and tokenize `text` for it, without loading weights or importing torch.
 
@@ -71,6 +72,10 @@ def prepare(
     in front, as interpretability tools read decoders; `bos=False` reads the text exactly
     as typed, without even the start token a tokenizer adds itself (then the first word
     takes the start token's role: the attention sink).
+    `engine` computes the weights: "attnviz" (its own from-scratch modules), "transformers"
+    (transformers' eager model, for model types attnviz does not compute: DeBERTa-v2, MPNet,
+    ModernBERT, OLMo, Falcon, ...) or "auto" (attnviz's where it computes the type). One
+    note on stderr says when transformers computed them.
     """
     from attnviz.pipeline import prepare as _prepare
 
@@ -80,7 +85,7 @@ def prepare(
     _text(text, "the text")
     if pair is not None:
         _text(pair, "the pair")
-    source, config, pieces = _prepare(
+    source, config, pieces, engine = _prepare(
         text,
         model=model,
         pair=pair,
@@ -88,8 +93,9 @@ def prepare(
         use_cache=cache,
         max_tokens=max_tokens,
         bos=bos,
+        engine=engine,
     )
-    return Prepared(source, config, pieces, truncate, max_tokens, bos)
+    return Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
 
 
 def analyse(
@@ -107,6 +113,7 @@ def analyse(
     target: str | None = None,
     generate: int | None = None,
     stack: str | None = None,
+    engine: str = "auto",
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
 
@@ -117,7 +124,7 @@ def analyse(
     `layers` keeps only those layers (`attentions[i]` is layer `analysis.layers[i]`): a
     long input whose whole attention is over `attnviz.limits.attention_budget()` needs it.
     `max_tokens` bounds the input and `bos=False` reads a decoder's text without its
-    start token (see `prepare`).
+    start token (see `prepare`), and `engine` picks what computes the weights (see `prepare`).
 
     An encoder-decoder (T5, mT5, BART, Marian; computed by transformers' eager model) reads
     `text` as the source and needs `target` (the text its decoder reads, e.g. the
@@ -137,12 +144,14 @@ def analyse(
             truncate=truncate,
             cache=cache,
             max_tokens=max_tokens,
+            engine=engine,
         )
-        return encdec.analyse()
+        return encdec.analyse(dtype=dtype)
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
-                         cache=cache, max_tokens=max_tokens, bos=bos)  # fmt: skip
+                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
         if hit is not None:
+            hit.prepared.note_engine()
             return hit
     prepared = prepare(
         text,
@@ -152,6 +161,7 @@ def analyse(
         cache=cache,
         max_tokens=max_tokens,
         bos=bos,
+        engine=engine,
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
 
@@ -166,6 +176,7 @@ def prepare_encdec(
     truncate: bool = False,
     cache: bool = True,
     max_tokens: int | None = None,
+    engine: str = "auto",
 ) -> EncdecInput:
     """Tokenize a source (`text`) and a target for an encoder-decoder, without torch.
 
@@ -176,7 +187,8 @@ def prepare_encdec(
     new tokens, 1..256, stopping at its end token; marked `generated` in titles and files).
     `stack` is "cross" (None), "decoder" or "encoder". `.check(...)` refuses bad layers,
     heads and words before the model runs; `.analyse()` runs it (transformers' eager
-    attention, `output_attentions=True`). A model that is not an encoder-decoder refuses
+    attention, `output_attentions=True`; `engine` "auto" or "transformers", since attnviz's
+    own engine does not compute these). A model that is not an encoder-decoder refuses
     `target`, `generate` and `stack` in one line.
     """
     from attnviz.encdec import check_not_encdec, read_encdec
@@ -206,6 +218,7 @@ def prepare_encdec(
         truncate=truncate,
         use_cache=cache,
         max_tokens=max_tokens,
+        engine=engine,
     )
 
 
@@ -231,6 +244,7 @@ def generate(
     max_tokens: int | None = None,
     bos: bool = True,
     on_text: Callable[[str], None] | None = None,
+    engine: str = "auto",
 ) -> Generation:
     """A decoder writes after `prompt`, and keeps what it attended to at each step.
 
@@ -242,7 +256,8 @@ def generate(
     `attnviz.limits.attention_budget()` is refused before any work). `model` must be a
     decoder (GPT-2, Llama, Mistral, Qwen2) with its LM head. `on_text(s)` receives the
     continuation as it is written. The prompt is bounded, and `bos` puts the model's start
-    token in front where the tokenizer adds none, as in `prepare`.
+    token in front where the tokenizer adds none, as in `prepare`. Only attnviz's own engine
+    writes (`engine` "transformers", or a model type only transformers computes, is refused).
     """
     from attnviz.generation import MAX_NEW, check_generation, run
 
@@ -269,7 +284,10 @@ def generate(
     check_choice(dtype, DTYPES, "dtype")
     if on_text is not None and not callable(on_text):
         raise BadInput(f"on_text must be a function of a str, got {type(on_text).__name__}")
-    prepared = prepare(prompt, model=model, max_tokens=_max_tokens(max_tokens), bos=bos)
+    prepared = prepare(
+        prompt, model=model, max_tokens=_max_tokens(max_tokens), bos=bos, engine=engine
+    )
+    prepared.refuse_internals("generate (a decoder writing with attnviz's key/value cache)")
     check_generation(prepared, max_new, dtype=dtype)
     return run(
         prepared,
@@ -294,6 +312,7 @@ def from_cache(
     cache: bool = True,
     max_tokens: int | None = None,
     bos: bool = True,
+    engine: str = "auto",
 ) -> Analysis | None:
     """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
 
@@ -321,15 +340,17 @@ def from_cache(
         dtype=dtype,
         max_tokens=max_tokens,
         bos=bos,
+        engine=engine,
     )
     if hit is None:
         return None
     from attnviz.analysis import Analysis
 
-    (source, config, pieces), attentions = hit
-    return Analysis(
-        Prepared(source, config, pieces, truncate, max_tokens, bos), attentions, causal, dtype
-    )
+    (source, config, pieces, engine), attentions = hit
+    prepared = Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
+    if causal:
+        prepared.refuse_internals("the causal what-if ({mask} causal)", param="mask")
+    return Analysis(prepared, attentions, causal, dtype)
 
 
 def head_stats(
@@ -345,6 +366,7 @@ def head_stats(
     max_tokens: int | None = None,
     bos: bool = True,
     lang: str | None = None,
+    engine: str = "auto",
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
@@ -364,10 +386,11 @@ def head_stats(
     is the language of the table's and the figure's labels.
     A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
     `next`, and leave out each sentence's first query, which sees only itself.
+    `engine` as in `prepare`: on transformers' engine the batches run through its eager model,
+    and a sentence whose whole attention is over the budget is refused.
     """
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
-    from attnviz.model.weights import load_encoder
-    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole
+    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole, load_engine
     from attnviz.text.pieces import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
@@ -399,7 +422,13 @@ def head_stats(
     firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
     texts = itertools.chain(first, sentences)
     chunks = corpus_chunks(
-        texts, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, long=True
+        texts,
+        model=model,
+        truncate=truncate,
+        max_tokens=max_tokens,
+        bos=bos,
+        long=True,
+        engine=engine,
     )
     for corpus in chunks:
         shape = corpus.shape
@@ -407,7 +436,9 @@ def head_stats(
             sums = StatsAccumulator(shape.layers, shape.heads)
         if encoder is None:
             perf.import_torch()
-            encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
+            encoder = load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype)
+            if corpus.engine != "attnviz":
+                _engine_note(corpus.model.name, corpus.config)
         decoder = shape.causal
         kinds = [token_kinds(p, first=decoder) for p in corpus.pieces]
         if decoder:
@@ -421,7 +452,8 @@ def head_stats(
             if progress is not None:
                 progress(1)
         if len(whole) < len(corpus.pieces):
-            corpus = Corpus(corpus.model, corpus.config, [corpus.pieces[i] for i in whole])
+            kept = [corpus.pieces[i] for i in whole]
+            corpus = Corpus(corpus.model, corpus.config, kept, corpus.engine)
             kinds = [kinds[i] for i in whole]
         for batch in compute_batches(
             corpus,
@@ -461,6 +493,14 @@ def head_stats(
     )
 
 
+def _engine_note(name: str, config: dict[str, Any]) -> None:
+    """The transformers engine's one line on stderr (see `Prepared.note_engine`)."""
+    from attnviz.cache import notices
+    from attnviz.model.foreign import engine_note
+
+    notices.note(engine_note(name, config))
+
+
 def _long_sums(corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any) -> np.ndarray:
     """The statistics' sums (S, L, H) of sentence `i` of `corpus`, a block of queries at a
     time: its whole attention is over the budget."""
@@ -486,6 +526,7 @@ def analyse_long(
     truncate: bool = False,
     bos: bool = True,
     dtype: str = "float32",
+    engine: str = "auto",
 ) -> LongResult:
     """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
     (the model's own limit when lower), computed without holding any layer's whole attention.
@@ -497,6 +538,8 @@ def analyse_long(
     the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
     "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
     piece index) that query's row in every layer and head (`rows` (L, H, T)).
+    Only attnviz's own engine hands its weights over a block at a time: `engine`
+    "transformers", or a model type only transformers computes, is refused.
     """
     from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
     from attnviz.measures.long import bin_label as _bin_label
@@ -512,8 +555,14 @@ def analyse_long(
         pool, pool_by = check_pool(pool, pool_by)
     else:
         check_choice(pool_by, ("mean", "max"), "pool_by")
-    source, config, pieces = _prepare(
-        text, model=model, truncate=truncate, max_tokens=max_tokens, bos=bos, blocked=True
+    source, config, pieces, _ = _prepare(
+        text,
+        model=model,
+        truncate=truncate,
+        max_tokens=max_tokens,
+        bos=bos,
+        blocked=True,
+        engine=engine,
     )
     prepared = Prepared(source, config, pieces, truncate, max_tokens, bos)
     T = len(pieces)
@@ -636,26 +685,45 @@ class ModelDetails:
     start_by: str | None = None
     quantization: str | None = None  # a GGUF file's types (`Q4_K_M (file type 15): …`)
     computes_in: str | None = None  # a GGUF file: "float32, from dequantized weights"
+    # What computes the weights: "attnviz's own engine (...)" or "transformers' eager
+    # DebertaV2Model"; `engine` says which, as `Analysis.engine`.
+    computes_with: str = "attnviz's own engine (from-scratch modules)"
+    engine: str = "attnviz"
 
 
-def model_info(model: str | os.PathLike[str] | None = None) -> ModelDetails:
+def model_info(
+    model: str | os.PathLike[str] | None = None, *, engine: str = "auto"
+) -> ModelDetails:
     """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,
-    parameter count and weight files; no weights loaded, no torch imported."""
+    parameter count and weight files, and which engine computes it (`engine` as in
+    `prepare`); no weights loaded, no torch imported."""
     from attnviz.errors import AttnvizError
     from attnviz.inputs import ModelInfo
-    from attnviz.model.families import describe, read_config
-    from attnviz.model.locate import locate
+    from attnviz.model.foreign import computes_with, shape_of
     from attnviz.model.weights import count_parameters, weight_files
+    from attnviz.pipeline import read_model
 
-    source = locate(_model(model))
-    config = read_config(source.folder)
-    shape = describe(config)
+    source, config, engine = read_model(_model(model), engine)
+    shape = shape_of(config, engine)
     try:
         weights = tuple(path.name for path in weight_files(source.folder))
     except AttnvizError:
         weights = ()
     info = ModelInfo.read(source, shape)
     start, by = _start(source.folder, config) if shape.causal else (None, None)
+    if engine != "attnviz":
+        from attnviz.model.hf_engine import count_parameters as count_foreign
+
+        return ModelDetails(
+            info,
+            shape,
+            count_foreign(source.folder),
+            weights,
+            start,
+            by,
+            computes_with=computes_with(config, engine),
+            engine=engine,
+        )
     parameters = count_parameters(source.folder)
     if source.gguf is not None:
         from attnviz.model.gguf_convert import quantization
@@ -683,7 +751,11 @@ def _start(folder: Path, config: dict[str, Any]) -> tuple[str | None, str | None
 
 
 def check_head_stats(
-    *, by: str = "layer", top: int | None = None, model: str | os.PathLike[str] | None = None
+    *,
+    by: str = "layer",
+    top: int | None = None,
+    model: str | os.PathLike[str] | None = None,
+    engine: str = "auto",
 ) -> None:
     """Refuse, before any work, the `by` and `top` that `head_stats(...).sorted` would refuse
     for `model`: an unknown column, an encoder's column (cls, sep, next) for a decoder, or a
@@ -692,10 +764,11 @@ def check_head_stats(
 
     sort_records([], by, top)
     if by in ("cls", "sep", "next", "first"):  # an encoder's columns, or a decoder's
-        from attnviz.model.families import describe, read_config
-        from attnviz.model.locate import locate
+        from attnviz.model.foreign import shape_of
+        from attnviz.pipeline import read_model
 
-        decoder = describe(read_config(locate(_model(model)).folder)).causal
+        _, config, engine = read_model(_model(model), engine)
+        decoder = shape_of(config, engine).causal
         check_sort_column(by, decoder=decoder)
 
 

@@ -192,12 +192,16 @@ class EncdecInput(TokenizedInput):
         `words`: `query` and `source` are the queries' words (the target's on the cross
         stack), `target` a key's (the source's on the cross stack)."""
         from attnviz.limits import amount, attention_budget, check_export
+        from attnviz.measures.contributions import check_measure
         from attnviz.output import as_path, check_page_measure
 
-        if measure != "weight" or compared:
-            raise self.engine_refusal("{measure} other than weight", "measure")
-        if mask != "none":
-            raise self.engine_refusal("{mask}", "mask")
+        check_measure(measure, head=head, heads=heads, view=view)
+        if compared:
+            self.refuse_internals("comparing the measures")
+        elif measure != "weight":
+            self.refuse_internals(f"{{measure}} {measure}", param="measure")
+        if check_choice(mask, ("none", "causal"), "mask") != "none":
+            self.refuse_internals("the causal what-if ({mask} causal)", param="mask")
         if layer is not None:
             resolve_index(layer, self.num_layers, "layer")
         if head is not None:
@@ -248,20 +252,31 @@ class EncdecInput(TokenizedInput):
             found[param] = find_label(labels, word, param)
         return found
 
-    def engine_refusal(self, what: str, param: str) -> BadInput:
-        """One line: `what` needs attnviz's own engine, which does not compute this model."""
-        return BadInput(
-            f"{what} needs attnviz's own engine, and {self.source.name} is a "
-            f"{self.seq.family} encoder-decoder that transformers computes: leave it out",
-            param=param,
-        )
+    @property
+    def engine(self) -> str:
+        """What computes the weights: always transformers' eager model."""
+        from attnviz.model.foreign import TRANSFORMERS
+
+        return TRANSFORMERS
+
+    def refuse_internals(self, what: str, *, param: str | None = None) -> None:
+        """Refuse `what`, which needs the model's internals (transformers' engine computes
+        an encoder-decoder): one line naming the engine."""
+        from attnviz.pipeline import refuse_on_transformers
+
+        refuse_on_transformers(self.engine, what, param=param)
+
+    def note_engine(self) -> None:
+        """One line on stderr (`--quiet` hides it): transformers' engine computed the weights."""
+        from attnviz.cache import notices
+        from attnviz.model.foreign import engine_note
+
+        notices.note(engine_note(self.source.name, self.config))
 
     def explain(self, **_: Any) -> Explanation:
         """Refused: the step-by-step explanation needs attnviz's own engine."""
-        raise AttnvizError(
-            f"explain needs attnviz's own engine, and {self.source.name} is a "
-            f"{self.seq.family} encoder-decoder that transformers computes: use show --query"
-        )
+        self.refuse_internals("explain (each step of one head)")
+        raise AssertionError("unreachable: transformers' engine refuses explain")
 
     def fit_note(self) -> str | None:
         return None
@@ -299,6 +314,7 @@ class EncdecInput(TokenizedInput):
         from attnviz.pipeline import check_finite
 
         check_finite(attentions, self.source)
+        self.note_engine()  # once the weights are there: an error is one line alone
         keys = chosen.source_pieces if self.stack == "cross" else None
         sides = Sides(chosen.source_pieces, chosen.target, self.stack, self.generated)
         return Analysis(chosen, attentions, dtype=dtype, key_pieces=keys, sides=sides)
@@ -349,16 +365,24 @@ def prepare_encdec(
     truncate: bool = False,
     use_cache: bool = True,
     max_tokens: int | None = None,
+    engine: str = "auto",
 ) -> EncdecInput:
     """Tokenize the source and the target for the encoder-decoder `found` (`read_encdec`).
 
     Exactly one of `target` (a text) and `generate` (1 to `MAX_GENERATE` new tokens) is
     given; `stack` is `encoder`, `decoder` or `cross` (None: `cross`)."""
+    from attnviz.model.foreign import OWN, check_engine
     from attnviz.model.seq2seq import MAX_GENERATE
     from attnviz.text.target import target_pieces
     from attnviz.text.tokenize import load_tokenizer, tokenize
 
     source, config, seq = found
+    if check_engine(engine) == OWN:
+        raise BadInput(
+            f"{{engine}} attnviz: attnviz's own engine does not compute encoder-decoders, and "
+            f"{source.name} is a {seq.family}; pass {{engine}} transformers (or auto)",
+            param="engine",
+        )
     stack = check_choice("cross" if stack is None else stack, STACKS, "stack")
     if target is not None and generate is not None:
         raise BadInput(

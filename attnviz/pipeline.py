@@ -12,11 +12,13 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.model.families import ModelShape, describe, read_config
+from attnviz.model.families import ModelShape, read_raw_config
+from attnviz.model.foreign import TRANSFORMERS, check_folder, resolve_engine, shape_of
 from attnviz.model.locate import ModelSource, locate
 from attnviz.text.pieces import Pieces
 from attnviz.text.tokenize import load_tokenizer, own_start, start_token, tokenize
@@ -35,6 +37,7 @@ class Tokenized(NamedTuple):
     source: ModelSource
     config: dict[str, Any]
     pieces: Pieces
+    engine: str = "attnviz"  # what computes the weights: "attnviz" or "transformers"
 
 
 class Request(Protocol):
@@ -52,6 +55,33 @@ class Request(Protocol):
     def max_tokens(self) -> int | None: ...
     @property
     def bos(self) -> bool: ...
+    @property
+    def engine(self) -> str: ...
+
+
+def read_model(
+    model: str | None, engine: str = "auto", *, use_cache: bool = True
+) -> tuple[ModelSource, dict[str, Any], str]:
+    """The model's folder, its config.json and the engine that computes it (`auto`: attnviz's
+    own where it computes the model type, else transformers' eager model); no torch."""
+    source = locate(model, use_cache=use_cache)
+    config = read_raw_config(source.folder)
+    engine = resolve_engine(config, engine, where=str(source.folder / "config.json"))
+    if engine == TRANSFORMERS:
+        check_folder(source.folder, source.gguf)
+    return source, config, engine
+
+
+def refuse_on_transformers(engine: str, what: str, *, param: str | None = None) -> None:
+    """Refuse, in one line naming the engine, what needs the model's internals (`what`, which
+    may name the argument `param` as `{param}`) on transformers' engine."""
+    if engine == TRANSFORMERS:
+        raise BadInput(
+            f"{what} is not computed on transformers' engine ({{engine}} transformers): it needs "
+            "the model's internals, which only attnviz's own engine opens; pass {engine} attnviz "
+            "with a model type attnviz computes",
+            param=("engine", param) if param else "engine",
+        )
 
 
 def prepare(
@@ -64,6 +94,7 @@ def prepare(
     max_tokens: int | None = None,
     bos: bool = True,
     blocked: bool = False,
+    engine: str = "auto",
 ) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
@@ -72,11 +103,12 @@ def prepare(
     decoder at most `limits.DECODER_TOKENS`). `bos`: a decoder whose tokenizer adds no
     start token gets the model's own in front (`text.tokenize.start_token`); False reads
     the text exactly as typed. `blocked`: for the views made for length (`compute_blocked`),
-    which read up to `limits.LONG_TOKENS` pieces.
+    which read up to `limits.LONG_TOKENS` pieces. `engine`: see `read_model`.
     """
-    source = locate(model, use_cache=use_cache)
-    config = read_config(source.folder)
-    shape = describe(config)
+    source, config, engine = read_model(model, engine, use_cache=use_cache)
+    if blocked:
+        refuse_on_transformers(engine, "the views made for length (pooled maps, distances)")
+    shape = shape_of(config, engine)
     if pair is not None and shape.causal:
         raise BadInput(
             f"{{pair}} is for encoders: {source.name} is a decoder ({shape.family}), which "
@@ -84,18 +116,19 @@ def prepare(
             param="pair",
         )
     tokenizer = load_tokenizer(source.folder, use_cache=use_cache)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, blocked)
+    start, limit, why = _bounds(tokenizer, source, config, shape, max_tokens, bos, blocked)
     pieces = tokenize(
         tokenizer, text, pair=pair, max_positions=limit, truncate=truncate, why=why, **start
     )
     _check_vocabulary(pieces, shape, source)
-    return Tokenized(source, config, pieces)
+    return Tokenized(source, config, pieces, engine)
 
 
 def _bounds(
     tokenizer: Any,
     source: ModelSource,
     config: dict[str, Any],
+    shape: ModelShape,
     max_tokens: int | None,
     bos: bool,
     blocked: bool = False,
@@ -104,7 +137,6 @@ def _bounds(
     bound). A decoder read with `bos` gets the model's start token in front when its
     tokenizer adds none (it takes one of the positions); read as typed (`bos=False`), a
     start token its tokenizer adds is taken off. `blocked`: the bound of the long views."""
-    shape = describe(config)
     limit, why = shape.token_limit(max_tokens, blocked)
     if not shape.causal:
         return {}, limit, why
@@ -147,7 +179,7 @@ def compute(
     if key is not None:
         from attnviz.cache import entries
 
-        shape = describe(prepared.config)
+        shape = shape_of(prepared.config, prepared.engine)
         hit = entries.load(
             key, expect_ids=prepared.pieces.ids, expect_shape=(shape.layers, shape.heads)
         )
@@ -169,6 +201,7 @@ def cached(
     dtype: str = "float32",
     max_tokens: int | None = None,
     bos: bool = True,
+    engine: str = "auto",
 ) -> tuple[Tokenized, np.ndarray] | None:
     """The tokenized input and attentions of a text seen before, from the cache alone: no
     tokenizer, no torch.
@@ -179,9 +212,8 @@ def cached(
     """
     from attnviz.cache import entries, keys
 
-    source = locate(model)
-    config = read_config(source.folder)
-    shape = describe(config)
+    source, config, engine = read_model(model, engine)
+    shape = shape_of(config, engine)
     try:
         key = keys.cache_key(
             source.folder,
@@ -192,6 +224,7 @@ def cached(
             truncate=truncate,
             max_tokens=max_tokens,
             bos=bos and shape.causal,
+            engine=engine,
         )
     except OSError:
         return None  # compute's own lookup says why
@@ -204,7 +237,7 @@ def cached(
     if problem:
         entries.discard(key, f"they {problem} for {source.name}")
         return None
-    return Tokenized(source, config, pieces), attentions
+    return Tokenized(source, config, pieces, engine), attentions
 
 
 def _unfit(
@@ -241,7 +274,8 @@ def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
             dtype=dtype,
             truncate=prepared.truncate,
             max_tokens=prepared.max_tokens,
-            bos=prepared.bos and describe(prepared.config).causal,
+            bos=prepared.bos and shape_of(prepared.config, prepared.engine).causal,
+            engine=prepared.engine,
         )
     except OSError as exc:
         notices.warn(f"cannot read {prepared.source.folder} for the cache key ({exc}); not caching")
@@ -251,6 +285,8 @@ def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
 def _encode(
     prepared: Request, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
 ) -> np.ndarray:
+    if prepared.engine == TRANSFORMERS:
+        return _encode_foreign(prepared, dtype, layers)
     perf.import_torch()
     import torch
 
@@ -268,6 +304,28 @@ def _encode(
     return attentions
 
 
+def _encode_foreign(prepared: Request, dtype: str, layers: tuple[int, ...] | None) -> np.ndarray:
+    """The attentions (L, H, T, T) from transformers' eager model (`model.hf_engine`); with
+    `layers`, only those are kept (transformers computes them all)."""
+    perf.import_torch()
+    import torch
+
+    from attnviz.model.hf_engine import attentions as foreign_attentions
+    from attnviz.model.hf_engine import load_model
+
+    input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
+    type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
+    with perf.threads_for(len(prepared.pieces)):
+        model = load_model(prepared.source.folder, prepared.config, dtype)
+        out = foreign_attentions(model, input_ids, type_ids)  # (L, 1, H, T, T)
+        del model
+    if layers is not None:
+        out = out[list(layers)]  # (len(layers), 1, H, T, T)
+    attentions = out[:, 0].float().numpy()  # (L, H, T, T)
+    check_finite(attentions, prepared.source)
+    return attentions
+
+
 def compute_blocked(
     prepared: Request,
     reduce: Callable[[int, int, Any], None],
@@ -281,6 +339,7 @@ def compute_blocked(
     `reduce(layer, first query, weights (H, b, K))` `block` queries at a time, and keeping
     none (attnviz.model.blocked). For the views made for length; nothing is cached.
     `encoder` saves loading the weights again."""
+    refuse_on_transformers(prepared.engine, "the views made for length (pooled maps, distances)")
     perf.import_torch()
     import torch
 
@@ -289,7 +348,7 @@ def compute_blocked(
 
     input_ids = torch.tensor([prepared.pieces.ids])  # (1, T)
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
-    shape = describe(prepared.config)
+    shape = shape_of(prepared.config, prepared.engine)
     with perf.threads_for(len(prepared.pieces)):
         if encoder is None:
             encoder = load_encoder(prepared.source.folder, prepared.config, dtype)
@@ -311,10 +370,11 @@ class Corpus:
     model: ModelSource
     config: dict[str, Any]
     pieces: list[Pieces]
+    engine: str = "attnviz"  # what computes the weights: "attnviz" or "transformers"
 
     @property
     def shape(self) -> ModelShape:
-        return describe(self.config)
+        return shape_of(self.config, self.engine)
 
 
 @dataclass(frozen=True)
@@ -327,11 +387,18 @@ class Batch:
 
 
 def prepare_corpus(
-    texts: list[str], *, model: str | None = None, truncate: bool = False, bos: bool = True
+    texts: list[str],
+    *,
+    model: str | None = None,
+    truncate: bool = False,
+    bos: bool = True,
+    engine: str = "auto",
 ) -> Corpus:
     """Tokenize every sentence for `model` with one tokenizer, without importing torch."""
     chunk = max(1, len(texts))
-    return next(corpus_chunks(texts, model=model, truncate=truncate, chunk=chunk, bos=bos))
+    return next(
+        corpus_chunks(texts, model=model, truncate=truncate, chunk=chunk, bos=bos, engine=engine)
+    )
 
 
 # Sentences tokenized at a time by `corpus_chunks`: a tokenized sentence holds some
@@ -349,6 +416,7 @@ def corpus_chunks(
     max_tokens: int | None = None,
     bos: bool = True,
     long: bool = False,
+    engine: str = "auto",
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
@@ -356,13 +424,14 @@ def corpus_chunks(
     error counts from the first sentence of `texts`. At least one chunk is yielded
     (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence whose whole attention
     is over the budget is kept (up to `limits.LONG_TOKENS` pieces), for a caller that runs
-    it a block at a time (`compute_blocked`), instead of refused.
+    it a block at a time (`compute_blocked`), instead of refused (not on transformers' engine,
+    which computes every layer whole). `engine`: see `read_model`.
     """
-    source = locate(model)
-    config = read_config(source.folder)
+    source, config, engine = read_model(model, engine)
+    long = long and engine != TRANSFORMERS
     tokenizer = load_tokenizer(source.folder)
-    shape = describe(config)
-    start, limit, why = _bounds(tokenizer, source, config, max_tokens, bos, long)
+    shape = shape_of(config, engine)
+    start, limit, why = _bounds(tokenizer, source, config, shape, max_tokens, bos, long)
     texts = iter(texts)
     number = 0
     while True:
@@ -387,7 +456,7 @@ def corpus_chunks(
                 quoted = text if len(text) <= 40 else text[:39] + "…"
                 raise exc.prefixed(f"sentence {number} ({quoted!r}): ") from None
         if pieces or number == 0:
-            yield Corpus(source, config, pieces)
+            yield Corpus(source, config, pieces, engine)
         if len(pieces) < chunk:
             return
 
@@ -447,28 +516,50 @@ def compute_batches(
     batch however long the corpus is. `encoder` saves loading the weights again.
     `on_device` hands the attentions over as the torch tensor the encoder wrote, on
     its device and in its dtype, for a consumer (the statistics) that reads them there.
+    On transformers' engine, `encoder` is its model (`load_engine`); `causal` is refused.
     """
     perf.import_torch()
     import torch
 
-    from attnviz.model.weights import load_encoder
+    from attnviz.model.hf_engine import attentions as foreign_attentions
 
+    foreign = corpus.engine == TRANSFORMERS
+    if foreign and causal:
+        refuse_on_transformers(corpus.engine, "the causal what-if ({mask} causal)", param="mask")
     where = pick_device(device, batched=True)
     if encoder is None:
-        encoder = load_encoder(corpus.model.folder, corpus.config, dtype)
+        encoder = load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype)
     encoder = encoder.to(where)
-    shape = describe(corpus.config)
-    pad_id = int(corpus.config.get("pad_token_id") or 0)
+    shape = corpus.shape
+    pad_id = corpus.config.get("pad_token_id")
+    pad_id = pad_id if isinstance(pad_id, int) and 0 <= pad_id < shape.vocab else 0
     for indices in _batches(corpus.pieces, batch_size, shape.layers * shape.heads):
         batch = [corpus.pieces[i] for i in indices]
         ids, types, real = padded(batch, pad_id)  # (B, T) each
+        attentions: Any
         with torch.inference_mode(), perf.threads(threads):
-            out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
-        attentions = out.attentions  # (L, B, H, T, T)
+            if foreign:
+                ids, types, real = ids.to(where), types.to(where), real.to(where)
+                attentions = foreign_attentions(encoder, ids, types, real)  # (L, B, H, T, T)
+            else:
+                out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
+                attentions = out.attentions  # (L, B, H, T, T)
         if not on_device:
             attentions = attentions.float().cpu().numpy()
         check_finite(attentions, corpus.model)
         yield Batch(indices, [len(p) for p in batch], attentions)
+
+
+def load_engine(folder: Path, config: dict[str, Any], engine: str, dtype: str = "float32") -> Any:
+    """The model that computes the attention: attnviz's own encoder or decoder, or
+    transformers' eager model (`engine` "transformers")."""
+    if engine == TRANSFORMERS:
+        from attnviz.model.hf_engine import load_model
+
+        return load_model(folder, config, dtype)
+    from attnviz.model.weights import load_encoder
+
+    return load_encoder(folder, config, dtype)
 
 
 def check_finite(attentions: Any, model: ModelSource) -> None:

@@ -38,6 +38,7 @@ class Prepared(TokenizedInput):
     truncate: bool = False
     max_tokens: int | None = None  # the bound asked for (None: the model's own)
     bos: bool = True  # a decoder's start token put in front when its tokenizer adds none
+    engine: str = "attnviz"  # what computes the weights: "attnviz" or "transformers"
 
     def __repr__(self) -> str:
         return (
@@ -46,9 +47,26 @@ class Prepared(TokenizedInput):
 
     @cached_property
     def shape(self) -> ModelShape:
-        from attnviz.model.families import describe
+        from attnviz.model.foreign import shape_of
 
-        return describe(self.config)
+        return shape_of(self.config, self.engine)
+
+    def note_engine(self) -> None:
+        """One line on stderr (`cache.notices.note`: `--quiet` hides it) when transformers'
+        engine computed the weights; nothing for attnviz's own."""
+        from attnviz.cache import notices
+        from attnviz.model.foreign import TRANSFORMERS, engine_note
+
+        if self.engine == TRANSFORMERS:
+            notices.note(engine_note(self.source.name, self.config))
+
+    def refuse_internals(self, what: str, *, param: str | None = None) -> None:
+        """Refuse `what`, which needs the model's internals, when transformers' engine
+        computes this model: one line naming the engine (and `param`, as `{param}` in
+        `what`)."""
+        from attnviz.pipeline import refuse_on_transformers
+
+        refuse_on_transformers(self.engine, what, param=param)
 
     @property
     def num_layers(self) -> int:
@@ -123,6 +141,8 @@ class Prepared(TokenizedInput):
     def what_if_mask(self, mask: str) -> bool:
         """Whether `mask` asks for the causal what-if; refused on a decoder, already causal."""
         causal = check_choice(mask, MASKS, "mask") == "causal"
+        if causal:
+            self.refuse_internals("the causal what-if ({mask} causal)", param="mask")
         if causal and self.shape.causal:
             raise BadInput(
                 f"{{mask}} causal changes nothing on {self.source.name}: it is a decoder, and its "
@@ -184,6 +204,10 @@ class Prepared(TokenizedInput):
         )
 
         check_measure(measure, head=head, heads=heads, view=view)
+        if compared:
+            self.refuse_internals("comparing the measures")
+        elif measure != "weight":
+            self.refuse_internals(f"{{measure}} {measure}", param="measure")
         if layer is not None:
             resolve_index(layer, self.num_layers, "layer")
         if head is not None:
@@ -235,6 +259,7 @@ class Prepared(TokenizedInput):
             if error is None:
                 raise
             raise error from None
+        self.note_engine()  # once the weights are there: an error is one line alone
         return Analysis(self, attentions, causal, dtype, kept)
 
     def explain(
@@ -257,6 +282,7 @@ class Prepared(TokenizedInput):
             raise BadInput(f"{{lang}} must be a str such as 'en', got {type(lang).__name__}",
                            param="lang")  # fmt: skip
         lang = check_lang(lang)
+        self.refuse_internals("explain (each step of one head)")
         causal = self.what_if_mask(mask)
         query = find_query(self.pieces, token=token, index=index, lang=lang)
         self.check(layer=layer, head=head)

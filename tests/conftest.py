@@ -228,6 +228,10 @@ _CLASSES = {
             "pretraining": "ForPreTraining",
         },
     ),
+    # Types attnviz does not compute: transformers' engine does (tests/test_engine.py).
+    "deberta-v2": ("DebertaV2", {"model": "Model", "mlm": "ForMaskedLM"}),
+    "mpnet": ("MPNet", {"model": "Model", "mlm": "ForMaskedLM"}),
+    "modernbert": ("ModernBert", {"model": "Model", "mlm": "ForMaskedLM"}),
 }
 
 
@@ -320,7 +324,13 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded_folder: Path) 
 # Tiny decoders: GPT-2, Llama, Mistral, Qwen2, with a byte-level BPE tokenizer trained here.
 
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2")
-_DECODER_CLASSES = {"gpt2": "GPT2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}
+_DECODER_CLASSES = {
+    "gpt2": "GPT2",
+    "llama": "Llama",
+    "mistral": "Mistral",
+    "qwen2": "Qwen2",
+    "olmo": "Olmo",  # a decoder attnviz does not compute: transformers' engine does
+}
 
 
 def decoder_tokenizer(folder: Path, bos: bool) -> int:

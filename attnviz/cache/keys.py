@@ -55,12 +55,15 @@ def cache_key(
     truncate: bool,
     max_tokens: int | None = None,
     bos: bool = False,
+    engine: str = "attnviz",
 ) -> str:
     """A hex digest of everything that changes the attentions of `text` under the model in `folder`.
 
     The model is fingerprinted by the content of every non-hidden regular file directly
     in `folder` (symlinks followed, as in a Hub snapshot): see `_fingerprint`. Two
     folders with the same files share their entries.
+    `engine` is what computes the weights ("attnviz", or "transformers", whose version is
+    then part of the key too).
     Raises OSError only if `folder` cannot be listed.
     """
 
@@ -75,7 +78,12 @@ def cache_key(
         "truncate": truncate,
         "max_tokens": max_tokens,  # the bound asked for (None: the model's), which can cut
         "bos": bos,  # a decoder read with its start token in front (see pipeline.prepare)
+        "engine": engine,  # attnviz's own modules or transformers' eager model
     }
+    if engine != "attnviz":
+        from importlib.metadata import version
+
+        material["engine_version"] = version(engine)
     blob = json.dumps(material, sort_keys=True)  # ASCII: lone surrogates in argv are fine
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 

@@ -48,6 +48,8 @@ from attnviz.cli.options import (
     DpiOpt,
     Dtype,
     DtypeOpt,
+    Engine,
+    EngineOpt,
     ExcludeOpt,
     GenerateOpt,
     HeadOpt,
@@ -206,6 +208,7 @@ def show(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -231,7 +234,8 @@ def show(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -267,6 +271,7 @@ def heads(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -289,7 +294,8 @@ def heads(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -322,6 +328,7 @@ def model_view(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -346,7 +353,8 @@ def model_view(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -372,6 +380,7 @@ def distance(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     cmap: CmapOpt = "viridis",
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -387,7 +396,8 @@ def distance(
         request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=Mask.none, no_cache=False,
                                dtype=Dtype.float32, measure=Measure.weight, lang="en",
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
 
 
@@ -429,6 +439,7 @@ def explain(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -450,7 +461,8 @@ def explain(
         language = _lang(lang)
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, lang=language,
-                               no_bos=no_bos)  # fmt: skip
+                               no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.explain(
             _console(),
             request,
@@ -500,6 +512,7 @@ def rollout(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -524,7 +537,8 @@ def rollout(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -577,6 +591,7 @@ def find(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -602,7 +617,8 @@ def find(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
                                dtype=dtype, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target_text,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -642,6 +658,7 @@ def compare_measures(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -663,7 +680,8 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.compare_measures(
             _console(),
             request,
@@ -719,6 +737,7 @@ def stats(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -790,6 +809,7 @@ def stats(
             max_tokens=max_tokens,
             bos=not no_bos,
             lang=_lang(lang),
+            engine=engine.value,
         )
 
 
@@ -801,6 +821,7 @@ def tokens(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -811,18 +832,19 @@ def tokens(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.tokens(_console(), request)
 
 
 @catalogue.command()
-def info(model: ModelOpt = None, debug: DebugOpt = False) -> None:
+def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
     with _running(debug) as commands:
-        commands.info(_console(), model)
+        commands.info(_console(), model, engine=engine.value)
 
 
 @catalogue.command()
@@ -881,6 +903,7 @@ def generate(
     ] = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
     cmap: CmapOpt = "viridis",
@@ -900,7 +923,8 @@ def generate(
     """
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos)  # fmt: skip
+                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos,
+                               engine=engine)  # fmt: skip
         commands.generate(
             _console(),
             request,
@@ -948,6 +972,7 @@ def export(
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
     no_bos: NoBosOpt = False,
+    engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
     dpi: DpiOpt = 200,
@@ -971,7 +996,8 @@ def export(
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
-                               generate=generate)  # fmt: skip
+                               generate=generate,
+                               engine=engine)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -58,13 +58,13 @@ def _prepare(request: Request, cached: bool = False) -> tuple[Prepared, Analysis
         if cached and request.cache:
             hit = api.from_cache(text, pair=pair, model=model, truncate=truncate, mask=request.mask,
                                  dtype=request.dtype, max_tokens=request.max_tokens,
-                                 bos=request.bos)  # fmt: skip
+                                 bos=request.bos, engine=request.engine)  # fmt: skip
         if hit is not None:
             prepared = cast("Prepared", hit.prepared)  # what api.from_cache built
         else:
             prepared = api.prepare(text, pair=pair, model=model, truncate=truncate,
                                    cache=request.cache, max_tokens=request.max_tokens,
-                                   bos=request.bos)  # fmt: skip
+                                   bos=request.bos, engine=request.engine)  # fmt: skip
     except BadInput as exc:
         if request.from_stdin and str(exc).startswith("the text "):
             raise BadInput(
@@ -121,6 +121,7 @@ def _analyse(
                    view=view, words=words, units=units, mask=request.mask, out=out,
                    compared=compared)  # fmt: skip
     if hit is not None:
+        hit.prepared.note_engine()
         return hit
     # A long input whose whole attention is too large: keep only the layer this view shows.
     layers = None
@@ -153,7 +154,8 @@ def _encdec(request: Request) -> EncdecInput:
     encdec = api.prepare_encdec(request.text, model=request.model, target=request.target,
                                 generate=request.generate, stack=request.stack,
                                 truncate=request.truncate, cache=request.cache,
-                                max_tokens=request.max_tokens)  # fmt: skip
+                                max_tokens=request.max_tokens,
+                                engine=request.engine)  # fmt: skip
     if request.pair is not None:
         raise BadInput("{pair} is for encoders: an encoder-decoder reads a source and a "
                        "{target_text}; drop {pair}", param=("pair", "target_text"))  # fmt: skip
@@ -238,7 +240,7 @@ def show(
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
                                   max_tokens=request.max_tokens, truncate=request.truncate,
-                                  bos=request.bos)  # fmt: skip
+                                  bos=request.bos, engine=request.engine)  # fmt: skip
         row = result.row(layer, head)
         if out is not None:
             row.save(out, **asdict(style))
@@ -395,7 +397,7 @@ def _pooled(
         check_output(out, IMAGE_SUFFIXES, style)
     return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
                             max_tokens=request.max_tokens, truncate=request.truncate,
-                            bos=request.bos)  # fmt: skip
+                            bos=request.bos, engine=request.engine)  # fmt: skip
 
 
 def _draw_pooled(console: Console, view: Any, out: Path | None, style: ImageStyle) -> None:
@@ -432,7 +434,8 @@ def distance(
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, ImageStyle(200, cmap, "light", False, False))
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
-                              truncate=request.truncate, bos=request.bos)  # fmt: skip
+                              truncate=request.truncate, bos=request.bos,
+                              engine=request.engine)  # fmt: skip
     table = result.profile_table(layers or None)
     if out is not None:
         from attnviz.render.saving import save_figure
@@ -588,6 +591,7 @@ def generate(
     from attnviz.limits import check_range
 
     prepared, _ = _prepare(request)
+    prepared.refuse_internals("generate (a decoder writing with attnviz's key/value cache)")
     check_generation(prepared, check_range(max_new, "max_new", (1, MAX_NEW)))
     prepared.check(layer=layer, head=head)
     stream = not as_json
@@ -613,6 +617,7 @@ def generate(
         max_tokens=request.max_tokens,
         bos=request.bos,
         on_text=on_text if stream else None,
+        engine=request.engine,
     )
     if as_json:
         record = generation.to_dict()
@@ -655,11 +660,14 @@ def stats(
     max_tokens: int | None = None,
     bos: bool = True,
     lang: str = "en",
+    engine: str = "auto",
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
     from attnviz.perf import reuse_freed_memory
 
-    api.check_head_stats(by=sort, top=top, model=model)  # a bad --sort or --top: before any work
+    notices.quiet = quiet  # the engine's note obeys --quiet
+    # A bad --sort or --top, or --engine: before any work.
+    api.check_head_stats(by=sort, top=top, model=model, engine=engine)
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, style)
     reuse_freed_memory()  # a command, not a library call: the process ends with it
@@ -676,6 +684,7 @@ def stats(
             dtype=batching.dtype,
             progress=advance,
             lang=lang,
+            engine=engine,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)
@@ -758,19 +767,21 @@ def tokens(console: Console, request: Request) -> None:
     console.print(table)
 
 
-def info(console: Console, model: str | None) -> None:
+def info(console: Console, model: str | None, engine: str = "auto") -> None:
     """The model's shape and where it was loaded from (no weights loaded)."""
     from rich.table import Table
 
     from attnviz.render.cells import visible
 
-    details = api.model_info(model)
+    details = api.model_info(model, engine=engine)
     about, shape = details.model, details.shape
     tokenizer, languages = about.tokenizer, about.languages
     assert tokenizer is not None  # model_info always reads it
     limit, why = shape.token_limit()
     why = in_flags(why)
     counted = "decoder, LM head not counted" if shape.causal else "encoder"
+    if details.engine != "attnviz":
+        counted = "every weight in the checkpoint"
     rows: list[tuple[str, Any]] = [
         ("model", about.name),
         ("language", f"{about.language_list} (model card)" if languages else "not stated"),
@@ -795,6 +806,7 @@ def info(console: Console, model: str | None) -> None:
             ("quantization", details.quantization),
             ("computes in", details.computes_in),
         ]
+    rows.append(("computes with", details.computes_with))
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Mask, Measure, Stack
+from attnviz.cli.options import Dtype, Engine, Mask, Measure, Stack
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
@@ -38,6 +38,7 @@ class Request:
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
+    engine: str = "auto"  # what computes the weights: auto, attnviz or transformers
     # An encoder-decoder's stack (None: cross), its target text, or new tokens it writes.
     stack: str | None = None
     target: str | None = None
@@ -66,6 +67,7 @@ def read_request(
     stack: Stack | None = None,
     target: str | None = None,
     generate: int | None = None,
+    engine: Engine = Engine.auto,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
@@ -96,6 +98,7 @@ def read_request(
         stack=None if stack is None else stack.value,
         target=target,
         generate=generate,
+        engine=engine.value,
     )
 
 

@@ -30,6 +30,12 @@ class Dtype(str, Enum):
     bfloat16 = "bfloat16"
 
 
+class Engine(str, Enum):
+    auto = "auto"
+    attnviz = "attnviz"
+    transformers = "transformers"
+
+
 class Measure(str, Enum):
     weight = "weight"
     norm = "norm"
@@ -238,6 +244,15 @@ ExcludeOpt = Annotated[
         "(first, alias sink: a decoder's attention sink), or several (special,punct), as keys "
         "and queries, and renormalise each row over the keys left.",
         show_default=False,
+    ),
+]
+EngineOpt = Annotated[
+    Engine,
+    typer.Option(
+        "--engine",
+        help="What computes the weights: attnviz's own from-scratch modules, transformers' "
+        "eager model (for model types attnviz does not compute: DeBERTa-v2, MPNet, ModernBERT, "
+        "OLMo, Falcon, ...), or auto: attnviz's where it computes the type, else transformers'.",
     ),
 ]
 NoBosOpt = Annotated[

@@ -31,3 +31,13 @@ class ModelInput(Protocol):
     @property
     def shape(self) -> ModelShape:
         """What the config says about the model (layers, heads, a decoder's config)."""
+
+    @property
+    def engine(self) -> str:
+        """What computes the weights: "attnviz" (its own modules) or "transformers"."""
+
+    def refuse_internals(self, what: str, *, param: str | None = None) -> None:
+        """Refuse `what`, which needs the model's internals, on transformers' engine."""
+
+    def note_engine(self) -> None:
+        """One line on stderr when transformers' engine computed the weights."""

@@ -64,7 +64,6 @@ ENCODER_DECODER_TYPES = (
     "fsmt",
     "led",
     "prophetnet",
-    "xlm-prophetnet",
     "blenderbot",
     "blenderbot-small",
     "plbart",
@@ -302,6 +301,13 @@ def computes_with(raw: dict[str, Any], engine: str) -> str:
     if engine == TRANSFORMERS:
         return f"transformers' eager {model_class(raw)}"
     return "attnviz's own engine (from-scratch modules)"
+
+
+def engine_note(name: str, raw: dict[str, Any]) -> str:
+    """The line that says transformers' engine computed the weights of model `name`."""
+    kind = str(raw.get("model_type"))
+    why = "" if computes(raw) else f" ({NAMES.get(kind, kind)} is not a type attnviz computes)"
+    return f"{name}: weights computed by transformers' eager {model_class(raw)}{why}"
 
 
 def check_folder(folder: Path, gguf: Path | None) -> None:

@@ -82,7 +82,7 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
 
     `config` is the folder's config.json, read and checked by attnviz. Every weight of the
     base model must be in the checkpoint: transformers would fill a missing one at random,
-    and show attention the model never had.
+    and show attention the model never had (a pooler, which comes after every layer, aside).
     """
     import torch
 
@@ -113,7 +113,9 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
             f"transformers cannot load {folder} as {model_class(config)} ({short_reason(exc)}): "
             "the checkpoint is corrupt, or this transformers does not have its model type"
         ) from exc
-    missing = sorted(info.get("missing_keys") or ())
+    # A pooler (after the last layer, over [CLS]) changes no attention weight: a masked-LM
+    # checkpoint has none, and transformers draws it at random, unused here.
+    missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith("pooler."))
     if missing:
         listed = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -164,3 +166,29 @@ def attentions(
             "attends"
         )
     return torch.stack(list(layers))  # (L, B, H, T, T)
+
+
+def count_parameters(folder: Path) -> int:
+    """Every number in the checkpoint's weight files (heads included: transformers' model
+    is whatever the checkpoint holds), from safetensors headers without torch; a torch file
+    is read weights-only."""
+    from attnviz.model.weights import read_state_dict, safetensors_shapes, weight_files
+
+    files = weight_files(folder)
+    if not all(path.suffix == ".safetensors" for path in files):
+        return sum(int(t.numel()) for t in read_state_dict(folder).values())
+    total = 0
+    for path in files:
+        try:
+            shapes = safetensors_shapes(path)
+        except (OSError, ValueError) as exc:
+            raise AttnvizError(
+                f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
+                "re-download it"
+            ) from exc
+        for shape in shapes.values():
+            count = 1
+            for size in shape:
+                count *= size
+            total += count
+    return total

@@ -45,7 +45,13 @@ __all__ = [
 ]
 
 
-class About(TypedDict):
+class Engine(TypedDict, total=False):
+    """What computed the weights: "attnviz" (its own engine, the default) or "transformers"."""
+
+    engine: str
+
+
+class About(Engine):
     """What a data file says of the model and of how the attention was computed."""
 
     model: str  # its name
@@ -156,6 +162,7 @@ def data_record(
         "pair": pieces.pair,
         "causal": about["causal"],
         "dtype": about["dtype"],
+        "engine": about.get("engine", "attnviz"),  # what computed the weights
         "words": [w.label for w in words],
         "word_pieces": [list(w.pieces) for w in words],  # each word's piece indices
         "word_of_piece": word_of_piece(pieces).tolist(),
@@ -203,6 +210,7 @@ def write_data(
         # (L,) int64: each entry's sliding window in pieces, 0 for none
         windows=np.array([w or 0 for w in layer_windows(about, layers)], dtype=np.int64),
         dtype=np.array(about["dtype"], dtype=np.str_),
+        engine=np.array(about.get("engine", "attnviz"), dtype=np.str_),  # what computed them
         model=np.array(about["model"], dtype=np.str_),
         text=np.array(pieces.text, dtype=np.str_),
         pair=np.array(pieces.pair or "", dtype=np.str_),  # "" without a pair
