@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         prepare_encdec,
         sample_sentences,
     )
+    from attnviz.arrays import from_attentions, load_attentions
     from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
@@ -63,6 +64,8 @@ _EXPORTS = {
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
+    "from_attentions": "attnviz.arrays",
+    "load_attentions": "attnviz.arrays",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
@@ -106,9 +109,11 @@ __all__ = [
     "__version__",
     "analyse",
     "analyse_long",
+    "from_attentions",
     "generate",
     "head_stats",
     "is_encoder_decoder",
+    "load_attentions",
     "model_info",
     "prepare",
     "prepare_encdec",

@@ -14,9 +14,10 @@ from typing import Any
 from attnviz.errors import AttnvizError
 from attnviz.limits import amount
 
-__all__ = ["open_regular", "read_bounded", "read_json"]
+__all__ = ["NPZ_MEMBERS", "open_regular", "read_bounded", "read_json", "read_npz"]
 
 _CHUNK = 4 * 2**20  # read in blocks, so a file shorter than its bound costs only its size
+NPZ_MEMBERS = 64  # arrays an .npz of attention may hold (attnviz's own exports hold 16)
 
 
 def open_regular(path: str | os.PathLike[str], what: str) -> int:
@@ -87,6 +88,83 @@ def read_json(path: str | os.PathLike[str], limit: int, what: str) -> Any:
         raise AttnvizError(
             f"cannot read {path} ({short_reason(exc, 120)}): restore or re-download the file"
         ) from None
+
+
+def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
+    """The arrays of the .npz file `path`, numbers and strings only, at most `limit` bytes.
+
+    Every array's header is read before its data: one that holds Python objects (a
+    pickle), claims more bytes than its member holds (a lying header) or takes the arrays
+    past `limit` is refused in one line (AttnvizError) before any data is decompressed;
+    a member is never decompressed past the size its header claims, so a zip bomb costs
+    no more than an honest file. At most NPZ_MEMBERS arrays; other members are skipped.
+    """
+    import math
+    import stat
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    from attnviz.errors import short_reason
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise AttnvizError(f"cannot read {path}: {short_reason(exc, 120)}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a pipe, a device or a socket"
+        raise AttnvizError(f"{path} is {kind}, not an .npz file: name the file itself")
+    arrays: dict[str, Any] = {}
+    try:
+        fd = open_regular(path, "attention file")
+        with os.fdopen(fd, "rb") as handle, zipfile.ZipFile(handle) as archive:
+            members = [i for i in archive.infolist() if i.filename.endswith(".npy")]
+            if len(archive.infolist()) > NPZ_MEMBERS:
+                raise AttnvizError(
+                    f"{path} holds {len(archive.infolist()):,} files; an .npz of attention "
+                    f"holds a few arrays (attnviz reads at most {NPZ_MEMBERS})"
+                )
+            total = 0
+            for info in members:
+                name = info.filename.removesuffix(".npy")
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        claimed, _, dtype = np.lib.format.read_array_header_1_0(member)
+                    elif version == (2, 0):
+                        claimed, _, dtype = np.lib.format.read_array_header_2_0(member)
+                    else:
+                        raise ValueError(f"array {name!r} has .npy format {version}")
+                    if dtype.hasobject:
+                        raise AttnvizError(
+                            f"{path}: array {name!r} holds Python objects (a pickle), which "
+                            "attnviz never loads; save numbers and strings (np.savez with "
+                            "numeric and str arrays)"
+                        )
+                    size = math.prod(claimed) * dtype.itemsize  # Python ints: cannot wrap
+                    if size > info.file_size:
+                        raise ValueError(
+                            f"array {name!r} claims {size:,} bytes in a member of "
+                            f"{info.file_size:,}"
+                        )
+                    total += size
+                    if total > limit:
+                        raise AttnvizError(
+                            f"{path} holds {amount(total)} of arrays or more, past what attnviz "
+                            f"reads ({amount(limit)}; ATTNVIZ_ATTENTION_MB sets it): save fewer "
+                            "layers or a shorter input"
+                        )
+                with archive.open(info) as member:
+                    arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
+    except AttnvizError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise AttnvizError(
+            f"cannot read {path} as an .npz file of arrays ({short_reason(exc, 120)}): write "
+            "it with numpy.savez or attnviz export"
+        ) from None
+    return arrays
 
 
 def _check_regular(mode: int, path: object, what: str) -> None:

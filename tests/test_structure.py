@@ -38,6 +38,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "prepared": 5,
     "pipeline": 5,
     "inputs": 5,
+    "arrays": 5,
     "cli": 6,
     "__main__": 7,
 }

@@ -58,6 +58,7 @@ from attnviz.cli.options import (
     Lang,
     LangOpt,
     LayerOpt,
+    LoadOpt,
     Mask,
     MaskOpt,
     MaxTokensOpt,
@@ -181,6 +182,7 @@ def _images(
 def show(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     layer: LayerOpt = -1,
     head: HeadOpt = None,
     units: UnitsOpt = Units.words,
@@ -235,7 +237,8 @@ def show(
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -256,6 +259,7 @@ def show(
 def heads(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     layer: LayerOpt = -1,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
@@ -295,7 +299,8 @@ def heads(
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -314,6 +319,7 @@ def heads(
 def model_view(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     heads: HeadsOpt = None,
     units: UnitsOpt = Units.words,
     exclude: ExcludeOpt = None,
@@ -354,7 +360,8 @@ def model_view(
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -478,6 +485,7 @@ def explain(
 def rollout(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     upto: Annotated[
         int,
         typer.Option(
@@ -538,7 +546,8 @@ def rollout(
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -557,6 +566,7 @@ def rollout(
 def find(
     ctx: typer.Context,
     text: TextArg = None,
+    load: LoadOpt = None,
     source: Annotated[
         str,
         typer.Option(
@@ -618,7 +628,8 @@ def find(
                                dtype=dtype, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target_text,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -956,6 +967,7 @@ def export(
         ),
     ],
     text: TextArg = None,
+    load: LoadOpt = None,
     view: Annotated[
         View, typer.Option("--view", help="The view an image or page opens on.")
     ] = View.show,
@@ -997,7 +1009,8 @@ def export(
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
                                stack=stack, target=target,
                                generate=generate,
-                               engine=engine)  # fmt: skip
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.export(
             request,
             out=out,

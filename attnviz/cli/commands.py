@@ -109,6 +109,8 @@ def _analyse(
     keeps just that layer."""
     if out is not None:
         check_output(out, allowed, style)
+    if request.load is not None:  # --load: the file's attention, no model
+        return _loaded(request)
     # an encoder-decoder's stack: transformers' engine, never the cache
     if _encdec_model(request):
         encdec = _encdec(request)
@@ -139,6 +141,14 @@ def _analyse(
     return prepared.analyse(
         mask=request.mask, dtype=request.dtype, cache=request.cache, layers=layers
     )
+
+
+def _loaded(request: Request) -> Analysis:
+    """The analysis in the --load file; what needs a model is refused by the analysis."""
+    from attnviz.arrays import load_attentions
+
+    assert request.load is not None
+    return load_attentions(request.load)
 
 
 def _encdec_model(request: Request) -> bool:
@@ -231,11 +241,12 @@ def show(
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
     by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
-    if (
-        query is not None
-        and not _encdec_model(request)
-        and (by_index or (not request.truncate and _too_long(request)))
-    ):
+    loaded = request.load is not None
+    if pool is not None and loaded:
+        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
+                       "{load}", param=("pool", "load"))  # fmt: skip
+    if (query is not None and not loaded and not _encdec_model(request)
+            and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -305,6 +316,9 @@ def heads(
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
     pooled in blocks of `pool` pieces when asked."""
     if pool is not None:
+        if request.load is not None:
+            raise BadInput("{pool} computes the attention a block at a time: leave it out "
+                           "with {load}", param=("pool", "load"))  # fmt: skip
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
         _draw_pooled(console, result.heads_view(layer), out, style)
         return
@@ -347,8 +361,11 @@ def model_view(
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
     page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if pool is not None and request.load is not None:
+        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
+                       "{load}", param=("pool", "load"))  # fmt: skip
     plain = not (subset or exclude or page or _encdec_model(request))
-    if pool is None and request.measure == "weight" and plain:
+    if pool is None and request.load is None and request.measure == "weight" and plain:
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():

@@ -38,6 +38,7 @@ class Request:
     max_tokens: int | None = None  # the longest input in pieces (None: the model's bound)
     bos: bool = True  # a decoder's start token in front (False: --no-bos, as typed)
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
+    load: Path | None = None  # --load FILE.npz: the attention comes from the file, no model
     engine: str = "auto"  # what computes the weights: auto, attnviz or transformers
     # An encoder-decoder's stack (None: cross), its target text, or new tokens it writes.
     stack: str | None = None
@@ -68,10 +69,22 @@ def read_request(
     target: str | None = None,
     generate: int | None = None,
     engine: Engine = Engine.auto,
+    load: Path | None = None,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
-    resolved already (`attnviz.lexicon.resolve_lang`)."""
+    resolved already (`attnviz.lexicon.resolve_lang`). `load`: the attention is read
+    from that .npz file, so there is no text (nor a model, a pair) to give."""
+    if load is not None:
+        named = (("TEXT", text), ("--model", model), ("--pair", pair), ("--stack", stack),
+                 ("--target", target), ("--generate", generate))  # fmt: skip
+        given = [name for name, value in named if value is not None]
+        if given:
+            raise BadInput(
+                f"--load reads the tokens and the attention from the file: drop "
+                f"{' and '.join(given)}, or drop --load to compute the attention"
+            )
+        return Request("", quiet=quiet, measure=measure.value, lang=lang, load=load)
     if pair is not None:
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")

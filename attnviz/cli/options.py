@@ -130,6 +130,16 @@ OutOpt = Annotated[
         "offline (.html).",
     ),
 ]
+LoadOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--load",
+        help="Draw the attention in this .npz file instead of computing it: attnviz's own "
+        "export, or any .npz with 'attentions' [layers, heads, T, T] and 'tokens'. No TEXT, "
+        "no model.",
+        show_default=False,
+    ),
+]
 ImageOutOpt = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),

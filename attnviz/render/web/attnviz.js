@@ -5,11 +5,15 @@
  * several views can live in one notebook. `spec` is the JSON that attnviz writes:
  *
  *   layers, heads, T          the shape of the attention array [layers, heads, T, T]
+ *   K, keyTokens, keyWords, keyWordLabels
+ *                             a rectangle [layers, heads, T, K]: queries and keys from two
+ *                             inputs (cross-attention); the keys' labels and words (null: the
+ *                             keys are the queries, K = T)
  *   data                      base64 of the array, quantised to integers q = round(w * scale)
  *   dtype, scale, shuffled    "u16" (two bytes, low-byte plane then high-byte plane) or "u8"
  *   compression               "deflate" (zlib) or "none"
  *   masked                    null, or {data, compression}: one bit per layer, query and key
- *                             piece [L, T, T] (numpy packbits order), set where the model
+ *                             piece [L, T, K] (numpy packbits order), set where the model
  *                             could not see the key (a decoder's future, outside its window)
  *   tokens                    one label per piece; words: the pieces of each word (or null)
  *   wordLabels, pairStart, pairWordStart, title, view, layer, head, units, theme
@@ -40,7 +44,11 @@ function attnvizMount(root, spec) {
   const ROW_PX = 21; // height of a token row in the head view (1.5em at 14px)
 
   const L = spec.layers, H = spec.heads, T = spec.T;
-  const hasWords = Array.isArray(spec.words) && spec.words.length > 0;
+  const square = spec.keyTokens == null; // the keys are the queries
+  const K = square ? T : spec.K; // keys (columns)
+  const keyWords = square ? spec.words : spec.keyWords;
+  const hasWords = Array.isArray(spec.words) && spec.words.length > 0 &&
+    Array.isArray(keyWords) && keyWords.length > 0;
   const TEXT = spec.text || {};
   // The page's string `key` in its language, with {name} filled from `values`.
   function t(key, values) {
@@ -59,8 +67,8 @@ function attnvizMount(root, spec) {
     pick: null, // {side: "from" | "to", index}: the token whose attention is isolated
   };
   if (spec.selected) state.selected = new Set(spec.selected);
-  let weights = null; // Float32Array [L, H, T, T] once decoded
-  let hiddenBits = null; // Uint8Array [L, T, T] once decoded (1: masked), or null: none
+  let weights = null; // Float32Array [L, H, T, K] once decoded
+  let hiddenBits = null; // Uint8Array [L, T, K] once decoded (1: masked), or null: none
   const cache = new Map();
 
   function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
@@ -106,14 +114,14 @@ function attnvizMount(root, spec) {
   async function decodeMask() {
     if (!spec.masked) return null;
     const packed = await inflate(spec.masked.data, spec.masked.compression);
-    const n = L * T * T, out = new Uint8Array(n);
+    const n = L * T * K, out = new Uint8Array(n);
     for (let i = 0; i < n; i++) out[i] = (packed[i >> 3] >> (7 - (i & 7))) & 1;
     return out;
   }
 
   async function decode() {
     const bytes = await inflate(spec.data, spec.compression);
-    const n = L * H * T * T;
+    const n = L * H * T * K;
     const out = new Float32Array(n);
     if (spec.dtype === "u16") {
       for (let i = 0; i < n; i++) out[i] = (bytes[i] | (bytes[n + i] << 8)) / spec.scale;
@@ -131,42 +139,49 @@ function attnvizMount(root, spec) {
     return names;
   }
 
-  // The mean over `heads` of one layer, in the current units: a Float32Array [N * N].
+  // The columns' labels: the keys' own in a rectangle, else the rows'.
+  function keyLabels() {
+    if (square) return labels();
+    return (state.units === "words" ? spec.keyWordLabels : spec.keyTokens).slice();
+  }
+
+  // The mean over `heads` of one layer, in the current units: a Float32Array [N * M]
+  // (N queries, M keys).
   function matrix(layer, heads) {
     const key = state.units + "|" + layer + "|" + heads.join(",");
     if (cache.has(key)) return cache.get(key);
-    const mean = new Float32Array(T * T);
+    const mean = new Float32Array(T * K);
     for (const h of heads) {
-      const base = (layer * H + h) * T * T;
-      for (let i = 0; i < T * T; i++) mean[i] += weights[base + i];
+      const base = (layer * H + h) * T * K;
+      for (let i = 0; i < T * K; i++) mean[i] += weights[base + i];
     }
-    if (heads.length > 1) for (let i = 0; i < T * T; i++) mean[i] /= heads.length;
+    if (heads.length > 1) for (let i = 0; i < T * K; i++) mean[i] /= heads.length;
     const result = state.units === "words" ? mergeWords(mean) : mean;
     if (cache.size > 400) cache.clear();
     cache.set(key, result);
     return result;
   }
 
-  // The cells `layer` masks, in the current units: a Uint8Array [N * N] (1: masked), or null.
+  // The cells `layer` masks, in the current units: a Uint8Array [N * M] (1: masked), or null.
   function hidden(layer) {
     if (!hiddenBits) return null;
     const key = "hidden|" + state.units + "|" + layer;
     if (cache.has(key)) return cache.get(key);
-    const base = layer * T * T;
+    const base = layer * T * K;
     let result;
     if (state.units !== "words") {
-      result = hiddenBits.subarray(base, base + T * T);
+      result = hiddenBits.subarray(base, base + T * K);
     } else {
-      const groups = spec.words, W = groups.length;
-      result = new Uint8Array(W * W);
+      const groups = spec.words, W = groups.length, V = keyWords.length;
+      result = new Uint8Array(W * V);
       for (let a = 0; a < W; a++) {
-        for (let b = 0; b < W; b++) {
+        for (let b = 0; b < V; b++) {
           let all = 1;
           for (const q of groups[a]) {
-            for (const k of groups[b]) if (!hiddenBits[base + q * T + k]) { all = 0; break; }
+            for (const k of keyWords[b]) if (!hiddenBits[base + q * K + k]) { all = 0; break; }
             if (!all) break;
           }
-          result[a * W + b] = all;
+          result[a * V + b] = all;
         }
       }
     }
@@ -183,14 +198,14 @@ function attnvizMount(root, spec) {
   }
 
   function mergeWords(m) {
-    const groups = spec.words, W = groups.length;
-    const wordOf = new Int32Array(T);
-    groups.forEach((g, w) => g.forEach((p) => { wordOf[p] = w; }));
-    const toWords = new Float32Array(T * W); // (T, W): sum over each key word's pieces
-    for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) toWords[i * W + wordOf[j]] += m[i * T + j];
-    const out = new Float32Array(W * W); // (W, W): mean over each query word's pieces
+    const groups = spec.words, W = groups.length, V = keyWords.length;
+    const wordOf = new Int32Array(K);
+    keyWords.forEach((g, w) => g.forEach((p) => { wordOf[p] = w; }));
+    const toWords = new Float32Array(T * V); // (T, V): sum over each key word's pieces
+    for (let i = 0; i < T; i++) for (let j = 0; j < K; j++) toWords[i * V + wordOf[j]] += m[i * K + j];
+    const out = new Float32Array(W * V); // (W, V): mean over each query word's pieces
     groups.forEach((g, w) => {
-      for (const p of g) for (let k = 0; k < W; k++) out[w * W + k] += toWords[p * W + k] / g.length;
+      for (const p of g) for (let k = 0; k < V; k++) out[w * V + k] += toWords[p * V + k] / g.length;
     });
     return out;
   }
@@ -309,6 +324,7 @@ function attnvizMount(root, spec) {
 
   function headView() {
     const names = labels(), N = names.length;
+    const keyNames = keyLabels(), M = keyNames.length;
     const heads = [...state.selected].sort((a, b) => a - b);
     const grid = el("div", { class: "av-heads" });
     const left = el("div", { class: "av-col av-left" });
@@ -316,8 +332,11 @@ function attnvizMount(root, spec) {
     const canvas = el("canvas", { class: "av-lines" });
     const middle = el("div", {}, [canvas]);
     const rows = { from: [], to: [] };
-    names.forEach((name, i) => {
-      for (const [side, column] of [["from", left], ["to", right]]) {
+    const tokenRows = [];
+    names.forEach((name, i) => tokenRows.push(["from", left, name, i]));
+    keyNames.forEach((name, i) => tokenRows.push(["to", right, name, i]));
+    tokenRows.forEach(([side, column, name, i]) => {
+      {
         const weight = el("span", { class: "av-w" });
         const token = el("div", { class: "av-tok", "data-side": side, "data-index": String(i) },
           side === "from" ? [weight, document.createTextNode(name)] : [document.createTextNode(name), weight]);
@@ -341,7 +360,7 @@ function attnvizMount(root, spec) {
     grid.append(left, middle, right);
     main.appendChild(grid);
     const width = Math.max(120, middle.getBoundingClientRect().width || 250);
-    const height = N * ROW_PX;
+    const height = Math.max(N, M) * ROW_PX;
     const ratio = window.devicePixelRatio || 1;
     canvas.width = width * ratio;
     canvas.height = height * ratio;
@@ -351,7 +370,7 @@ function attnvizMount(root, spec) {
     ctx.scale(ratio, ratio);
     const mats = heads.map((h) => matrix(state.layer, [h]));
     const mean = matrix(state.layer, heads);
-    const masked = hidden(state.layer); // [N * N], 1 where the query cannot see the key
+    const masked = hidden(state.layer); // [N * M], 1 where the query cannot see the key
     const y = (i) => i * ROW_PX + ROW_PX / 2;
     let pinned = false;
 
@@ -362,15 +381,15 @@ function attnvizMount(root, spec) {
       const p = state.pick;
       // One path per head and opacity level (16 levels): a few strokes instead of one per line.
       const LEVELS = 16;
-      const lineMin = N > 128 ? 4 * LINE_MIN : LINE_MIN; // long texts: the overview stays light
+      const lineMin = Math.max(N, M) > 128 ? 4 * LINE_MIN : LINE_MIN; // long texts: lighter
       heads.forEach((h, k) => {
         const m = mats[k];
         const paths = Array.from({ length: LEVELS }, () => new Path2D());
         for (let i = 0; i < N; i++) {
           if (p && p.side === "from" && p.index !== i) continue;
-          for (let j = 0; j < N; j++) {
+          for (let j = 0; j < M; j++) {
             if (p && p.side === "to" && p.index !== j) continue;
-            const w = m[i * N + j];
+            const w = m[i * M + j];
             if (w < (p ? 0.005 : lineMin)) continue;
             const path = paths[Math.min(LEVELS - 1, Math.floor(w * LEVELS))];
             path.moveTo(0, y(i));
@@ -389,7 +408,7 @@ function attnvizMount(root, spec) {
           const on = p && p.side === side && p.index === i;
           token.classList.toggle("av-on", Boolean(on));
           let w = "";
-          const cell = p && p.side !== side ? (p.side === "from" ? p.index * N + i : i * N + p.index) : -1;
+          const cell = p && p.side !== side ? (p.side === "from" ? p.index * M + i : i * M + p.index) : -1;
           const off = cell >= 0 && masked !== null && masked[cell] === 1; // it cannot see / be seen
           token.classList.toggle("av-masked", off);
           if (off) {
@@ -419,7 +438,7 @@ function attnvizMount(root, spec) {
       if (!state.pick) {
         status.textContent = t("heads_status", { heads: headsLabel(heads), layer: layerName(state.layer) });
       } else {
-        const name = isolated(names[state.pick.index]);
+        const name = isolated((state.pick.side === "from" ? names : keyNames)[state.pick.index]);
         status.textContent = t(state.pick.side === "from" ? "from" : "to",
           { token: name, heads: headsLabel(heads) });
       }
@@ -427,15 +446,16 @@ function attnvizMount(root, spec) {
     pick(state.pick ? state.pick.side : null, state.pick ? state.pick.index : null);
   }
 
-  // `m` [N * N] as N·cell pixels a side; cells where `masked` [N * N] is 1 in the masked grey.
-  function paint(ctx, m, N, x0, y0, cell, vmax, masked) {
-    const image = ctx.createImageData(N * cell, N * cell);
+  // `m` [N * M] as N·cell pixels high, M·cell wide; cells where `masked` [N * M] is 1 in the
+  // masked grey.
+  function paint(ctx, m, N, M, x0, y0, cell, vmax, masked) {
+    const image = ctx.createImageData(M * cell, N * cell);
     const grey = masked ? maskedColour() : null;
     for (let i = 0; i < N; i++) {
-      for (let j = 0; j < N; j++) {
-        const [r, g, b] = masked && masked[i * N + j] ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+      for (let j = 0; j < M; j++) {
+        const [r, g, b] = masked && masked[i * M + j] ? grey : colour(vmax > 0 ? m[i * M + j] / vmax : 0);
         for (let dy = 0; dy < cell; dy++) {
-          let o = ((i * cell + dy) * N * cell + j * cell) * 4;
+          let o = ((i * cell + dy) * M * cell + j * cell) * 4;
           for (let dx = 0; dx < cell; dx++, o += 4) {
             image.data[o] = r; image.data[o + 1] = g; image.data[o + 2] = b; image.data[o + 3] = 255;
           }
@@ -447,39 +467,43 @@ function attnvizMount(root, spec) {
 
   function matrixView() {
     const names = labels(), N = names.length;
+    const keyNames = keyLabels(), M = keyNames.length;
     const heads = state.head == null ? range(H) : [state.head];
     const m = matrix(state.layer, heads);
     const masked = hidden(state.layer);
     let vmax = 0;
     for (let i = 0; i < m.length; i++) if (m[i] > vmax) vmax = m[i];
-    const cell = clamp(Math.floor(640 / N), 1, 28);
-    const every = Math.max(1, Math.ceil(N / Math.floor((N * cell) / 12)));
+    const cell = clamp(Math.floor(640 / Math.max(N, M)), 1, 28);
+    const everyOf = (n) => Math.max(1, Math.ceil(n / Math.floor((n * cell) / 12)));
+    const every = everyOf(N), keyEvery = everyOf(M); // a label every 12 pixels at most
     const font = "12px system-ui, sans-serif";
     const probe = document.createElement("canvas").getContext("2d");
     probe.font = font;
-    const margin = Math.ceil(Math.min(160, Math.max(...names.map((n) => probe.measureText(n).width)))) + 8;
+    const widest = Math.max(...names.concat(keyNames).map((n) => probe.measureText(n).width));
+    const margin = Math.ceil(Math.min(160, widest)) + 8;
     const canvas = el("canvas", {
       class: "av-heat", role: "img",
       "aria-label": t("matrix_label", { layer: layerName(state.layer), heads: headsLabel(heads) }),
     });
-    const size = N * cell;
-    canvas.width = margin + size + 4;
-    canvas.height = margin + size + 4;
+    canvas.width = margin + M * cell + 4;
+    canvas.height = margin + N * cell + 4;
     const ctx = canvas.getContext("2d");
     const fg = getComputedStyle(root).color;
-    paint(ctx, m, N, margin, margin, cell, vmax, masked);
+    paint(ctx, m, N, M, margin, margin, cell, vmax, masked);
     ctx.font = font;
     ctx.fillStyle = fg;
     ctx.textBaseline = "middle";
-    for (let i = 0; i < N; i += every) {
-      const text = names[i].length > 20 ? names[i].slice(0, 19) + "…" : names[i];
+    const cut = (name) => (name.length > 20 ? name.slice(0, 19) + "…" : name);
+    for (let i = 0; i < N; i += every) { // the queries, left of their rows
       ctx.textAlign = "right";
-      ctx.fillText(text, margin - 4, margin + i * cell + cell / 2);
+      ctx.fillText(cut(names[i]), margin - 4, margin + i * cell + cell / 2);
+    }
+    for (let j = 0; j < M; j += keyEvery) { // the keys, over their columns
       ctx.save();
-      ctx.translate(margin + i * cell + cell / 2, margin - 4);
+      ctx.translate(margin + j * cell + cell / 2, margin - 4);
       ctx.rotate(-Math.PI / 3);
       ctx.textAlign = "left";
-      ctx.fillText(text, 0, 0);
+      ctx.fillText(cut(keyNames[j]), 0, 0);
       ctx.restore();
     }
     main.appendChild(canvas);
@@ -491,14 +515,14 @@ function attnvizMount(root, spec) {
       const x = (event.clientX - box.left) * (canvas.width / box.width) - margin;
       const yy = (event.clientY - box.top) * (canvas.height / box.height) - margin;
       const i = Math.floor(yy / cell), j = Math.floor(x / cell);
-      if (i < 0 || j < 0 || i >= N || j >= N) { tip.style.display = "none"; return; }
-      const w = m[i * N + j];
-      if (masked && masked[i * N + j]) {
-        tip.textContent = t("masked_cell", { query: isolated(names[i]), key: isolated(names[j]) });
+      if (i < 0 || j < 0 || i >= N || j >= M) { tip.style.display = "none"; return; }
+      const w = m[i * M + j];
+      if (masked && masked[i * M + j]) {
+        tip.textContent = t("masked_cell", { query: isolated(names[i]), key: isolated(keyNames[j]) });
         tip.dataset.masked = "true";
         delete tip.dataset.weight;
       } else {
-        tip.textContent = `${isolated(names[i])} → ${isolated(names[j])}: ${fmt(w)}`;
+        tip.textContent = `${isolated(names[i])} → ${isolated(keyNames[j])}: ${fmt(w)}`;
         delete tip.dataset.masked;
         tip.dataset.weight = String(w);
       }
@@ -510,7 +534,7 @@ function attnvizMount(root, spec) {
   }
 
   function modelView() {
-    const names = labels(), N = names.length;
+    const N = labels().length, M = keyLabels().length;
     const shown = [...state.selected].sort((a, b) => a - b);
     const side = clamp(Math.floor(880 / shown.length) - 6, 36, 96);
     const grid = el("div", { class: "av-model" });
@@ -521,28 +545,28 @@ function attnvizMount(root, spec) {
       grid.appendChild(el("span", { class: "av-rowname", text: t("row_layer", { layer: l }) }));
       for (const h of shown) {
         const m = matrix(l, [h]);
-        const px = Math.min(side, N);
+        const px = Math.min(side, N), pw = Math.min(side, M); // pixels high and wide
         const canvas = el("canvas", {
-          class: "av-thumb", width: String(px), height: String(px), "data-layer": String(l),
+          class: "av-thumb", width: String(pw), height: String(px), "data-layer": String(l),
           "data-head": String(h), title: t("thumb", { layer: l, head: h }),
         });
         canvas.style.width = side + "px";
         canvas.style.height = side + "px";
-        const small = new Float32Array(px * px); // block maximum: thin patterns stay visible
+        const small = new Float32Array(px * pw); // block maximum: thin patterns stay visible
         const masked = hidden(l);
-        const seen = masked ? new Uint8Array(px * px) : null; // 1: some cell of the block visible
+        const seen = masked ? new Uint8Array(px * pw) : null; // 1: some cell of the block visible
         let vmax = 0;
         for (let i = 0; i < N; i++) {
           const si = Math.floor((i * px) / N);
-          for (let j = 0; j < N; j++) {
-            const k = si * px + Math.floor((j * px) / N), w = m[i * N + j];
+          for (let j = 0; j < M; j++) {
+            const k = si * pw + Math.floor((j * pw) / M), w = m[i * M + j];
             if (w > small[k]) small[k] = w;
             if (w > vmax) vmax = w;
-            if (seen && !masked[i * N + j]) seen[k] = 1;
+            if (seen && !masked[i * M + j]) seen[k] = 1;
           }
         }
         const blocks = seen ? seen.map((v) => 1 - v) : null; // a block is masked when all of it is
-        paint(canvas.getContext("2d"), small, px, 0, 0, 1, vmax, blocks);
+        paint(canvas.getContext("2d"), small, px, pw, 0, 0, 1, vmax, blocks);
         const open = () => { state.layer = l; state.head = h; state.view = "matrix"; render(); };
         canvas.setAttribute("tabindex", "0");
         canvas.addEventListener("click", open);

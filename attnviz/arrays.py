@@ -1,0 +1,570 @@
+"""Your own attention: an `Analysis` of weights computed elsewhere (`from_attentions`, `--load`).
+
+`from_attentions(attentions, tokens)` takes what another tool gives: transformers' tuple of
+per-layer `(batch, heads, T, T)` tensors (`output_attentions=True`), an `[L, H, T, T]` (or
+`[L, batch, H, T, T]`, or a rectangle `[L, H, Tq, Tk]` with `key_tokens`) numpy array or
+torch tensor on any device in any float dtype, or one layer `[H, T, T]`. It checks them in
+bounded time and memory before any copy (the size from the shape, against the attention
+budget; the shape against the tokens; then finite, non-negative, rows summing to 1) and
+returns an `Analysis` whose views, images, pages, `find`, `row`, `rollout` (a square) and
+exports work. What needs the model (explain, the measures other than the weight, compare)
+refuses in one line: there is no model to run again.
+
+`load_attentions(path)` reads an .npz: attnviz's own exports (`attnviz export`, `save`),
+with their words, layers and mask, and any .npz with an `attentions` array and a `tokens`
+array (`key_tokens` for a rectangle; `words` as word ids per token, optional). torch is
+imported only when a tensor is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnviz.analysis import Analysis
+from attnviz.errors import AttnvizError, BadInput
+from attnviz.inputs import ARRAYS_ORIGIN, ModelInfo, no_model
+from attnviz.limits import amount, attention_budget, resolve_heads, resolve_index
+
+if TYPE_CHECKING:
+    from attnviz.measures.explain import Explanation
+    from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.text.pieces import Pieces
+
+__all__ = ["DEFAULT_NAME", "GivenInput", "arrays_analysis", "from_attentions", "load_attentions"]
+
+DEFAULT_NAME = "your attention"  # how titles name attention given without a model name
+MAX_LAYERS = 4096  # entries of a tuple of layers (a model has some dozens)
+MAX_NAME = 200  # characters of a model's display name
+MAX_TOKEN_CHARS = 1000  # characters of one token
+ROW_TOLERANCE = {2: 1e-2, 4: 1e-3, 8: 1e-3}  # how far a row may sum from 1, by bytes a weight
+NPZ_EXTRA_BYTES = 64 * 2**20  # room beside the attentions for tokens, words and the rest
+
+
+@dataclass(frozen=True)
+class GivenInput:
+    """The input of attention given as arrays: its pieces and a model's name, no model.
+
+    It is what `Analysis.prepared` needs (attnviz.inputs.PreparedInput); whatever would
+    run the model again refuses in one line."""
+
+    name: str
+    pieces: Pieces
+    layers: int
+    heads: int
+    causal: bool = False
+
+    @property
+    def source(self) -> ModelSource:
+        from attnviz.model.locate import ModelSource
+
+        return ModelSource(self.name, Path(), ARRAYS_ORIGIN)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        raise no_model("reading the model's config")
+
+    @property
+    def shape(self) -> ModelShape:
+        raise no_model("reading the model's shape")
+
+    @property
+    def model(self) -> ModelInfo:
+        return ModelInfo(
+            self.name,
+            "attention arrays",
+            self.layers,
+            self.heads,
+            Path(),
+            ARRAYS_ORIGIN,
+            decoder=self.causal,
+        )
+
+    @property
+    def num_layers(self) -> int:
+        return self.layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.heads
+
+    def check(
+        self,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        heads: Sequence[int] | None = None,
+    ) -> None:
+        if layer is not None:
+            resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            resolve_index(head, self.heads, "head")
+        resolve_heads(heads, self.heads)
+
+    @property
+    def engine(self) -> str:
+        """No engine ran here (`inputs.PreparedInput` asks); titles stay unmarked."""
+        return "attnviz"
+
+    def refuse_internals(self, what: str, *, param: str | None = None) -> None:
+        raise no_model(what)
+
+    def note_engine(self) -> None:
+        """Nothing to say: no engine computed the weights."""
+
+    def explain(
+        self,
+        *,
+        token: str | None = None,
+        index: int | None = None,
+        layer: int = -1,
+        head: int = 0,
+        lang: str = "en",
+        mask: str = "none",
+    ) -> Explanation:
+        raise no_model("explain")
+
+
+def arrays_analysis(
+    attentions: np.ndarray,
+    pieces: Pieces,
+    *,
+    key_pieces: Pieces | None = None,
+    name: str = DEFAULT_NAME,
+    causal: bool = False,
+    normalised: bool = True,
+    dtype: str = "float32",
+    layers: Sequence[int] | None = None,
+) -> Analysis:
+    """An `Analysis` of checked float32 `attentions` (L, H, Tq, Tk) over `pieces` (the rows)
+    and `key_pieces` (the columns; None: a square), with no model. For a face module that
+    has its arrays and pieces already (`from_attentions` checks what a user gives first).
+    `layers`: the model's layer of each entry, when not all of them."""
+    L, H = attentions.shape[:2]
+    kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
+    total = L if kept is None else max(kept) + 1
+    given = GivenInput(name, pieces, total, H, causal)
+    return Analysis(
+        prepared=given,
+        attentions=attentions,
+        dtype=dtype,
+        layers=kept,
+        key_pieces=key_pieces,
+        normalised=normalised,
+    )
+
+
+# ---------------------------------------------------------------- from_attentions
+
+
+def from_attentions(
+    attentions: Any,
+    tokens: Sequence[str],
+    *,
+    key_tokens: Sequence[str] | None = None,
+    words: Sequence[int | None] | None = None,
+    key_words: Sequence[int | None] | None = None,
+    word_labels: Sequence[str] | None = None,
+    model: str | None = None,
+    causal: bool | None = None,
+    batch: int = 0,
+    normalised: bool = True,
+) -> Analysis:
+    """An `Analysis` of attention computed elsewhere, checked before anything is drawn.
+
+    `attentions`: transformers' tuple of per-layer `(batch, heads, T, T)` tensors
+    (`outputs.attentions`; the item `batch` is taken), a numpy array or torch tensor
+    `[L, H, T, T]` (or `[L, batch, H, T, T]`), one layer `[H, T, T]`, or a rectangle
+    `[L, H, Tq, Tk]` whose keys are `key_tokens` (queries and keys from two inputs: an
+    encoder-decoder's cross-attention). Any device, any float dtype; it is copied to float32.
+    `tokens`: one label per query (per row). `words`: the word of each token, as
+    `BatchEncoding.word_ids()` gives it (an int per token, None for a special token); None:
+    read from the tokens' marks (`##`, `Ġ`, `▁`). `key_words` the same for `key_tokens`;
+    `word_labels` names the query words (one per word, specials included).
+    `model`: the name titles show (nothing is loaded). `causal`: None detects it (every
+    weight above the diagonal is 0); True marks the later keys masked. `normalised=False`
+    accepts rows that do not sum to 1, and every title says so.
+    """
+    if not isinstance(normalised, bool):
+        raise BadInput("{normalised} must be True or False", param="normalised")
+    if causal is not None and not isinstance(causal, bool):
+        raise BadInput("{causal} must be True, False or None (detect)", param="causal")
+    name = _name(model)
+    array, dtype = _as_array(attentions, batch)  # (L, H, Tq, Tk) float32, checked in size
+    _, _, Tq, Tk = array.shape  # (L, H, Tq, Tk)
+    queries = _tokens(tokens, "tokens", Tq, "rows (queries)")
+    keys = None if key_tokens is None else _tokens(key_tokens, "key_tokens", Tk, "columns (keys)")
+    if keys is None and Tq != Tk:
+        raise BadInput(
+            f"{{attentions}} is {Tq} queries × {Tk} keys, a rectangle: pass the keys' tokens "
+            f"as {{key_tokens}} ({Tk} of them)",
+            param=("attentions", "key_tokens"),
+        )
+    _check_weights(array, normalised, dtype)
+    # causal when nothing lies above the diagonal (a layer at a time: no whole-array copy)
+    found = keys is None and Tq > 1 and not any(np.triu(layer, 1).any() for layer in array)
+    if causal and not found:
+        raise BadInput(
+            "{causal} is True, but some weights lie above the diagonal (a query attends to a "
+            "later key): pass causal=None to detect it, or False",
+            param="causal",
+        )
+    from attnviz.text.given import given_pieces
+
+    pieces = given_pieces(
+        queries,
+        _word_ids(words, "words", Tq),
+        _labels(word_labels, "word_labels"),
+    )
+    key_pieces = None
+    if keys is not None:
+        key_pieces = given_pieces(keys, _word_ids(key_words, "key_words", Tk))
+    _check_word_labels(word_labels, pieces)
+    return arrays_analysis(
+        array,
+        pieces,
+        key_pieces=key_pieces,
+        name=name,
+        causal=found if causal is None else causal,
+        normalised=normalised,
+        dtype=dtype,
+    )
+
+
+def _name(model: object) -> str:
+    if model is None:
+        return DEFAULT_NAME
+    if not isinstance(model, str) or not model.strip():
+        raise BadInput("{model} must be a name for the titles (a str), or None", param="model")
+    return " ".join(model.split())[:MAX_NAME]
+
+
+def _is_tensor(value: object) -> bool:
+    """True for a torch tensor, without importing torch when it is not one."""
+    return type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach")
+
+
+def _shape_of(value: object, what: str) -> tuple[int, ...]:
+    if _is_tensor(value) or isinstance(value, np.ndarray):
+        return tuple(int(n) for n in value.shape)  # type: ignore[attr-defined]
+    raise BadInput(
+        f"{{attentions}} must be a numpy array, a torch tensor or a tuple of them (one per "
+        f"layer, as transformers' output_attentions gives); {what} is {type(value).__name__}",
+        param="attentions",
+    )
+
+
+def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
+    """`attentions` as a float32 numpy array (L, H, Tq, Tk) and the dtype it came in, its
+    size checked from its shape before any copy."""
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise BadInput(f"{{batch}} must be an item number (an int), got {batch!r}", param="batch")
+    if isinstance(attentions, tuple | list):  # one entry per layer
+        if not attentions or len(attentions) > MAX_LAYERS:
+            raise BadInput(
+                f"{{attentions}} holds {len(attentions):,} layers: give 1 to {MAX_LAYERS:,}",
+                param="attentions",
+            )
+        layers = list(attentions)
+        shapes = [_shape_of(layer, f"layer {i}") for i, layer in enumerate(layers)]
+        if len(set(shapes)) > 1:
+            raise BadInput(
+                f"{{attentions}}' layers differ in shape ({shapes[0]} and "
+                f"{next(s for s in shapes if s != shapes[0])}): give one input's layers",
+                param="attentions",
+            )
+        shape = (len(layers), *shapes[0])
+    else:
+        layers = [attentions]
+        shape = _shape_of(attentions, "it")
+        if len(shape) == 3:  # one layer (H, T, T)
+            shape = (1, *shape)
+    if len(shape) == 5:  # (L, batch, H, Tq, Tk)
+        B = shape[1]
+        if not -B <= batch < B:
+            raise BadInput(
+                f"{{batch}} {batch} is out of range: the attentions hold {B} items (0..{B - 1})",
+                param="batch",
+            )
+        shape = (shape[0], *shape[2:])
+    if len(shape) != 4 or 0 in shape:
+        raise BadInput(
+            f"{{attentions}} must be [layers, heads, T, T] (or one layer [heads, T, T], or a "
+            f"tuple of [batch, heads, T, T] per layer), got shape {shape}",
+            param="attentions",
+        )
+    size = math.prod(shape) * 4  # float32
+    budget = attention_budget()
+    if size > budget:
+        raise BadInput(
+            f"{{attentions}} {shape} is {amount(size)} in float32, past attnviz's attention "
+            f"budget ({amount(budget)}; ATTNVIZ_ATTENTION_MB raises it): give fewer layers or "
+            "a shorter input",
+            param="attentions",
+        )
+    dtype = _dtype_name(layers[0])
+    if isinstance(attentions, tuple | list):  # (batch, H, Tq, Tk) or (H, Tq, Tk) per layer
+        axis = 0 if len(shapes[0]) == 4 else None
+        array = np.stack([_to_numpy(layer, batch, axis) for layer in layers])  # (L, H, Tq, Tk)
+    else:
+        array = _to_numpy(attentions, batch, 1 if len(layers_shape(attentions)) == 5 else None)
+        if array.ndim == 3:
+            array = array[None]  # (1, H, T, T)
+    return np.ascontiguousarray(array, dtype=np.float32), dtype
+
+
+def layers_shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape)
+
+
+def _dtype_name(value: Any) -> str:
+    """The float dtype `value` holds ("float16", "bfloat16", "float32"); BadInput for any
+    other kind of number."""
+    if _is_tensor(value):
+        if not value.is_floating_point():
+            raise BadInput(
+                f"{{attentions}} must hold floats (the weights), got {value.dtype}",
+                param="attentions",
+            )
+        name = str(value.dtype).removeprefix("torch.")
+    else:
+        if value.dtype.kind != "f":
+            raise BadInput(
+                f"{{attentions}} must hold floats (the weights), got {value.dtype}",
+                param="attentions",
+            )
+        name = str(value.dtype)
+    return name if name in ("float16", "bfloat16") else "float32"
+
+
+def _to_numpy(value: Any, batch: int, axis: int | None) -> np.ndarray:
+    """One array or tensor as float32 numpy, item `batch` of its `axis` taken first (None:
+    the whole): a layer of transformers' tuple is (batch, H, T, T), a stack (L, batch, ...)."""
+    if _is_tensor(value):
+        import torch
+
+        with torch.no_grad():
+            tensor = value.detach()
+            if axis is not None:
+                tensor = tensor.select(axis, batch)
+            return tensor.to(device="cpu", dtype=torch.float32).numpy()
+    array = np.asarray(value)
+    return array if axis is None else np.take(array, batch, axis=axis)
+
+
+def _check_weights(array: np.ndarray, normalised: bool, dtype: str) -> None:
+    """Refuse weights that are not attention: not finite, negative, or (when `normalised`)
+    rows not summing to 1; each in one line naming the first layer and head."""
+    finite = np.isfinite(array).all(axis=(2, 3))  # (L, H)
+    if not finite.all():
+        layer, head = np.argwhere(~finite)[0]
+        raise BadInput(
+            f"{{attentions}} holds NaN or infinite weights (first in layer {layer}, head "
+            f"{head}): attention weights are finite numbers; check how they were computed",
+            param="attentions",
+        )
+    negative = (array < 0).any(axis=(2, 3))  # (L, H)
+    if negative.any():
+        layer, head = np.argwhere(negative)[0]
+        raise BadInput(
+            f"{{attentions}} holds negative weights (first in layer {layer}, head {head}): "
+            "attention weights are probabilities, after the softmax; pass the weights, not "
+            "the scores",
+            param="attentions",
+        )
+    if not normalised:
+        return
+    tolerance = 1e-2 if dtype in ("float16", "bfloat16") else 1e-3
+    sums = array.sum(axis=-1, dtype=np.float64)  # (L, H, Tq)
+    off = np.abs(sums - 1.0) > tolerance
+    if off.any():
+        layer, head, row = np.argwhere(off)[0]
+        raise BadInput(
+            f"{{attentions}}' rows must each sum to 1 (softmax weights): row {row} of layer "
+            f"{layer}, head {head} sums to {sums[layer, head, row]:.4g}; pass "
+            "normalised=False to draw the weights as they are (every title then says so)",
+            param=("attentions", "normalised"),
+        )
+
+
+def _tokens(tokens: object, param: str, count: int, what: str) -> list[str]:
+    """`tokens` as a list of `count` str; BadInput naming `param` otherwise."""
+    if isinstance(tokens, np.ndarray):
+        if tokens.dtype.kind != "U" or tokens.ndim != 1:
+            raise BadInput(
+                f"{{{param}}} must be a list of str, got a {tokens.dtype} array {tokens.shape}",
+                param=param,
+            )
+        tokens = tokens.tolist()
+    if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
+        raise BadInput(
+            f"{{{param}}} must be a list of str (one per token), got {type(tokens).__name__}",
+            param=param,
+        )
+    if len(tokens) != count:
+        raise BadInput(
+            f"{{{param}}} has {len(tokens):,} tokens, but the attentions have {count:,} {what}",
+            param=param,
+        )
+    for token in tokens:
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+            shown = type(token).__name__ if not isinstance(token, str) else "a longer str"
+            raise BadInput(
+                f"{{{param}}} must hold str of at most {MAX_TOKEN_CHARS} characters, got {shown}",
+                param=param,
+            )
+    return [str(t) for t in tokens]
+
+
+def _word_ids(words: object, param: str, count: int) -> list[int | None] | None:
+    """`words` as word ids, one per token (None: special); None when not given."""
+    if words is None:
+        return None
+    if isinstance(words, np.ndarray):
+        if words.dtype.kind not in "iu" or words.ndim != 1:
+            raise BadInput(f"{{{param}}} must be an int per token", param=param)
+        words = words.tolist()
+    if isinstance(words, str | bytes) or not isinstance(words, Sequence) or len(words) != count:
+        raise BadInput(
+            f"{{{param}}} must give each of the {count:,} tokens its word (an int, or None for "
+            "a special token), as BatchEncoding.word_ids() does",
+            param=param,
+        )
+    for w in words:
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise BadInput(
+                f"{{{param}}} must hold word numbers (int >= 0) or None, got {w!r}"[:200],
+                param=param,
+            )
+    return list(words)
+
+
+def _labels(labels: object, param: str) -> list[str] | None:
+    if labels is None:
+        return None
+    if isinstance(labels, np.ndarray):
+        labels = labels.tolist()
+    if isinstance(labels, str | bytes) or not isinstance(labels, Sequence):
+        raise BadInput(f"{{{param}}} must be a list of str, one per word", param=param)
+    if not all(isinstance(x, str) and len(x) <= MAX_TOKEN_CHARS for x in labels):
+        raise BadInput(f"{{{param}}} must hold str, one per word", param=param)
+    return list(labels)
+
+
+def _check_word_labels(labels: Sequence[str] | None, pieces: Pieces) -> None:
+    if labels is not None and len(labels) != len(pieces.words()):
+        raise BadInput(
+            f"{{word_labels}} names {len(labels):,} words, but the tokens make "
+            f"{len(pieces.words()):,}",
+            param="word_labels",
+        )
+
+
+# ---------------------------------------------------------------- --load
+
+
+def load_attentions(path: str | Path) -> Analysis:
+    """The attention in the .npz file `path`: attnviz's own export, or any .npz with an
+    `attentions` array and a `tokens` array (see the module). Read with no pickle, every
+    array's size checked from its header first; anything wrong is one line."""
+    from attnviz.output import as_path
+    from attnviz.reading import read_npz
+
+    file = as_path(path)
+    arrays = read_npz(file, attention_budget() + NPZ_EXTRA_BYTES)
+    missing = [n for n in ("attentions", "tokens") if n not in arrays]
+    if missing:
+        raise AttnvizError(
+            f"{file} has no {' and no '.join(repr(n) for n in missing)} array: --load reads "
+            "attnviz's own exports and any .npz with 'attentions' [layers, heads, T, T] and "
+            "'tokens' (one str per token)"
+        )
+    try:
+        return _from_file(arrays)
+    except BadInput as exc:  # in the file's words: its arrays, not a Python argument
+        spelled = exc.spelled(lambda name: f"its {name!r} array")
+        raise BadInput(f"{file}: {spelled}") from None
+
+
+def _text(arrays: dict[str, Any], name: str) -> str | None:
+    value = arrays.get(name)
+    if value is None or not isinstance(value, np.ndarray) or value.dtype.kind != "U":
+        return None
+    return str(value.reshape(-1)[0]) if value.size == 1 else None
+
+
+def _from_file(arrays: dict[str, Any]) -> Analysis:
+    """`from_attentions` on the arrays of an .npz (attnviz's words and layers when there)."""
+    attentions = arrays["attentions"]
+    tokens = arrays["tokens"]
+    key_tokens = arrays.get("key_tokens")
+    causal_value = arrays.get("causal")
+    causal = None
+    if isinstance(causal_value, np.ndarray) and causal_value.dtype == bool:
+        causal = bool(causal_value.reshape(-1)[0]) if causal_value.size == 1 else None
+    words = _file_words(arrays, "word_of_piece", tokens)
+    key_words = _file_words(arrays, "key_word_of_piece", key_tokens)
+    names = arrays.get("words")
+    labels = None
+    if words is not None and isinstance(names, np.ndarray) and names.dtype.kind == "U":
+        labels = [str(name) for name in names.reshape(-1)[: len(tokens) + 1]]
+    analysis = from_attentions(
+        attentions,
+        tokens,
+        key_tokens=key_tokens,
+        words=words,
+        key_words=key_words,
+        word_labels=labels,
+        model=_text(arrays, "model"),
+        causal=causal if causal else None,
+    )
+    layers = arrays.get("layers")
+    L = attentions.shape[0]
+    if (
+        isinstance(layers, np.ndarray)
+        and layers.dtype.kind in "iu"
+        and layers.shape == (L,)
+        and np.all(np.diff(layers) > 0)
+        and layers[0] >= 0
+        and layers[-1] < MAX_LAYERS
+        and layers.tolist() != list(range(L))
+    ):  # the layers an export kept: numbered as the model's
+        return arrays_analysis(
+            analysis.attentions,
+            analysis.pieces,
+            key_pieces=analysis.key_pieces,
+            name=analysis.model.name,
+            causal=analysis.model.decoder,
+            dtype=analysis.dtype,
+            layers=layers.tolist(),
+        )
+    return analysis
+
+
+def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | None] | None:
+    """The word ids of an export's `word_of_piece` (each piece's word), a special token's
+    None restored from its look; None when the file has none (or they do not fit)."""
+    from attnviz.text.given import SPECIAL_TOKEN
+
+    owner = arrays.get(name)
+    if (
+        not isinstance(owner, np.ndarray)
+        or not isinstance(tokens, np.ndarray)
+        or owner.dtype.kind not in "iu"
+        or owner.shape != tokens.shape
+        or owner.ndim != 1
+        or (owner.size and owner.min() < 0)
+    ):
+        return None
+    counts = np.bincount(owner) if owner.size else np.zeros(0, dtype=np.int64)
+    ids: list[int | None] = []
+    for token, word in zip(tokens.tolist(), owner.tolist(), strict=True):
+        alone = counts[word] == 1
+        ids.append(None if alone and SPECIAL_TOKEN.fullmatch(str(token)) else int(word))
+    return ids
