@@ -227,7 +227,7 @@ BAD = [
     (["show", SHORT, "--model", "@no-config"], 1, "no config.json"),
     (["show", SHORT, "--model", "@no-weights"], 1, "no model.safetensors"),
     (["show", SHORT, "--model", "@corrupt"], 1, "cannot read weights"),
-    (["info", "--model", "@t5"], 1, "model types: bert"),
+    (["info", "--model", "@t5"], 1, "encoder-decoder model"),
     (
         ["export", SHORT, "--out", "{tmp}/x.jpg"],
         2,
@@ -274,7 +274,7 @@ BAD = [
     (["stats", "--file", "{tmp}"], 2, "it is a folder"),
     (["stats", "--threads", "0"], 2, "Invalid value for '--threads'"),
     (["stats", "--out", "{tmp}/s.npz"], 2, "unknown extension"),
-    (["stats", SHORT, "--model", "@t5"], 1, "model types: bert"),
+    (["stats", SHORT, "--model", "@t5"], 1, "encoder-decoder model"),
     # hostile model folders (issue 14): a tokenizer that panics, configs that overflow
     (["tokens", "a" * 40 + "b", "--model", "@regex"], 1, "the model's tokenizer failed"),
     (["tokens", "hello ☃ 銀行", "--model", "@no-unk"], 1, "Missing [UNK] token"),

@@ -96,6 +96,7 @@ SHARED = {
     "--stack": (["--stack", "decoder"], "stack", "decoder"),
     "--target": (["--target", "Uma frase."], "target", "Uma frase."),
     "--generate": (["--generate", "3"], "generate", 3),
+    "--engine": (["--engine", "transformers"], "engine", "transformers"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.
 REQUIRED = {

@@ -219,7 +219,7 @@ def test_models_the_transformers_engine_cannot_show_are_refused_in_one_line(tmp_
     remote = _config_only(
         tmp_path, "remote", {"model_type": "mine", "auto_map": {"AutoModel": "m.Mine"}, **sizes}
     )
-    _one_line_refusal("show", TEXT, "--model", remote, says="trust_remote_code is never set")
+    _one_line_refusal("show", TEXT, "--model", remote, says="which attnviz never runs")
     t5 = _config_only(tmp_path, "t5", {"model_type": "t5", "num_layers": 2, "d_model": 32,
                                        "num_heads": 4, "vocab_size": 100})  # fmt: skip
     _one_line_refusal("show", TEXT, "--model", t5, says="encoder-decoder")

@@ -216,7 +216,7 @@ def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> Mode
     if "auto_map" in raw:
         raise AttnvizError(
             f"{where} asks for code stored with the checkpoint (auto_map), which attnviz never "
-            "runs (trust_remote_code is never set): use a model type transformers itself has"
+            "runs, nor asks transformers to: use a model type transformers itself has"
         )
     if kind in ATTENTIONLESS or _mixed_layers(raw.get("layer_types")):
         raise AttnvizError(

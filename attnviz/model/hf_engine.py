@@ -2,7 +2,8 @@
 type attnviz does not re-implement (DeBERTa-v2, MPNet, ModernBERT, OLMo, Falcon, ...).
 
 `load_model` reads a local folder only (`local_files_only=True`), safetensors first or a
-weights-only torch file, never with `trust_remote_code`; the config has been checked by
+weights-only torch file, never running code stored with a checkpoint (a config that
+asks for it, `auto_map`, is refused first); the config has been checked by
 `model.foreign.describe_foreign` before (sizes, attention, no remote code), and the weight
 files are checked here before transformers reads them (regular files, valid safetensors
 headers, at most `WEIGHT_BYTES`). `attentions` runs it with `attn_implementation="eager"`
@@ -99,7 +100,6 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
             model, info = AutoModel.from_pretrained(
                 folder,
                 local_files_only=True,
-                trust_remote_code=False,
                 use_safetensors=safetensors,
                 weights_only=True,
                 attn_implementation="eager",

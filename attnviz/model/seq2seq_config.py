@@ -119,9 +119,9 @@ def describe_seq2seq(
         first, key = start, "generation_config.json's decoder_start_token_id"
     if not _whole(first, 0, sizes["vocab"] - 1):
         raise AttnvizError(
-            f"{where} has {key}={shown(first)}; the decoder needs the id it starts from, a "
-            f"whole number below vocab_size={sizes['vocab']}: set decoder_start_token_id in "
-            "config.json (T5: the pad id, 0)"
+            f"{where} describes an encoder-decoder whose {key} is {shown(first)}; its decoder "
+            f"needs the id it starts from, a whole number below vocab_size={sizes['vocab']}: "
+            "set decoder_start_token_id in config.json (T5 and Marian start from the pad id)"
         )
     pad = raw.get("pad_token_id")
     return Seq2seqShape(
