@@ -126,7 +126,7 @@ def analyse(
     `max_tokens` bounds the input and `bos=False` reads a decoder's text without its
     start token (see `prepare`), and `engine` picks what computes the weights (see `prepare`).
 
-    An encoder-decoder (T5, mT5, BART, Marian; computed by transformers' eager model) reads
+    An encoder-decoder (T5, mT5, BART, Marian, Pegasus; computed by transformers' eager model) reads
     `text` as the source and needs `target` (the text its decoder reads, e.g. the
     translation) or `generate=N` (its own greedy output, at most N new tokens, 1..256);
     `stack` picks the attention: "cross" (the default: each target piece over the source,
@@ -223,7 +223,7 @@ def prepare_encdec(
 
 
 def is_encoder_decoder(model: str | None = None, *, cache: bool = True) -> bool:
-    """Whether `model` is an encoder-decoder attnviz reads (T5, mT5, BART, mBART, Marian),
+    """Whether `model` is an encoder-decoder attnviz reads (T5, mT5, BART, Marian, Pegasus),
     from its config.json alone (no tokenizer, no torch): then `analyse` needs a `target`
     or `generate`. A config of one of these that is corrupt raises in one line."""
     from attnviz.encdec import read_encdec

@@ -1,4 +1,4 @@
-"""An encoder-decoder's input (T5, mT5, BART, Marian): a source, a target, and the stack of
+"""An encoder-decoder's input (T5, mT5, BART, Marian, Pegasus): a source, a target, and the stack of
 attention to look at; tokenized without torch, computed by transformers' eager model.
 
 `prepare_encdec` tokenizes the source (the text) and the target (`target=`), or notes that
@@ -442,7 +442,7 @@ def check_not_encdec(
         flags = " and ".join("{" + p + "}" for p in given)
         verb, them = ("is", "it") if len(given) == 1 else ("are", "them")
         raise BadInput(
-            f"{flags} {verb} for encoder-decoder models (T5, mT5, BART, Marian), and {name} is "
+            f"{flags} {verb} for encoder-decoder models (T5, BART, Marian, ...), and {name} is "
             f"not one: leave {them} out",
             param=tuple(given),
         )

@@ -1,4 +1,4 @@
-"""Encoder-decoder models (T5, mT5, BART, Marian) through transformers' eager model: the
+"""Encoder-decoder models (T5, mT5, BART, Marian, Pegasus) through transformers' eager model: the
 encoder, decoder and cross stacks equal transformers' own `encoder_attentions`,
 `decoder_attentions` and `cross_attentions` for the same ids, on tiny random checkpoints
 written here with tokenizers trained here (no network)."""
@@ -22,7 +22,7 @@ CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     "A raposa marrom pula sobre o cão preguiçoso.",
 ]
-FAMILIES = ("t5", "mt5", "bart", "marian")
+FAMILIES = ("t5", "mt5", "bart", "marian", "pegasus")
 
 
 def _unigram(folder: Path, special: list[str], eos: str) -> int:
@@ -82,14 +82,30 @@ def _bart_bpe(folder: Path) -> int:
 
 
 def write_seq2seq(folder: Path, family: str) -> Path:
-    """A tiny random encoder-decoder of `family` (t5, mt5, bart, marian) with its tokenizer:
+    """A tiny random encoder-decoder of `family` (t5, mt5, bart, marian, pegasus) with its
+    tokenizer:
     2 encoder layers, 3 decoder layers (so a stack read from the wrong side shows), 4 heads;
     weights wide enough that heads differ."""
     import torch
     import transformers
 
     folder.mkdir(parents=True, exist_ok=True)
-    if family in ("t5", "mt5"):  # T5: <pad> 0 (the decoder's start), </s> 1, <unk> 2
+    if family == "pegasus":  # Pegasus: <pad> 0 (the decoder's start), </s> 1, <unk> 2
+        vocab = _unigram(folder, ["<pad>", "</s>", "<unk>"], "</s>")
+        config = transformers.PegasusConfig(
+            vocab_size=vocab,
+            d_model=32,
+            encoder_layers=2,
+            decoder_layers=3,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=48,
+            decoder_ffn_dim=48,
+            max_position_embeddings=64,
+            init_std=0.3,
+        )
+        model_cls = transformers.PegasusForConditionalGeneration
+    elif family in ("t5", "mt5"):  # T5: <pad> 0 (the decoder's start), </s> 1, <unk> 2
         vocab = _unigram(folder, ["<pad>", "</s>", "<unk>"], "</s>")
         cls = transformers.T5Config if family == "t5" else transformers.MT5Config
         config = cls(

@@ -1,4 +1,4 @@
-"""An encoder-decoder's config.json (T5, mT5, BART, mBART, Marian), read without torch.
+"""An encoder-decoder's config.json (T5, mT5, BART, Marian, Pegasus), read without torch.
 
 transformers computes these models (`attnviz.model.seq2seq`); this module says whether a
 config is one, and reads the sizes attnviz needs before any weight is read: each stack's
@@ -22,13 +22,15 @@ SEQ2SEQ_TYPES: dict[str, str] = {
     "t5": "T5",
     "mt5": "mT5",
     "bart": "BART",
-    "mbart": "mBART",
     "marian": "Marian",
+    "pegasus": "Pegasus",
 }
 # The three stacks of attention an encoder-decoder has; `cross` is the rectangle.
 STACKS: tuple[str, ...] = ("encoder", "decoder", "cross")
 
-# T5's keys and BART's (mBART and Marian name their sizes as BART does).
+# T5's keys and BART's (Marian and Pegasus name their sizes as BART does). mBART is left out:
+# its decoder starts from the target's language code, which transformers moves to the front
+# of the labels, not from decoder_start_token_id.
 _T5_KEYS = {
     "encoder_layers": "num_layers",
     "decoder_layers": "num_decoder_layers",
