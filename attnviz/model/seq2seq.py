@@ -123,16 +123,19 @@ def generate_greedy(model: Any, source_ids: list[int], max_new: int) -> list[int
     banned ids, stay the model's), at most `max_new` new tokens, stopping at the end token.
     Returns the decoder's input ids: the start token, then each token written."""
     import torch
+    from transformers import DynamicCache, EncoderDecoderCache
 
     src = torch.tensor([source_ids])  # (1, S)
+    # A cache that grows a layer at a time: the one transformers builds from T5's config is
+    # sized by the encoder's layers, and fails when the decoder has more.
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
     with torch.inference_mode():
         out = model.generate(
             input_ids=src,
             attention_mask=torch.ones_like(src),  # (1, S)
             max_new_tokens=max_new,
-            min_new_tokens=None,
             do_sample=False,
             num_beams=1,
-            use_cache=False,  # a cache sized by the encoder's layers fails when they differ
+            cache=cache,
         )
     return [int(i) for i in out[0].tolist()]
