@@ -246,3 +246,58 @@ def test_the_decoder_list_agrees_with_transformers() -> None:
     known = configuration_auto.CONFIG_MAPPING_NAMES
     for kind in (*foreign.ATTENTIONLESS, *foreign.ENCODER_DECODER_TYPES):
         assert kind in known, kind
+
+
+@pytest.mark.slow
+def test_every_view_of_the_weights_works_on_transformers_engine(tiny_decoder, tmp_path) -> None:
+    folder = str(tiny_decoder("olmo"))
+    for args in (
+        ("heads", "--layer", "1"),
+        ("model", "--out", str(tmp_path / "page.html")),
+        ("rollout",),
+        ("find", "--from", "loan", "--to", "bank"),
+        ("show", "--query", "it"),
+        ("tokens",),
+        ("export", "--out", str(tmp_path / "a.npz")),
+    ):
+        code, out, err = _run(args[0], TEXT, "--model", folder, *args[1:], "--quiet")
+        assert code == 0 and "transformers" not in err, (args, err)  # --quiet: no note
+        assert out.strip() or err.startswith("wrote "), args
+    assert "transformers engine" in (tmp_path / "page.html").read_text(encoding="utf-8")
+    whole = attnviz.analyse(TEXT, model=folder)
+    one = attnviz.analyse(TEXT, model=folder, layers=[1], cache=False)
+    assert one.layers == (1,)
+    np.testing.assert_array_equal(one.attentions[0], whole.attentions[1])
+
+
+@pytest.mark.slow
+def test_a_checkpoint_lacking_the_models_weights_is_refused(tiny_model, tmp_path) -> None:
+    """A BERT checkpoint under an MPNet config: transformers would draw MPNet's weights at
+    random and show attention no model has; one line instead."""
+    import shutil
+
+    folder = tmp_path / "mislabelled"
+    shutil.copytree(tiny_model("bert"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "mpnet"}))
+    _one_line_refusal("show", TEXT, "--model", str(folder), says="lacks weights of MPNetModel")
+
+
+@pytest.mark.slow
+def test_a_config_larger_than_its_weights_is_refused_before_allocating(
+    tiny_model, tmp_path
+) -> None:
+    """3 million vocabulary rows the checkpoint does not have: transformers would allocate
+    (and draw at random) 96 million numbers; attnviz counts them on the meta device first."""
+    import resource
+    import shutil
+
+    folder = tmp_path / "inflated"
+    shutil.copytree(_encoder(tiny_model, "deberta-v2"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 3_000_000}))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(AttnvizError, match="do not belong together"):
+        attnviz.analyse(TEXT, model=str(folder), cache=False)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200  # the 366 MB embedding table was never allocated

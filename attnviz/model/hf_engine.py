@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
+from attnviz.errors import PASS_THROUGH, AttnvizError, exhausted, short_reason
 from attnviz.limits import amount
 from attnviz.model.foreign import describe_foreign, model_class
 
@@ -96,6 +96,7 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     try:
         from transformers import AutoModel
 
+        _check_size(folder, count_parameters(folder))
         with _quiet():
             model, info = AutoModel.from_pretrained(
                 folder,
@@ -106,7 +107,7 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
                 dtype=target,
                 output_loading_info=True,
             )
-    except PASS_THROUGH:
+    except (*PASS_THROUGH, AttnvizError):
         raise
     except Exception as exc:
         raise AttnvizError(
@@ -128,6 +129,29 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     if not isinstance(model, torch.nn.Module):  # pragma: no cover - AutoModel gives modules
         raise AttnvizError(f"transformers gave no model for {folder}")
     return model
+
+
+def _check_size(folder: Path, stored: int) -> None:
+    """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
+    any is allocated: transformers' model is built on the meta device (no memory) and counted.
+    transformers would otherwise allocate, and draw at random, what the checkpoint lacks: a
+    config of absurd sizes could take all the memory there is before a weight is read."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    with _quiet():
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        with torch.device("meta"):
+            skeleton = AutoModel.from_config(config, attn_implementation="eager")
+    needed = sum(
+        p.numel() for name, p in skeleton.named_parameters() if not name.startswith("pooler.")
+    )
+    if needed > stored:
+        raise AttnvizError(
+            f"the config in {folder} describes a {type(skeleton).__name__} of {needed:,} weights, "
+            f"but its checkpoint holds {stored:,}: the config and the weights do not belong "
+            "together"
+        )
 
 
 def attentions(
@@ -152,8 +176,22 @@ def attentions(
         inputs["token_type_ids"] = type_ids
     if "use_cache" in accepts:
         inputs["use_cache"] = False
-    with torch.inference_mode(), _quiet():
-        out = model(**inputs)
+    try:
+        with torch.inference_mode(), _quiet():
+            out = model(**inputs)
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        error = exhausted(exc)
+        if error is not None:  # out of memory: said as attnviz says it elsewhere
+            raise error from None
+        dtype = next(model.parameters()).dtype
+        hint = "; use {dtype} float32" if dtype != torch.float32 else ""
+        raise AttnvizError(
+            f"transformers' {type(model).__name__} failed on this input ({short_reason(exc)})"
+            f"{hint}",
+            param="dtype" if hint else None,
+        ) from exc
     layers = getattr(out, "attentions", None)
     B, T = ids.shape
     if not layers or not all(
