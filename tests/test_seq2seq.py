@@ -416,3 +416,21 @@ def test_cross_page_shows_the_weights_of_show_json(seq2seq, tmp_path: Path) -> N
         assert view.errors == [] and view.requests == []
         view.close()
         chromium.close()
+
+
+@pytest.mark.slow
+def test_a_config_larger_than_its_weights_is_refused_before_allocating(
+    seq2seq, tmp_path: Path
+) -> None:
+    """A T5 config asking for 3 million vocabulary rows over the tiny checkpoint's weights is
+    one line (the model is counted on the meta device), never 3 million random rows."""
+    import shutil
+
+    folder = tmp_path / "big-t5"
+    shutil.copytree(seq2seq("t5"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vocab_size"] = 3_000_000
+    (folder / "config.json").write_text(json.dumps(config))
+    code, out, err = run("show", SOURCE, "--model", str(folder), "--target", TARGET)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "do not belong together" in err

@@ -43,18 +43,20 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
 
     The weight files are checked as transformers' engine checks them (`hf_engine.
     check_weights`: regular files, sound safetensors headers, a bound on their size; a torch
-    file read weights-only), remote code is never run, and a checkpoint that lacks weights
-    (which transformers would draw at random) is refused. Its config was read and bounded
+    file read weights-only), remote code is never run, a config that asks for more weights
+    than the checkpoint holds is refused before any is allocated, and so is a checkpoint
+    that lacks weights (transformers would draw them at random). Its config was read and bounded
     by `seq2seq_config.describe_seq2seq` before."""
     import warnings
 
     from transformers import AutoModelForSeq2SeqLM
     from transformers.utils import logging as hf_logging
 
-    from attnviz.model.hf_engine import check_weights
+    from attnviz.model.hf_engine import check_weights, count_parameters
     from attnviz.model.weights import compute_dtype
 
     safetensors = check_weights(folder)
+    _check_size(folder, count_parameters(folder))
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its notes and progress bars are not attnviz's output
     hf_logging.disable_progress_bar()
@@ -64,7 +66,6 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
             model, info = AutoModelForSeq2SeqLM.from_pretrained(
                 folder,
                 local_files_only=True,
-                trust_remote_code=False,
                 use_safetensors=safetensors,
                 weights_only=True,
                 attn_implementation="eager",
@@ -90,6 +91,48 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
             "transformers would draw them at random; use the complete checkpoint"
         )
     return model.eval()
+
+
+def _check_size(folder: Path, stored: int) -> None:
+    """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
+    any is allocated: the model is built on the meta device (no memory) and counted."""
+    import warnings
+
+    import torch
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            config = AutoConfig.from_pretrained(folder, local_files_only=True)
+            skeleton = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        raise AttnvizError(
+            f"transformers cannot build the encoder-decoder {folder}'s config describes "
+            f"({short_reason(exc, 160)}): the config is corrupt"
+        ) from None
+    finally:
+        hf_logging.set_verbosity(level)
+    # Tied weights count once; sinusoidal position tables (Marian, Pegasus) are computed when
+    # the model is built, never stored.
+    computed = {
+        id(p)
+        for module in skeleton.modules()
+        if "Sinusoidal" in type(module).__name__
+        for p in module.parameters()
+    }
+    needed = sum(p.numel() for p in skeleton.parameters() if id(p) not in computed)
+    if needed > stored:
+        raise AttnvizError(
+            f"the config in {folder} describes a {type(skeleton).__name__} of {needed:,} "
+            f"weights, but its checkpoint holds {stored:,}: the config and the weights do not "
+            "belong together"
+        )
 
 
 def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stacks:
