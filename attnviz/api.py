@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.model.seq2seq_config import Seq2seqShape
     from attnviz.pipeline import Corpus
     from attnviz.text.pieces import TokenKinds
 
@@ -689,6 +691,43 @@ class ModelDetails:
     # DebertaV2Model"; `engine` says which, as `Analysis.engine`.
     computes_with: str = "attnviz's own engine (from-scratch modules)"
     engine: str = "attnviz"
+    # An encoder-decoder's sizes (each stack's layers and heads, its start token); `shape`
+    # is then its cross stack's. None for other models.
+    encdec: Seq2seqShape | None = None
+
+
+def _encdec_found(model: object) -> tuple[ModelSource, dict[str, Any], Seq2seqShape] | None:
+    from attnviz.encdec import read_encdec
+
+    return read_encdec(_model(model))
+
+
+def _encdec_details(source: ModelSource, config: dict[str, Any], seq: Seq2seqShape) -> ModelDetails:
+    """`model_info` of an encoder-decoder: its cross stack's shape, its own sizes beside."""
+    from attnviz.encdec import stack_shape
+    from attnviz.errors import AttnvizError
+    from attnviz.inputs import ModelInfo
+    from attnviz.model.foreign import TRANSFORMERS
+    from attnviz.model.hf_engine import count_parameters
+    from attnviz.model.weights import weight_files
+
+    shape = stack_shape(seq, "cross")
+    try:
+        weights = tuple(path.name for path in weight_files(source.folder))
+    except AttnvizError:
+        weights = ()
+    architectures = config.get("architectures")
+    name = architectures[0] if isinstance(architectures, list) and architectures else None
+    computes = f"transformers' eager {name if isinstance(name, str) else seq.family}"
+    return ModelDetails(
+        ModelInfo.read(source, shape),
+        shape,
+        count_parameters(source.folder),
+        weights,
+        computes_with=computes[:200],
+        engine=TRANSFORMERS,
+        encdec=seq,
+    )
 
 
 def model_info(
@@ -703,6 +742,9 @@ def model_info(
     from attnviz.model.weights import count_parameters, weight_files
     from attnviz.pipeline import read_model
 
+    found = None if engine == "attnviz" else _encdec_found(model)
+    if found is not None:
+        return _encdec_details(*found)
     source, config, engine = read_model(_model(model), engine)
     shape = shape_of(config, engine)
     try:

@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from attnviz.model.locate import ModelSource
     from attnviz.text.pieces import Pieces
 
-__all__ = ["EncdecInput", "check_not_encdec", "prepare_encdec", "read_encdec"]
+__all__ = [
+    "EncdecInput",
+    "check_not_encdec",
+    "prepare_encdec",
+    "read_encdec",
+    "stack_shape",
+]
 
 GENERATED = "generated"  # how titles and files mark a target the model wrote itself
 
@@ -97,43 +103,8 @@ class EncdecInput(TokenizedInput):
 
     @cached_property
     def shape(self) -> ModelShape:
-        """The stack as a `ModelShape`: causal (with a `DecoderConfig`) for `decoder`."""
-        from attnviz.model.config import DecoderConfig
-        from attnviz.model.families import ModelShape
-
-        layers, heads = self.num_layers, self.num_heads
-        seq = self.seq
-        decoder = None
-        if self.stack == "decoder":
-            decoder = DecoderConfig(
-                kind=seq.model_type,
-                vocab_size=seq.vocab,
-                hidden_size=seq.hidden,
-                num_layers=layers,
-                num_heads=heads,
-                num_kv_heads=heads,
-                head_size=max(1, seq.hidden // heads),
-                intermediate_size=seq.hidden,
-                max_positions=seq.max_tokens,
-                norm_eps=1e-6,
-                hidden_act="relu",
-            )
-        return ModelShape(
-            family=seq.family,
-            layers=layers,
-            heads=heads,
-            hidden=seq.hidden,
-            head_size=max(1, seq.hidden // heads),
-            intermediate=seq.hidden,
-            vocab=seq.vocab,
-            max_tokens=seq.max_tokens,
-            activation="relu",
-            embedding_size=seq.hidden,
-            type_vocab_size=0,
-            model_type=seq.model_type,
-            positions=seq.max_tokens,
-            decoder=decoder,
-        )
+        """The stack as a `ModelShape`: causal for `decoder`."""
+        return stack_shape(self.seq, self.stack)
 
     @cached_property
     def model(self) -> ModelInfo:
@@ -322,6 +293,32 @@ class EncdecInput(TokenizedInput):
     def with_stack(self, stack: str) -> EncdecInput:
         """The same source and target, another stack."""
         return dataclasses.replace(self, stack=check_choice(stack, STACKS, "stack"))
+
+
+def stack_shape(seq: Seq2seqShape, stack: str) -> ModelShape:
+    """One stack of an encoder-decoder as a `ModelShape` (its layers and heads), computed by
+    transformers' engine; causal for `decoder`."""
+    from attnviz.model.families import ModelShape
+    from attnviz.model.foreign import TRANSFORMERS
+
+    layers, heads = seq.stack_size(stack)
+    return ModelShape(
+        family=seq.family,
+        layers=layers,
+        heads=heads,
+        hidden=seq.hidden,
+        head_size=max(1, seq.hidden // heads),
+        intermediate=seq.hidden,
+        vocab=seq.vocab,
+        max_tokens=seq.max_tokens,
+        activation="",
+        embedding_size=seq.hidden,
+        type_vocab_size=0,
+        model_type=seq.model_type,
+        positions=seq.max_tokens,
+        engine=TRANSFORMERS,
+        foreign_decoder=stack == "decoder",
+    )
 
 
 def read_encdec(

@@ -434,3 +434,17 @@ def test_a_config_larger_than_its_weights_is_refused_before_allocating(
     code, out, err = run("show", SOURCE, "--model", str(folder), "--target", TARGET)
     assert code == 1 and out == "" and err.count("\n") == 1
     assert "do not belong together" in err
+
+
+def test_info_describes_both_stacks(seq2seq) -> None:
+    """`info` on an encoder-decoder names its kind, each stack's layers and heads and the
+    token its decoder starts from, without loading weights."""
+    import attnviz
+
+    folder = str(seq2seq("marian"))
+    out = ok("info", "--model", folder)
+    assert "encoder-decoder" in out and "2 encoder, 3 decoder" in out
+    assert "id 2 (decoder_start_token_id)" in out and "MarianMTModel" in out
+    details = attnviz.model_info(folder)
+    assert details.engine == "transformers" and details.encdec is not None
+    assert (details.shape.layers, details.shape.heads) == (3, 4)  # the cross stack's

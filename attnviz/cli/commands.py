@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.encdec import EncdecInput
     from attnviz.measures.long import LongResult
+    from attnviz.model.seq2seq_config import Seq2seqShape
     from attnviz.prepared import Prepared
 
 
@@ -828,6 +829,8 @@ def info(console: Console, model: str | None, engine: str = "auto") -> None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
         rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
+    if details.encdec is not None:
+        _encdec_rows(rows, details.encdec)
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -842,6 +845,25 @@ def info(console: Console, model: str | None, engine: str = "auto") -> None:
     # and a copy of it pastes whole.
     folder = visible(str(about.folder))
     console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
+
+
+def _encdec_rows(rows: list[tuple[str, Any]], seq: Seq2seqShape) -> None:
+    """An encoder-decoder's rows of `info`: its kind, each stack's layers and heads, the
+    token its decoder starts from; in place of an encoder's."""
+    changed = {
+        "kind": "encoder-decoder: a source and a target (--target, or --generate N)",
+        "layers": f"{seq.encoder_layers} encoder, {seq.decoder_layers} decoder",
+        "heads per layer": f"{seq.encoder_heads} encoder, {seq.decoder_heads} decoder",
+        "head size": seq.hidden // max(seq.encoder_heads, 1),
+        "max tokens": f"{seq.max_tokens:,} (the source, and the target)",
+    }
+    dropped = ("feed-forward size", "activation")
+    rows[:] = [(k, changed.get(k, v)) for k, v in rows if k not in dropped]
+    at = next(i for i, (k, _) in enumerate(rows) if k == "kind") + 1
+    rows[at:at] = [
+        ("stacks", "encoder (source), decoder (target, causal), cross (target × source)"),
+        ("decoder start", f"id {seq.decoder_start} (decoder_start_token_id)"),
+    ]
 
 
 def _start(details: api.ModelDetails) -> str:
