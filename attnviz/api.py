@@ -148,7 +148,15 @@ def analyse(
             max_tokens=max_tokens,
             engine=engine,
         )
-        return encdec.analyse(dtype=dtype)
+        if pair is not None or layers is not None:
+            named = "{pair}" if pair is not None else "{layers}"
+            raise BadInput(
+                f"{named} does not apply to an encoder-decoder, which reads a source and a "
+                "{target_text} and returns every layer of the stack: leave it out",
+                param=("pair" if pair is not None else "layers", "target_text"),
+            )
+        encdec.check(mask=mask)
+        return encdec.analyse(dtype=check_choice(dtype, DTYPES, "dtype"))
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
                          cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip

@@ -448,3 +448,14 @@ def test_info_describes_both_stacks(seq2seq) -> None:
     details = attnviz.model_info(folder)
     assert details.engine == "transformers" and details.encdec is not None
     assert (details.shape.layers, details.shape.heads) == (3, 4)  # the cross stack's
+
+
+def test_python_refuses_what_an_encoder_decoder_does_not_read(seq2seq) -> None:
+    import attnviz
+
+    folder = str(seq2seq("t5"))
+    for extra, word in (({"pair": "B."}, "pair"), ({"mask": "causal"}, "mask causal")):
+        with pytest.raises(attnviz.BadInput, match=word):
+            attnviz.analyse(SOURCE, model=folder, target=TARGET, **extra)
+    with pytest.raises(attnviz.BadInput, match="out of range"):
+        attnviz.prepare_encdec(SOURCE, model=folder, target=TARGET).check(layer=3)
