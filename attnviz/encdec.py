@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import AttnvizError, BadInput, exhausted
+from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, exhausted, short_reason
 from attnviz.inputs import ModelInfo, TokenizedInput, short
 from attnviz.limits import check_choice, check_range, resolve_heads, resolve_index
 from attnviz.model.seq2seq_config import STACKS, Seq2seqShape
@@ -276,11 +276,18 @@ class EncdecInput(TokenizedInput):
                 chosen = dataclasses.replace(self, target=generated_pieces(tokenizer, ids))
             assert chosen.target is not None
             stacks = run_stacks(model, chosen.source_pieces.ids, chosen.target.ids)
-        except (MemoryError, RuntimeError) as exc:
+        except AttnvizError:
+            raise
+        except (MemoryError, Exception) as exc:  # out of memory, or transformers' own failure
             error = exhausted(exc)
-            if error is None:
+            if error is not None:
+                raise error from None
+            if isinstance(exc, PASS_THROUGH):
                 raise
-            raise error from None
+            raise AttnvizError(
+                f"transformers' {self.seq.family} failed on this source and target "
+                f"({short_reason(exc, 160)}): shorten them, or check the checkpoint"
+            ) from exc
         attentions = getattr(stacks, self.stack)
         from attnviz.pipeline import check_finite
 
