@@ -221,6 +221,10 @@ class EncdecInput(TokenizedInput):
             side = side if side is not None else self.pieces
             labels = [w.label for w in side.words()] if by_word else list(side.labels)
             found[param] = find_label(labels, word, param)
+        if self.stack == "decoder" and "source" in found and "target" in found:
+            from attnviz.measures.find import check_direction
+
+            check_direction(labels, found["source"], found["target"], True)
         return found
 
     @property

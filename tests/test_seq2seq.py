@@ -361,9 +361,11 @@ def test_find_ranks_the_cross_head_that_aligns_two_words(seq2seq) -> None:
          ("--measure alti",)),
         (("find", SOURCE, "--model", "{t5}", "--target", TARGET, "--from", "nada",
           "--to", "cat"), ("--from",)),
+        (("find", SOURCE, "--model", "{t5}", "--target", TARGET, "--stack", "decoder",
+          "--from", "gato", "--to", "sentou"), ("look only back", "--from sentou --to gato")),
     ],
     ids=["no-target", "stack-on-bert", "generate-0", "generate-257", "rollout-cross",
-         "own-engine", "measure", "find-missing-word"],
+         "own-engine", "measure", "find-missing-word", "find-decoder-forward"],
 )  # fmt: skip
 def test_refusals_are_one_line(seq2seq, args: tuple[str, ...], words: tuple[str, ...]) -> None:
     """A missing target, --stack on a BERT, --generate out of range, rollout of the cross
@@ -459,3 +461,24 @@ def test_python_refuses_what_an_encoder_decoder_does_not_read(seq2seq) -> None:
             attnviz.analyse(SOURCE, model=folder, target=TARGET, **extra)
     with pytest.raises(attnviz.BadInput, match="out of range"):
         attnviz.prepare_encdec(SOURCE, model=folder, target=TARGET).check(layer=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack", ["cross", "decoder"])
+def test_an_export_loaded_back_draws_the_same(seq2seq, tmp_path: Path, stack: str) -> None:
+    """`--load` of an encoder-decoder's export takes its rows from the target (the source is
+    `tokens` in the file): the same heatmap, masked cells included, and the same `find`."""
+    folder = str(seq2seq("t5"))
+    out = tmp_path / f"{stack}.npz"
+    given = (SOURCE, "--model", folder, "--target", TARGET, "--stack", stack, "-q")
+    ok("export", *given, "--out", str(out))
+    words = ("sentou", "gato") if stack == "decoder" else ("gato", "cat")  # a decoder looks back
+    for args in (("show", "--layer", "1", "--head", "2"),
+                 ("find", "--from", words[0], "--to", words[1], "--json")):  # fmt: skip
+        loaded = ok(*args, "--load", str(out))
+        computed = ok(*args[:1], *given, *args[1:])
+        if args[0] == "show":  # the title names the stack only when computed
+            loaded, computed = loaded.split("▕", 1)[1], computed.split("▕", 1)[1]
+        else:
+            loaded, computed = json.loads(loaded)["heads"], json.loads(computed)["heads"]
+        assert loaded == computed
