@@ -188,8 +188,8 @@ def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
     kind = raw.get("model_type")
     if raw.get("is_encoder_decoder") is not True and kind not in ENCODER_DECODER_TYPES:
         return
-    if kind in SEQ2SEQ_TYPES:
-        raise BadInput(
+    if kind in SEQ2SEQ_TYPES:  # a failure of this command (exit 1): others read it
+        raise AttnvizError(
             f"{where} describes an encoder-decoder model ({shown(kind, 40)}): its encoder, "
             "decoder and cross attention need a target, {target_text} TEXT (e.g. the "
             "translation) or {generate} N to let the model write one (show, heads, model, "

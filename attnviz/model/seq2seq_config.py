@@ -110,8 +110,9 @@ def describe_seq2seq(
             value = sizes["encoder_layers"]
         if not _whole(value, 1, _LIMITS[name]):
             raise AttnvizError(
-                f"{where} has {key}={shown(value)}; expected a whole number from 1 to "
-                f"{_LIMITS[name]}: the config is corrupt or not a {SEQ2SEQ_TYPES[model_type]}"
+                f"{where} describes an encoder-decoder model ({SEQ2SEQ_TYPES[model_type]}) "
+                f"with {key}={shown(value)}; expected a whole number from 1 to "
+                f"{_LIMITS[name]}: the config is corrupt or not a {SEQ2SEQ_TYPES[model_type]}'s"
             )
         sizes[name] = value
     max_tokens = _max_tokens(raw, model_type, where)
