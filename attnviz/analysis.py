@@ -144,7 +144,7 @@ class Analysis(TokenizedInput):
         """`title` in `lang` (resolved)."""
         name = self.prepared.source.name
         if self.engine != "attnviz":
-            name = f"{name} · {self.engine} engine"
+            name = label(lang, "engine_title", model=name, engine=self.engine)
         if self.dtype != "float32":
             name = label(lang, "computed_in", model=name, dtype=self.dtype)
         if not self.normalised:

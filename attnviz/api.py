@@ -482,6 +482,8 @@ def head_stats(
                 progress(len(batch.indices))
     assert sums is not None  # corpus_chunks yields at least one chunk
     name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
+    if corpus.engine != "attnviz":
+        name += f" · {corpus.engine} engine"
     if decoder and not sums.queries:
         raise BadInput(
             f"every sentence is one piece long, and {corpus.model.name} is a decoder: a first "

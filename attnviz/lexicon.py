@@ -52,6 +52,7 @@ _EN: dict[str, str] = {
     "in_every_head": "{source} → {target} in every head",
     "modified_causal": "{model} (modified: causal mask)",
     "computed_in": "{model} (in {dtype})",
+    "engine_title": "{model} · {engine} engine",
     # the measures, as titles name them
     "measure_weight": "attention weight",
     "measure_norm": "‖α·f(x)‖ (Kobayashi et al. 2020); rows sum to the norm added",
@@ -236,6 +237,7 @@ _PT: dict[str, str] = {
     "in_every_head": "{source} → {target} em cada cabeça",
     "modified_causal": "{model} (modificado: máscara causal)",
     "computed_in": "{model} (em {dtype})",
+    "engine_title": "{model} · motor {engine}",
     # as medidas, como os títulos as nomeiam
     "measure_weight": "peso de atenção",
     "measure_norm": "‖α·f(x)‖ (Kobayashi et al. 2020); as linhas somam a norma adicionada",

@@ -317,7 +317,9 @@ def _encode_foreign(prepared: Request, dtype: str, layers: tuple[int, ...] | Non
     type_ids = torch.tensor([prepared.pieces.type_ids])  # (1, T)
     with perf.threads_for(len(prepared.pieces)):
         model = load_model(prepared.source.folder, prepared.config, dtype)
-        out = foreign_attentions(model, input_ids, type_ids)  # (L, 1, H, T, T)
+        shape = shape_of(prepared.config, prepared.engine)
+        expect = (shape.layers, shape.heads)
+        out = foreign_attentions(model, input_ids, type_ids, expect=expect)  # (L, 1, H, T, T)
         del model
     if layers is not None:
         out = out[list(layers)]  # (len(layers), 1, H, T, T)
@@ -540,7 +542,8 @@ def compute_batches(
         with torch.inference_mode(), perf.threads(threads):
             if foreign:
                 ids, types, real = ids.to(where), types.to(where), real.to(where)
-                attentions = foreign_attentions(encoder, ids, types, real)  # (L, B, H, T, T)
+                expect = (shape.layers, shape.heads)
+                attentions = foreign_attentions(encoder, ids, types, real, expect=expect)
             else:
                 out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
                 attentions = out.attentions  # (L, B, H, T, T)

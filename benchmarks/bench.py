@@ -29,12 +29,13 @@ matter; seconds vary from machine to machine.
     long inputs (benchmarks/long.py): the views made for length at 2,048 and 8,192 pieces
     attnviz.generate, tokens/s  vs  transformers generate(output_attentions=True), 1 thread
     attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
+    attnviz show, cold           vs  the same with --engine transformers (benchmarks/engines.py)
     attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
                                      shape (6 layers, 12 heads, 4 key/value heads), 512 pieces
                                      (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long); by
+measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long, engine); by
 default all of them run.
 """
 
@@ -70,6 +71,7 @@ GROUPS = (
     "generate",
     "gguf",
     "long",
+    "engine",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -431,6 +433,14 @@ def main() -> None:
                 rows.append(
                     Row(f"attnviz {name}, a Q8_0 GGUF", ours, "the same, a safetensors folder",
                         theirs, "", None)
+                )  # fmt: skip
+        if "engine" in only:
+            from benchmarks import engines
+
+            for _, ours, theirs in engines.measure(env, min(args.runs, 3)):
+                rows.append(
+                    Row("attnviz show, cold (its own engine)", ours,
+                        "--engine transformers (eager BertModel)", theirs, "", None)
                 )  # fmt: skip
 
         throughput = None

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import attnviz
@@ -111,6 +113,7 @@ def test_head_stats_run_through_transformers_in_padded_batches(tiny_model) -> No
     texts = [TEXT, "It was late.", "The quick brown fox jumps over the lazy dog, unbelievably."]
     own = attnviz.head_stats(texts, model=folder, batch_size=2)
     theirs = attnviz.head_stats(texts, model=folder, batch_size=2, engine="transformers")
+    assert theirs.model.endswith("· transformers engine") and "engine" not in own.model
     assert len(own.records) == len(theirs.records) == 2 * 4
     for a, b in zip(own.records, theirs.records, strict=True):
         assert a.keys() == b.keys()
@@ -232,6 +235,7 @@ def test_models_the_transformers_engine_cannot_show_are_refused_in_one_line(tmp_
         attnviz.prepare(TEXT, engine="jax")
 
 
+@pytest.mark.slow  # imports torch and every auto mapping
 def test_the_decoder_list_agrees_with_transformers() -> None:
     """Every type `foreign` takes for a causal decoder is one transformers has as a causal LM
     and not as a masked LM; every attentionless and encoder-decoder type is one it has."""
@@ -301,3 +305,107 @@ def test_a_config_larger_than_its_weights_is_refused_before_allocating(
         attnviz.analyse(TEXT, model=str(folder), cache=False)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mb < 200  # the 366 MB embedding table was never allocated
+
+
+@pytest.mark.slow
+def test_both_engines_agree_on_the_real_default_model() -> None:
+    """all-MiniLM-L6-v2's real weights through transformers' BertModel and attnviz's encoder."""
+    own = attnviz.analyse(TEXT, cache=False)
+    theirs = attnviz.analyse(TEXT, cache=False, engine="transformers")
+    assert theirs.engine == "transformers" and theirs.attentions.shape[:2] == (6, 12)
+    np.testing.assert_allclose(theirs.attentions, own.attentions, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_gguf_file_stays_on_attnviz_engine(tmp_path) -> None:
+    from tests.gguf_files import write_gguf
+
+    path = write_gguf(tmp_path / "tiny.gguf")
+    assert attnviz.prepare(TEXT, model=str(path), cache=False).engine == "attnviz"
+    with pytest.raises(BadInput, match="GGUF file, which transformers' engine does not read"):
+        attnviz.prepare(TEXT, model=str(path), cache=False, engine="transformers")
+
+
+@pytest.mark.slow
+def test_mpnet_reads_as_many_pieces_as_its_positions_after_the_padding_index(tiny_model) -> None:
+    """MPNet numbers positions after pad_token_id (1), as RoBERTa does: 64 positions hold 62
+    pieces; one more would index past the table."""
+    folder = str(_encoder(tiny_model, "mpnet"))
+    long = " ".join(["the bank refused the loan"] * 20)
+    analysis = attnviz.analyse(long, model=folder, truncate=True, cache=False)
+    assert len(analysis.pieces) == 64 - 1 - 1
+    np.testing.assert_allclose(
+        analysis.attentions, _reference(Path(folder), analysis.pieces.ids), atol=1e-6
+    )
+    with pytest.raises(BadInput, match="62"):
+        attnviz.prepare(long, model=folder)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.one_of(st.text(max_size=8), st.integers()), max_size=4),
+    st.dictionaries(st.text(max_size=6), st.integers(), max_size=3),
+)
+_FOREIGN_KEYS = [
+    "model_type",
+    "num_hidden_layers",
+    "n_layer",
+    "num_attention_heads",
+    "hidden_size",
+    "d_model",
+    "vocab_size",
+    "max_position_embeddings",
+    "intermediate_size",
+    "head_dim",
+    "pad_token_id",
+    "type_vocab_size",
+    "layer_types",
+    "architectures",
+    "is_decoder",
+    "is_encoder_decoder",
+    "auto_map",
+    "hidden_act",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["deberta-v2", "mpnet", "olmo", "falcon", "mamba", "t5", "bert", ""]),
+    changes=st.dictionaries(st.sampled_from(_FOREIGN_KEYS), _VALUES, max_size=5),
+)
+def test_any_config_is_described_or_refused_in_one_line(kind: str, changes: dict) -> None:
+    """Whatever a config.json holds, the engine is chosen and the model described torch-free, or
+    refused with an AttnvizError of one line: never another exception."""
+    from attnviz.model.foreign import resolve_engine, shape_of
+
+    raw = {"model_type": kind, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "hidden_size": 32, "vocab_size": 100, **changes}  # fmt: skip
+    try:
+        engine = resolve_engine(raw)
+        shape = shape_of(raw, engine)
+    except AttnvizError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 600
+        return
+    assert 1 <= shape.layers <= 256 and 1 <= shape.heads <= 1024
+    assert shape.own_max_tokens >= 1 and shape.vocab >= 1
+
+
+@pytest.mark.slow
+def test_preparing_a_foreign_model_imports_neither_torch_nor_transformers(tiny_model) -> None:
+    import subprocess
+    import sys
+
+    folder = str(_encoder(tiny_model, "deberta-v2"))
+    code = (
+        "import sys, attnviz\n"
+        f"p = attnviz.prepare('The bank refused the loan.', model={folder!r})\n"
+        "p.check(layer=1, head=3)\n"
+        "assert p.engine == 'transformers' and p.num_heads == 4, p\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr

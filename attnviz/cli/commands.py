@@ -828,6 +828,7 @@ def info(console: Console, model: str | None, engine: str = "auto") -> None:
     if shape.decoder is not None:
         at = rows.index(("heads per layer", shape.heads)) + 1
         rows[at:at] = _decoder_rows(details)
+    if shape.causal:  # a decoder of either engine
         rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
     if details.encdec is not None:
         _encdec_rows(rows, details.encdec)

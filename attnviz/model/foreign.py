@@ -119,6 +119,18 @@ DECODER_TYPES = (
     "vaultgemma",
     "modernbert-decoder",
 )
+# Encoders that number positions after the padding index, as RoBERTa does: their longest input
+# is max_position_embeddings - pad_token_id - 1 (514 - 1 - 1 = 512 for MPNet).
+PAD_POSITION_TYPES = (
+    "mpnet",
+    "camembert",
+    "xlm-roberta-xl",
+    "data2vec-text",
+    "roberta-prelayernorm",
+    "longformer",
+    "ibert",
+    "xmod",
+)
 # Display names of some types (others are shown as their model_type).
 NAMES = {
     "deberta-v2": "DeBERTa-v2",
@@ -248,6 +260,16 @@ def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> Mode
     head_size = head_size or max(1, hidden // heads)
     causal = _is_decoder(raw, kind)
     positions = sizes.get("positions", DECODER_TOKENS)
+    limit = min(positions, DECODER_TOKENS) if causal else positions
+    pad = raw.get("pad_token_id", 1)
+    if kind in PAD_POSITION_TYPES:
+        if not whole(pad, 0, positions - 2):
+            raise AttnvizError(
+                f"{where} has pad_token_id={shown(pad)} with max_position_embeddings={positions}; "
+                f"{NAMES.get(kind, kind)} numbers positions after the padding index, so it must "
+                f"be a whole number below {positions - 1}: the config is corrupt"
+            )
+        limit = positions - pad - 1
     act = next((raw[k] for k in ("hidden_act", "hidden_activation", "activation") if k in raw), "")
     return ModelShape(
         family=NAMES.get(kind, kind),
@@ -257,7 +279,7 @@ def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> Mode
         head_size=head_size,
         intermediate=sizes.get("intermediate", 4 * hidden),
         vocab=sizes["vocab"],
-        max_tokens=min(positions, DECODER_TOKENS) if causal else positions,
+        max_tokens=limit,
         activation=act if isinstance(act, str) else shown(act, 20),
         embedding_size=hidden,
         type_vocab_size=raw["type_vocab_size"] if whole(raw.get("type_vocab_size"), 0, 1024) else 0,

@@ -159,11 +159,14 @@ def attentions(
     ids: torch.Tensor,
     type_ids: torch.Tensor | None = None,
     mask: torch.Tensor | None = None,
+    *,
+    expect: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """Every layer's attention weights (L, B, H, T, T) of the ids (B, T), from transformers'
     eager model run with `output_attentions=True`; `mask` (B, T) is 1 for real pieces.
 
-    A model that returns no weights for a layer (one that is not an attention layer) is
+    A model that returns no weights for a layer (one that is not an attention layer), or
+    (with `expect`, the config's (layers, heads)) other counts than its config.json gives, is
     refused in one line.
     """
     import torch
@@ -203,7 +206,14 @@ def attentions(
             f"(batch, heads, {T}, {T}) for every layer: attnviz shows models whose every layer "
             "attends"
         )
-    return torch.stack(list(layers))  # (L, B, H, T, T)
+    stacked = torch.stack(list(layers))  # (L, B, H, T, T)
+    if expect is not None and (stacked.shape[0], stacked.shape[2]) != expect:
+        raise AttnvizError(
+            f"transformers' {type(model).__name__} returned {stacked.shape[0]} layers of "
+            f"{stacked.shape[2]} heads, but its config.json says {expect[0]} of {expect[1]}: the "
+            "config is not the one this model reads"
+        )
+    return stacked
 
 
 def count_parameters(folder: Path) -> int:

@@ -24,8 +24,15 @@ if TYPE_CHECKING:
 
 
 # Tokenizer files other than tokenizer.json that transformers can build a fast tokenizer from:
-# WordPiece, byte-level BPE (with merges.txt), XLM-RoBERTa's and ALBERT's sentencepiece models.
-TOKENIZER_FILES = ("vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
+# WordPiece, byte-level BPE (with merges.txt), XLM-RoBERTa's and ALBERT's sentencepiece models,
+# and DeBERTa-v2/v3's (spm.model; transformers' engine computes DeBERTa).
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "vocab.json",
+    "sentencepiece.bpe.model",
+    "spiece.model",
+    "spm.model",
+)
 # What transformers reads besides them; all are copied, each read as `reading.read_bounded`
 # reads it, into a private folder that transformers then reads (see `_from_pretrained`).
 _WITH_THEM = (

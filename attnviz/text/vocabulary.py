@@ -76,6 +76,10 @@ class TokenizerInfo:
         return bool(self.lowercase)
 
 
+# A sentencepiece model, by the names checkpoints give it (XLM-R, ALBERT and T5, DeBERTa-v2).
+SENTENCEPIECE_FILES = ("sentencepiece.bpe.model", "spiece.model", "spm.model")
+
+
 def describe_tokenizer(folder: Path) -> TokenizerInfo:
     """The tokenizer in `folder`: its kind, vocabulary size, lowercasing and accent stripping.
 
@@ -164,7 +168,7 @@ def _from_other_files(folder: Path) -> TokenizerInfo:
             size = sum(1 for _ in io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     elif (folder / "vocab.json").is_file():
         kind = "byte-level BPE"
-    elif any((folder / n).is_file() for n in ("sentencepiece.bpe.model", "spiece.model")):
+    elif any((folder / n).is_file() for n in SENTENCEPIECE_FILES):
         kind = "SentencePiece"
     else:
         kind = "unknown"
