@@ -12,6 +12,7 @@
     >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
     >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
     >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
+    >>> attnviz.from_attentions(out.attentions, tokens)  # attention computed elsewhere
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.

@@ -195,8 +195,7 @@ class Analysis(TokenizedInput):
         note = describe_measure(measure, lang)
         if measure == "weight":
             return self._source(lang)
-        if not self.model.has_model:
-            raise no_model(f"measure {measure!r}")
+        self._self_attention(f"measure {measure!r}")
         self._whole(f"measure {measure!r}")
         values = self.measure(measure)  # (L, H, T, T) or (L, T, T)
         per_layer = measure in PER_LAYER
@@ -211,6 +210,17 @@ class Analysis(TokenizedInput):
             **self._mask,
         )
 
+    def _self_attention(self, what: str) -> None:
+        """Refuse `what` (a measure that runs the model again) without a model, or on a
+        rectangle, whose keys are not the layer's own input."""
+        if not self.model.has_model:
+            raise no_model(what)
+        if self.key_pieces is not None:
+            raise BadInput(
+                f"{what} decomposes a layer's self-attention, and this attention's queries and "
+                "keys are two inputs (a rectangle): draw the weights"
+            )
+
     @property
     def _mask(self) -> dict[str, Any]:
         """The model's mask, as `Source` takes it: causal, and each layer's sliding window."""
@@ -220,7 +230,7 @@ class Analysis(TokenizedInput):
     def _windows(self) -> tuple[int | None, ...]:
         """Each model layer's sliding window in pieces (None: none); () for an encoder."""
         if not self.model.has_model:
-            return ()
+            return self.model.windows  # as the arrays' file gave them
         decoder = self.prepared.shape.decoder
         if decoder is None:
             return ()
@@ -364,8 +374,7 @@ class Analysis(TokenizedInput):
         describe_measure(name)
         if name == "weight":
             return self.attentions
-        if not self.model.has_model:
-            raise no_model(f"measure {name!r}")
+        self._self_attention(f"measure {name!r}")
         self.prepared.refuse_internals(f"the measure {name!r}")
         if name not in self._measures:
             values = compute_measure(self.prepared, name, causal=self.causal)

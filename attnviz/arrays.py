@@ -59,6 +59,7 @@ class GivenInput:
     layers: int
     heads: int
     causal: bool = False
+    windows: tuple[int | None, ...] = ()  # each model layer's sliding window (None: none)
 
     @property
     def source(self) -> ModelSource:
@@ -84,6 +85,7 @@ class GivenInput:
             Path(),
             ARRAYS_ORIGIN,
             decoder=self.causal,
+            windows=self.windows,
         )
 
     @property
@@ -141,15 +143,17 @@ def arrays_analysis(
     normalised: bool = True,
     dtype: str = "float32",
     layers: Sequence[int] | None = None,
+    windows: Sequence[int | None] = (),
 ) -> Analysis:
     """An `Analysis` of checked float32 `attentions` (L, H, Tq, Tk) over `pieces` (the rows)
     and `key_pieces` (the columns; None: a square), with no model. For a face module that
     has its arrays and pieces already (`from_attentions` checks what a user gives first).
-    `layers`: the model's layer of each entry, when not all of them."""
+    `layers`: the model's layer of each entry, when not all of them; `windows`: each model
+    layer's sliding window in pieces (None: none), which a causal view masks beyond."""
     L, H = attentions.shape[:2]
     kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
     total = L if kept is None else max(kept) + 1
-    given = GivenInput(name, pieces, total, H, causal)
+    given = GivenInput(name, pieces, total, H, causal, tuple(windows))
     return Analysis(
         prepared=given,
         attentions=attentions,
@@ -175,6 +179,7 @@ def from_attentions(
     causal: bool | None = None,
     batch: int = 0,
     normalised: bool = True,
+    type_ids: Sequence[int] | None = None,
 ) -> Analysis:
     """An `Analysis` of attention computed elsewhere, checked before anything is drawn.
 
@@ -189,15 +194,55 @@ def from_attentions(
     `word_labels` names the query words (one per word, specials included).
     `model`: the name titles show (nothing is loaded). `causal`: None detects it (every
     weight above the diagonal is 0); True marks the later keys masked. `normalised=False`
-    accepts rows that do not sum to 1, and every title says so.
+    accepts rows that do not sum to 1, and every title says so. `type_ids` (0 or 1 per
+    token, as a tokenizer's `token_type_ids`) marks a sentence pair's second sentence.
+    The analysis keeps a float32 copy: the caller's array or tensor is never aliased.
     """
+    return _checked(
+        attentions,
+        tokens,
+        key_tokens=key_tokens,
+        words=words,
+        key_words=key_words,
+        word_labels=word_labels,
+        model=model,
+        causal=causal,
+        batch=batch,
+        normalised=normalised,
+        type_ids=type_ids,
+        owned=False,
+    )
+
+
+def _checked(
+    attentions: Any,
+    tokens: Sequence[str],
+    *,
+    key_tokens: Sequence[str] | None,
+    words: Sequence[int | None] | None,
+    key_words: Sequence[int | None] | None,
+    word_labels: Sequence[str] | None,
+    model: str | None,
+    causal: bool | None,
+    batch: int,
+    normalised: bool,
+    type_ids: Sequence[int] | None,
+    owned: bool,
+) -> Analysis:
+    """`from_attentions`; `owned`: the arrays are attnviz's own (read from a file), kept
+    without a copy."""
     if not isinstance(normalised, bool):
         raise BadInput("{normalised} must be True or False", param="normalised")
     if causal is not None and not isinstance(causal, bool):
         raise BadInput("{causal} must be True, False or None (detect)", param="causal")
     name = _name(model)
-    array, dtype = _as_array(attentions, batch)  # (L, H, Tq, Tk) float32, checked in size
+    array, dtype = _as_array(attentions, batch, owned)  # (L, H, Tq, Tk) float32, checked
     _, _, Tq, Tk = array.shape  # (L, H, Tq, Tk)
+    if key_words is not None and key_tokens is None:
+        raise BadInput(
+            "{key_words} groups a rectangle's keys: give {key_tokens} too, or leave it out",
+            param=("key_words", "key_tokens"),
+        )
     queries = _tokens(tokens, "tokens", Tq, "rows (queries)")
     keys = None if key_tokens is None else _tokens(key_tokens, "key_tokens", Tk, "columns (keys)")
     if keys is None and Tq != Tk:
@@ -215,17 +260,17 @@ def from_attentions(
             "later key): pass causal=None to detect it, or False",
             param="causal",
         )
-    from attnviz.text.given import given_pieces
+    from attnviz.text.given import given_pieces, guess_word_ids
 
-    pieces = given_pieces(
-        queries,
-        _word_ids(words, "words", Tq),
-        _labels(word_labels, "word_labels"),
-    )
+    word_ids = _word_ids(words, "words", Tq)
+    if word_ids is None:
+        word_ids = guess_word_ids(queries)
+    labels = _labels(word_labels, "word_labels")
+    _check_word_labels(labels, word_ids)
+    pieces = given_pieces(queries, word_ids, labels, second=_second(type_ids, Tq))
     key_pieces = None
     if keys is not None:
         key_pieces = given_pieces(keys, _word_ids(key_words, "key_words", Tk))
-    _check_word_labels(word_labels, pieces)
     return arrays_analysis(
         array,
         pieces,
@@ -260,9 +305,9 @@ def _shape_of(value: object, what: str) -> tuple[int, ...]:
     )
 
 
-def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
+def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarray, str]:
     """`attentions` as a float32 numpy array (L, H, Tq, Tk) and the dtype it came in, its
-    size checked from its shape before any copy."""
+    size checked from its shape before any copy; a copy unless `owned` (attnviz's own)."""
     if isinstance(batch, bool) or not isinstance(batch, int):
         raise BadInput(f"{{batch}} must be an item number (an int), got {batch!r}", param="batch")
     if isinstance(attentions, tuple | list):  # one entry per layer
@@ -285,6 +330,12 @@ def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
         shape = _shape_of(attentions, "it")
         if len(shape) == 3:  # one layer (H, T, T)
             shape = (1, *shape)
+    if len(shape) != 5 and batch != 0:
+        raise BadInput(
+            f"{{batch}} {batch} picks an item of a batch, but these attentions {shape} have no "
+            "batch axis: leave batch out",
+            param="batch",
+        )
     if len(shape) == 5:  # (L, batch, H, Tq, Tk)
         B = shape[1]
         if not -B <= batch < B:
@@ -316,7 +367,10 @@ def _as_array(attentions: object, batch: object) -> tuple[np.ndarray, str]:
         array = _to_numpy(attentions, batch, 1 if len(layers_shape(attentions)) == 5 else None)
         if array.ndim == 3:
             array = array[None]  # (1, H, T, T)
-    return np.ascontiguousarray(array, dtype=np.float32), dtype
+    result = np.ascontiguousarray(array, dtype=np.float32)  # (L, H, Tq, Tk)
+    if not owned and isinstance(attentions, np.ndarray) and np.may_share_memory(result, attentions):
+        result = result.copy()  # the caller's array stays theirs: writable, never aliased
+    return result, dtype
 
 
 def layers_shape(value: Any) -> tuple[int, ...]:
@@ -353,7 +407,8 @@ def _to_numpy(value: Any, batch: int, axis: int | None) -> np.ndarray:
             tensor = value.detach()
             if axis is not None:
                 tensor = tensor.select(axis, batch)
-            return tensor.to(device="cpu", dtype=torch.float32).numpy()
+            # a copy even when already there: the caller's tensor is never aliased
+            return tensor.to(device="cpu", dtype=torch.float32, copy=True).numpy()
     array = np.asarray(value)
     return array if axis is None else np.take(array, batch, axis=axis)
 
@@ -445,6 +500,26 @@ def _word_ids(words: object, param: str, count: int) -> list[int | None] | None:
     return list(words)
 
 
+def _second(type_ids: object, count: int) -> list[bool] | None:
+    """`type_ids` as a flag per token (True: sentence B); None when not given or all 0."""
+    if type_ids is None:
+        return None
+    if isinstance(type_ids, np.ndarray):
+        type_ids = type_ids.tolist()
+    if (
+        isinstance(type_ids, str | bytes)
+        or not isinstance(type_ids, Sequence)
+        or len(type_ids) != count
+        or any(t not in (0, 1) or isinstance(t, bool) for t in type_ids)
+    ):
+        raise BadInput(
+            f"{{type_ids}} must give each of the {count:,} tokens 0 (sentence A) or 1 "
+            "(sentence B), as token_type_ids do",
+            param="type_ids",
+        )
+    return [t == 1 for t in type_ids] if any(type_ids) else None
+
+
 def _labels(labels: object, param: str) -> list[str] | None:
     if labels is None:
         return None
@@ -457,11 +532,15 @@ def _labels(labels: object, param: str) -> list[str] | None:
     return list(labels)
 
 
-def _check_word_labels(labels: Sequence[str] | None, pieces: Pieces) -> None:
-    if labels is not None and len(labels) != len(pieces.words()):
+def _check_word_labels(labels: Sequence[str] | None, word_ids: Sequence[int | None]) -> None:
+    """Refuse word labels that are not one per word (a run of tokens of one word id, or a
+    special token)."""
+    if labels is None:
+        return
+    count = sum(1 for i, w in enumerate(word_ids) if i == 0 or w is None or w != word_ids[i - 1])
+    if len(labels) != count:
         raise BadInput(
-            f"{{word_labels}} names {len(labels):,} words, but the tokens make "
-            f"{len(pieces.words()):,}",
+            f"{{word_labels}} names {len(labels):,} words, but the tokens make {count:,}",
             param="word_labels",
         )
 
@@ -488,7 +567,9 @@ def load_attentions(path: str | Path) -> Analysis:
     try:
         return _from_file(arrays)
     except BadInput as exc:  # in the file's words: its arrays, not a Python argument
-        spelled = exc.spelled(lambda name: f"its {name!r} array")
+        arrays_of = {"words": "word_of_piece", "word_labels": "words", "type_ids":
+                     "token_type_ids", "key_words": "key_word_of_piece"}  # fmt: skip
+        spelled = exc.spelled(lambda name: f"its {arrays_of.get(name, name)!r} array")
         raise BadInput(f"{file}: {spelled}") from None
 
 
@@ -520,13 +601,15 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     causal = None
     if isinstance(causal_value, np.ndarray) and causal_value.dtype == bool:
         causal = bool(causal_value.reshape(-1)[0]) if causal_value.size == 1 else None
-    words = _file_words(arrays, "word_of_piece", tokens)
-    key_words = _file_words(arrays, "key_word_of_piece", key_tokens)
     names = arrays.get("words")
     labels = None
-    if words is not None and isinstance(names, np.ndarray) and names.dtype.kind == "U":
+    if isinstance(names, np.ndarray) and names.dtype.kind == "U":
         labels = [str(name) for name in names.reshape(-1)[: len(tokens) + 1]]
-    analysis = from_attentions(
+    words = _file_words(arrays, "word_of_piece", tokens, labels)
+    key_words = _file_words(arrays, "key_word_of_piece", key_tokens, None)
+    if words is None:
+        labels = None
+    analysis = _checked(
         attentions,
         tokens,
         key_tokens=key_tokens,
@@ -535,9 +618,14 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         word_labels=labels,
         model=_text(arrays, "model"),
         causal=causal if causal else None,
+        batch=0,
+        normalised=True,
+        type_ids=_type_ids(arrays, tokens),
+        owned=True,
     )
     layers = arrays.get("layers")
     L = attentions.shape[0]
+    numbers = list(range(L))
     if (
         isinstance(layers, np.ndarray)
         and layers.dtype.kind in "iu"
@@ -545,23 +633,64 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         and np.all(np.diff(layers) > 0)
         and layers[0] >= 0
         and layers[-1] < MAX_LAYERS
-        and layers.tolist() != list(range(L))
     ):  # the layers an export kept: numbered as the model's
-        return arrays_analysis(
-            analysis.attentions,
-            analysis.pieces,
-            key_pieces=analysis.key_pieces,
-            name=analysis.model.name,
-            causal=analysis.model.decoder,
-            dtype=analysis.dtype,
-            layers=layers.tolist(),
-        )
-    return analysis
+        numbers = [int(n) for n in layers]
+    windows = _file_windows(arrays, numbers) if analysis.model.decoder else ()
+    if numbers == list(range(L)) and not windows:
+        return analysis
+    return arrays_analysis(
+        analysis.attentions,
+        analysis.pieces,
+        key_pieces=analysis.key_pieces,
+        name=analysis.model.name,
+        causal=analysis.model.decoder,
+        dtype=analysis.dtype,
+        layers=numbers,
+        windows=windows,
+    )
 
 
-def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | None] | None:
+def _file_windows(arrays: dict[str, Any], numbers: list[int]) -> tuple[int | None, ...]:
+    """Each model layer's sliding window from an export's `windows` (one per entry, 0 for
+    none); () when it has none that fit or none at all."""
+    given = arrays.get("windows")
+    if (
+        not isinstance(given, np.ndarray)
+        or given.dtype.kind not in "iu"
+        or given.shape != (len(numbers),)
+        or not given.any()
+        or given.min() < 0
+    ):
+        return ()
+    windows: list[int | None] = [None] * (max(numbers) + 1)
+    for layer, window in zip(numbers, given.tolist(), strict=True):
+        windows[layer] = int(window) or None
+    return tuple(windows)
+
+
+def _type_ids(arrays: dict[str, Any], tokens: Any) -> list[int] | None:
+    """An export's `token_type_ids` when they mark a pair's second sentence (0s and 1s,
+    one per token, with a pair text); None otherwise."""
+    ids = arrays.get("token_type_ids")
+    if (
+        _text(arrays, "pair")
+        and isinstance(ids, np.ndarray)
+        and isinstance(tokens, np.ndarray)
+        and ids.dtype.kind in "iu"
+        and ids.shape == tokens.shape
+        and np.isin(ids, (0, 1)).all()
+    ):
+        return [int(i) for i in ids]
+    return None
+
+
+def _file_words(
+    arrays: dict[str, Any], name: str, tokens: Any, labels: Sequence[str] | None
+) -> list[int | None] | None:
     """The word ids of an export's `word_of_piece` (each piece's word), a special token's
-    None restored from its look; None when the file has none (or they do not fit)."""
+    None restored from its look (a word of one piece that looks like `[CLS]` or `<s>`,
+    labelled as its token: `[UNK]` standing for a word of the text keeps it); None when the
+    file has none (or they do not fit)."""
     from attnviz.text.given import SPECIAL_TOKEN
 
     owner = arrays.get(name)
@@ -571,12 +700,14 @@ def _file_words(arrays: dict[str, Any], name: str, tokens: Any) -> list[int | No
         or owner.dtype.kind not in "iu"
         or owner.shape != tokens.shape
         or owner.ndim != 1
-        or (owner.size and owner.min() < 0)
-    ):
+        or (owner.size and (owner.min() < 0 or owner.max() >= owner.size))
+    ):  # a word number past the pieces would make bincount allocate that many
         return None
     counts = np.bincount(owner) if owner.size else np.zeros(0, dtype=np.int64)
     ids: list[int | None] = []
     for token, word in zip(tokens.tolist(), owner.tolist(), strict=True):
         alone = counts[word] == 1
-        ids.append(None if alone and SPECIAL_TOKEN.fullmatch(str(token)) else int(word))
+        named = labels is None or (word < len(labels) and labels[word] == token)
+        special = alone and named and SPECIAL_TOKEN.fullmatch(str(token))
+        ids.append(None if special else int(word))
     return ids

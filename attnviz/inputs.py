@@ -55,6 +55,9 @@ class ModelInfo:
     languages: tuple[str, ...] | None = None  # from the model card; None: not stated
     decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
     kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
+    # Attention given as arrays (ARRAYS_ORIGIN): each model layer's sliding window in pieces
+    # (None: none), as its file said; () otherwise (a model's config says it).
+    windows: tuple[int | None, ...] = ()
 
     @classmethod
     def read(cls, source: ModelSource, shape: ModelShape) -> ModelInfo:

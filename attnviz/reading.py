@@ -102,11 +102,10 @@ def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
     import math
     import stat
     import zipfile
-    import zlib
 
     import numpy as np
 
-    from attnviz.errors import short_reason
+    from attnviz.errors import PASS_THROUGH, short_reason
 
     try:
         mode = os.stat(path).st_mode
@@ -157,9 +156,11 @@ def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
                         )
                 with archive.open(info) as member:
                     arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
-    except AttnvizError:
+    except (AttnvizError, *PASS_THROUGH):
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except Exception as exc:  # zipfile's and numpy's parsers on a stranger's bytes: any failure
+        # (BadZipFile, zlib.error, a header numpy's ast.literal_eval or tokenize rejects, an
+        # encrypted member, an unknown compression method) is the file's fault
         raise AttnvizError(
             f"cannot read {path} as an .npz file of arrays ({short_reason(exc, 120)}): write "
             "it with numpy.savez or attnviz export"

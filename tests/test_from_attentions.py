@@ -68,6 +68,19 @@ def test_arrays_draw_what_the_engine_draws(minilm: attnviz.Analysis) -> None:
     assert mine.causal is False and mine.model.decoder is False  # weights above the diagonal
 
 
+def test_the_callers_array_stays_theirs() -> None:
+    import torch
+
+    given = _softmax(np.random.default_rng(7).normal(size=(1, 2, 3, 3))).astype(np.float32)
+    analysis = attnviz.from_attentions(given, ["a", "b", "c"])
+    given[0, 0, 0, 0] = 5.0  # still writable, and the analysis keeps the numbers it was given
+    assert analysis.attentions[0, 0, 0, 0] != 5.0 and not analysis.attentions.flags.writeable
+    tensor = torch.from_numpy(_softmax(np.ones((1, 2, 3, 3))).astype(np.float32))
+    from_tensor = attnviz.from_attentions(tensor, ["a", "b", "c"])
+    tensor[0, 0, 0, 0] = 5.0
+    assert from_tensor.attentions[0, 0, 0, 0] == pytest.approx(1 / 3)
+
+
 def test_words_from_the_tokens_marks_and_from_word_ids() -> None:
     tokens = ["[CLS]", "un", "##believ", "##able", "cats", "[SEP]"]
     weights = _softmax(np.random.default_rng(1).normal(size=(1, 2, 6, 6)))
@@ -81,6 +94,10 @@ def test_words_from_the_tokens_marks_and_from_word_ids() -> None:
         word_labels=["[CLS]", "Unbeliev", "able", "cats", "[SEP]"],
     )
     assert [w.label for w in given.words] == ["[CLS]", "Unbeliev", "able", "cats", "[SEP]"]
+    with pytest.raises(BadInput, match="word_labels names 2 words, but the tokens make 5"):
+        attnviz.from_attentions(
+            weights, tokens, words=[None, 0, 0, 1, 2, None], word_labels=["a", "b"]
+        )
     merged = given.view(0, 1).matrix  # pieces 1 and 2 are one word: its row the mean of theirs
     np.testing.assert_allclose(merged[1, 0], weights[0, 1, 1:3, 0].mean())
     # BPE marks: a piece without Ġ continues the word before
@@ -211,8 +228,23 @@ def test_a_rectangle_draws_in_every_view(tmp_path: Path) -> None:
     ]:
         path = analysis.save(tmp_path / name, view_name)
         assert path.stat().st_size > 0
+    figure = analysis.figure("heads", layer=1)  # keys under the panels, queries beside them
+    keys_shown = {t.get_text() for ax in figure.axes for t in ax.get_xticklabels()}
+    queries_shown = {t.get_text() for ax in figure.axes for t in ax.get_yticklabels()}
+    assert {"The", "cat", "sat", "down", "</s>"} <= keys_shown and "chat" not in keys_shown
+    assert {"<s>", "Le", "chat", "</s>"} <= queries_shown and "down" not in queries_shown
+    single = analysis.figure("show", layer=1)
+    assert single.axes[0].get_images()[0].get_array().shape[:2] == (4, 5)
     back = attnviz.load_attentions(tmp_path / "data.npz")
     assert back.key_tokens == KEYS and text_of(back.view(1, 2)) == drawn
+
+
+def test_a_batch_or_key_words_with_nothing_to_apply_to() -> None:
+    square = rectangle()[:, :, :, :4] / rectangle()[:, :, :, :4].sum(-1, keepdims=True)
+    with pytest.raises(BadInput, match="have no batch axis: leave batch out"):
+        attnviz.from_attentions(square, QUERIES, batch=1)
+    with pytest.raises(BadInput, match="key_words groups a rectangle's keys: give key_tokens"):
+        attnviz.from_attentions(square, QUERIES, key_words=[0, 1, 2, 3])
 
 
 def test_a_rectangle_needs_its_keys_tokens() -> None:
@@ -243,6 +275,7 @@ def _bad_arrays() -> list[tuple[str, object, list[str], str]]:
         ("layers", (good[0], good[0, :, :2, :2]), tokens, "layers differ in shape"),
         ("token", good, ["a", "b", 3], "must hold str"),
         ("empty", np.zeros((0, 2, 3, 3)), tokens, r"must be \[layers, heads, T, T\]"),
+        ("5-d", good[:, None], tokens, r"batch 1 is out of range: the attentions hold 1 items"),
     ]
 
 
@@ -255,7 +288,7 @@ def test_anything_but_attention_is_one_line(
     case: str, attentions: object, tokens: list[str], message: str
 ) -> None:
     with pytest.raises(BadInput, match=message) as caught:
-        attnviz.from_attentions(attentions, tokens)  # type: ignore[arg-type]
+        attnviz.from_attentions(attentions, tokens, batch=1 if case == "5-d" else 0)  # type: ignore[arg-type]
     assert "\n" not in str(caught.value)
 
 
@@ -268,3 +301,75 @@ def test_a_huge_shape_is_refused_before_any_copy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ATTNVIZ_ATTENTION_MB", "16")
     with pytest.raises(BadInput, match="ATTNVIZ_ATTENTION_MB raises it"):
         attnviz.from_attentions(huge[:1, :1, :2100, :2100], ["x"] * 2100)
+
+
+def test_numpy_arrays_need_no_torch() -> None:
+    """A script that never imported torch does not import it to view numpy arrays."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, attnviz\n"
+        "a = attnviz.from_attentions(np.full((1, 2, 3, 3), 1 / 3), ['a', 'b', 'c'])\n"
+        "a.view(); a.find('a', 'b'); a.rollout(); a.to_dict(); a.html()\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_tensor_on_an_accelerator_comes_back_to_the_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    weights = torch.softmax(torch.randn(2, 3, 5, 5, device="cuda", dtype=torch.float16), dim=-1)
+    analysis = attnviz.from_attentions(weights, list("abcde"))
+    assert analysis.dtype == "float16"
+    np.testing.assert_allclose(analysis.attentions, weights.float().cpu().numpy())
+
+
+def test_a_rectangle_merges_each_side_by_its_own_words() -> None:
+    """Queries' words by their mean, keys' words by their sum, as membership products."""
+    from attnviz.measures.select import merge_masked, merge_words
+
+    rng = np.random.default_rng(6)
+    matrix = rng.random((2, 3, 5, 9))  # (..., Tq, Tk)
+    queries = [[0], [1, 3], [2], [4]]  # one word out of order
+    keys = [[0], [1, 4], [2, 3], [5, 6, 7], [8]]
+
+    def membership(groups: list[list[int]], T: int) -> np.ndarray:
+        m = np.zeros((T, len(groups)))  # (T, W)
+        for w, pieces in enumerate(groups):
+            m[pieces, w] = 1
+        return m
+
+    Mq, Mk = membership(queries, 5), membership(keys, 9)
+    expected = (Mq / Mq.sum(0)).T @ matrix @ Mk  # (..., Wq, Wk)
+    np.testing.assert_allclose(merge_words(matrix, queries, keys), expected, rtol=1e-12)
+    hidden = rng.random((5, 9)) > 0.3  # (Tq, Tk)
+    visible_pairs = (~hidden).astype(float)
+    expected_hidden = (Mq.T @ visible_pairs @ Mk) == 0  # every piece pair hidden
+    np.testing.assert_array_equal(merge_masked(hidden, queries, keys), expected_hidden)
+    with pytest.raises(ValueError):
+        merge_words(matrix, queries, keys[:-1])  # a key piece in no word
+
+
+def test_a_face_module_builds_a_rectangle_from_arrays_and_two_pieces(
+    minilm: attnviz.Analysis,
+) -> None:
+    """What an encoder-decoder's cross-attention will do: an Analysis of the model's input
+    (the queries) over another input's pieces (the keys), with the model kept."""
+    from attnviz.analysis import Analysis
+    from attnviz.arrays import arrays_analysis
+    from attnviz.text.given import given_pieces
+
+    keys = given_pieces(["<s>", "▁le", "▁chat", "</s>"])
+    weights = _softmax(np.random.default_rng(8).normal(size=(6, 12, len(minilm.tokens), 4)))
+    modelled = Analysis(prepared=minilm.prepared, attentions=weights.astype(np.float32),
+                        key_pieces=keys)  # fmt: skip
+    assert modelled.view().matrix.shape == (len(minilm.words), 4)
+    assert modelled.find("cat", "chat").target == "chat"
+    with pytest.raises(BadInput, match="a rectangle"):
+        modelled.view(measure="norm")  # the model's measures are of its self-attention
+    bare = arrays_analysis(weights.astype(np.float32), minilm.pieces, key_pieces=keys, name="mt")
+    assert bare.view().title.startswith("mt · layer 5") and bare.key_tokens[2] == "▁chat"

@@ -59,6 +59,53 @@ def test_an_export_loaded_back_draws_the_same(exported: Path, args: tuple[str, .
     assert ok(*args, "--load", str(exported)) == ok(*args, EN)
 
 
+def test_a_sentence_pair_loaded_back_keeps_its_b(tmp_path: Path) -> None:
+    pair = ("The bank refused the loan.", "--pair", "They were sad about it.")
+    path = tmp_path / "pair.npz"
+    ok("export", *pair, "--out", str(path))
+    for args in [
+        ("show", "--layer", "2", "--units", "tokens"),
+        ("find", "--from", "they", "--to", "bank"),
+    ]:
+        loaded = ok(*args, "--load", str(path))
+        assert loaded == ok(*args, *pair) and "B:They" in ok("show", "--load", str(path))
+
+
+def test_an_unknown_word_keeps_its_text_and_stays_a_word(tmp_path: Path) -> None:
+    text = "I love ☃ and snow."  # the snowman is [UNK] to the model, a word of the text
+    path = tmp_path / "unk.npz"
+    ok("export", text, "--out", str(path))
+    args = ("show", "--units", "tokens", "--exclude", "special")
+    assert ok(*args, "--load", str(path)) == ok(*args, text)
+    assert "☃" in ok(*args, "--load", str(path))
+
+
+def test_a_decoders_export_loads_back_causal(tmp_path: Path, tiny_decoder) -> None:  # type: ignore[no-untyped-def]
+    text, folder = "the bank refused the loan", str(tiny_decoder("llama"))
+    path = tmp_path / "decoder.npz"
+    ok("export", text, "--model", folder, "--out", str(path))
+    for args in [("show", "--layer", "1", "--head", "3", "--units", "tokens"), ("heads",)]:
+        assert ok(*args, "--load", str(path)) == ok(*args, text, "--model", folder)
+    loaded = json.loads(ok("show", "--load", str(path), "--json"))
+    assert loaded["masked"][0][1] is True  # the first token cannot see the second
+    code, _, err = run("find", "--load", str(path), "--from", "bank", "--to", "loan")
+    assert code == 2 and "look only back" in err
+
+
+def test_a_sliding_window_comes_back_from_the_file(tmp_path: Path, tiny_decoder) -> None:  # type: ignore[no-untyped-def]
+    text = "the bank refused the loan because it was risky"
+    folder = str(tiny_decoder("mistral", sliding_window=4))  # shorter than the text
+    path = tmp_path / "windowed.npz"
+    ok("export", text, "--model", folder, "--out", str(path))
+    args = ("show", "--layer", "1", "--units", "tokens", "--json")
+    loaded, computed = (
+        json.loads(ok(*args, "--load", str(path))),
+        json.loads(ok(*args, text, "--model", folder)),
+    )
+    assert loaded["masked"] == computed["masked"] and loaded["weights"] == computed["weights"]
+    assert loaded["masked"][-1][0] is True  # the last token's window does not reach the first
+
+
 def test_any_npz_with_attentions_and_tokens(tmp_path: Path) -> None:
     analysis = attnviz.analyse(EN)
     path = tmp_path / "plain.npz"
@@ -128,6 +175,31 @@ def _no_tokens(path: Path) -> None:
     np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, dtype=np.float32))
 
 
+def _huge_word(path: Path) -> None:
+    """A word number of 2**40 for a piece: counting words must not allocate that many."""
+    np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]),
+             word_of_piece=np.array([0, 2**40]), words=np.array(["a", "b"]))  # fmt: skip
+
+
+def _encrypted(path: Path) -> None:
+    np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]))
+    data = bytearray(path.read_bytes())
+    data[6] |= 1  # the first member's flags: encrypted, in its local header
+    data[data.index(b"PK\x01\x02") + 8] |= 1  # and in the central directory
+    path.write_bytes(bytes(data))
+
+
+def _bad_header(path: Path) -> None:
+    """A header that is not a Python literal (numpy reads it with ast.literal_eval)."""
+    npy = io.BytesIO()
+    np.save(npy, np.full((1, 1, 2, 2), 0.5, np.float32))
+    with zipfile.ZipFile(path, "w") as archive:  # a true CRC: only the header is wrong
+        archive.writestr(
+            "attentions.npy", npy.getvalue().replace(b"'fortran_order':", b"'fortran_order'{")
+        )
+        archive.writestr("tokens.npy", _npy_header((1,), "<U1") + "a".encode("utf-32-le"))
+
+
 def _not_zip(path: Path) -> None:
     path.write_bytes(b"PK\x03\x04 this is not really a zip file" * 10)
 
@@ -141,6 +213,8 @@ HOSTILE = {
     "tokens": (_short_tokens, "its 'tokens' array has 1 tokens, but the attentions have 3"),
     "missing": (_no_tokens, "has no 'tokens' array"),
     "zip": (_not_zip, "cannot read"),
+    "header": (_bad_header, "as an .npz file of arrays"),
+    "encrypted": (_encrypted, "cannot read"),
 }
 
 
@@ -157,6 +231,13 @@ def test_a_hostile_file_is_one_line(tmp_path: Path, case: str) -> None:
     assert stderr.startswith("Error: ") and stderr.count("\n") == 1, stderr
     assert message in stderr, stderr
     assert "Traceback" not in stderr and not out.exists()
+
+
+def test_word_numbers_past_the_pieces_are_ignored_not_counted(tmp_path: Path) -> None:
+    path = tmp_path / "huge-word.npz"
+    _huge_word(path)
+    analysis = attnviz.load_attentions(path)  # no 2**40-entry count: the words are dropped
+    assert [w.label for w in analysis.words] == ["a", "b"]
 
 
 def test_not_a_file_and_text_with_load(tmp_path: Path, exported: Path) -> None:
@@ -213,3 +294,86 @@ def test_a_rectangle_page_renders_in_chromium(tmp_path: Path) -> None:
         assert view.errors == [] and view.requests == []
         view.close()
         chromium.close()
+
+
+# ---------------------------------------------------------------- fuzz
+
+
+@pytest.mark.slow  # 80 files read
+def test_a_mangled_export_loads_or_is_one_line(tmp_path: Path, exported: Path) -> None:
+    """Bytes of a real export overwritten at random: a result, or one AttnvizError line."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from attnviz.arrays import load_attentions
+    from attnviz.errors import AttnvizError
+
+    original = exported.read_bytes()
+    headers = [i for i in range(len(original)) if original.startswith(b"\x93NUMPY", i)]
+    near_a_header = st.sampled_from(headers).flatmap(lambda h: st.integers(h, h + 127))
+    where = st.one_of(st.integers(0, len(original) - 1), near_a_header)  # headers: half the time
+
+    @settings(max_examples=80, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(
+        edits=st.lists(st.tuples(where, st.binary(min_size=1, max_size=8)), min_size=1, max_size=4)
+    )
+    def check(edits: list[tuple[int, bytes]]) -> None:
+        data = bytearray(original)
+        for at, new in edits:
+            data[at : at + len(new)] = new
+        path = tmp_path / "mangled.npz"
+        path.write_bytes(bytes(data[: len(original)]))
+        try:
+            analysis = load_attentions(path)
+        except AttnvizError as exc:
+            assert "\n" not in str(exc)
+            return
+        analysis.view()  # what loaded draws
+
+    check()
+
+
+def test_random_arrays_give_an_analysis_or_one_line() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from attnviz.errors import BadInput
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(
+        shape=st.lists(st.integers(0, 5), min_size=1, max_size=6),
+        dtype=st.sampled_from(["float16", "float32", "float64", "int32", "bool", "complex64"]),
+        fill=st.sampled_from(["softmax", "random", "nan", "negative", "zeros"]),
+        count=st.integers(0, 6),
+        keys=st.none() | st.integers(0, 6),
+        normalised=st.booleans(),
+    )
+    def check(
+        shape: list[int], dtype: str, fill: str, count: int, keys: int | None, normalised: bool
+    ) -> None:
+        rng = np.random.default_rng(0)
+        values = rng.random(shape)
+        if fill == "softmax" and values.ndim:
+            values = values / np.maximum(values.sum(axis=-1, keepdims=True), 1e-9)
+        elif fill == "nan" and values.size:
+            values.flat[0] = np.nan
+        elif fill == "negative" and values.size:
+            values.flat[-1] = -1
+        elif fill == "zeros":
+            values = np.zeros(shape)
+        with np.errstate(invalid="ignore"):  # NaN cast to an int: what a careless caller gives
+            array = values.astype(dtype)
+        key_tokens = None if keys is None else [f"k{i}" for i in range(keys)]
+        try:
+            analysis = attnviz.from_attentions(
+                array, [f"t{i}" for i in range(count)], key_tokens=key_tokens, normalised=normalised
+            )
+        except BadInput as exc:
+            assert "\n" not in str(exc)
+            return
+        analysis.view()
+        analysis.heads()
+
+    check()

@@ -62,11 +62,13 @@ def given_pieces(
     word_ids: Sequence[int | None] | None = None,
     word_labels: Sequence[str] | None = None,
     ids: Sequence[int] | None = None,
+    second: Sequence[bool] | None = None,
 ) -> Pieces:
     """The `Pieces` of `tokens`, grouped into words by `word_ids` (None: guessed from the
     tokens' marks), the words labelled `word_labels` (one per word, specials included;
-    None: their tokens' text), with vocabulary `ids` (None: -1, unknown). The caller has
-    checked the lengths and types."""
+    None: their tokens' text), with vocabulary `ids` (None: -1, unknown); `second` marks
+    the tokens of a sentence pair's B (its first is marked `B:`). The caller has checked
+    the lengths and types."""
     words = guess_word_ids(tokens) if word_ids is None else list(word_ids)
     runs: list[list[int]] = []  # the tokens of each word, in order (a special alone)
     for i, word in enumerate(words):
@@ -97,8 +99,11 @@ def given_pieces(
         pair=None,
         tokens=list(tokens),
         ids=[-1] * len(tokens) if ids is None else [int(i) for i in ids],
-        type_ids=[0] * len(tokens),
+        type_ids=[0] * len(tokens) if second is None else [int(b) for b in second],
         offsets=offsets,
         word_ids=words,
-        sequence_ids=[None if w is None else 0 for w in words],
+        sequence_ids=[
+            None if w is None else int(second is not None and second[i])
+            for i, w in enumerate(words)
+        ],
     )
