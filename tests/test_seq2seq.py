@@ -242,15 +242,32 @@ def test_each_stack_equals_transformers_own_attentions(seq2seq, family: str) -> 
     assert np.triu(found["decoder"].attentions, 1).max() == 0.0
 
 
-def test_config_reads_sizes_and_start_token(seq2seq) -> None:
-    from attnviz.model.seq2seq_config import describe_seq2seq
+def test_config_reads_sizes_and_start_token() -> None:
+    """Each stack's layers and heads and the decoder's start token, from config.json alone;
+    a start token from generation_config.json when config.json has none; mBART refused."""
+    from attnviz.errors import AttnvizError
+    from attnviz.model.seq2seq_config import describe_seq2seq, is_seq2seq
 
-    raw = json.loads((seq2seq("t5") / "config.json").read_text())
-    shape = describe_seq2seq(raw)
+    t5 = {"model_type": "t5", "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+          "d_model": 32, "vocab_size": 100, "decoder_start_token_id": 0}  # fmt: skip
+    shape = describe_seq2seq(t5)
     assert (shape.encoder_layers, shape.decoder_layers, shape.encoder_heads) == (2, 3, 4)
-    assert shape.decoder_start == 0
-    raw = json.loads((seq2seq("marian") / "config.json").read_text())
-    assert describe_seq2seq(raw).decoder_start == 2
+    assert shape.decoder_start == 0 and shape.stack_size("cross") == (3, 4)
+    del t5["decoder_start_token_id"], t5["num_decoder_layers"]
+    assert describe_seq2seq(t5, start=0).decoder_layers == 2  # T5: as deep as its encoder
+    with pytest.raises(AttnvizError, match="decoder_start_token_id"):
+        describe_seq2seq(t5)
+    marian = {"model_type": "marian", "encoder_layers": 6, "decoder_layers": 6,
+              "encoder_attention_heads": 8, "decoder_attention_heads": 8, "d_model": 512,
+              "vocab_size": 58101, "max_position_embeddings": 512,
+              "decoder_start_token_id": 58100}  # fmt: skip
+    assert describe_seq2seq(marian).max_tokens == 512
+    with pytest.raises(AttnvizError, match="encoder_layers=0"):
+        describe_seq2seq({**marian, "encoder_layers": 0})
+    mbart = {**marian, "model_type": "mbart", "is_encoder_decoder": True}
+    assert is_seq2seq(mbart) and not is_seq2seq({"model_type": "bert"})
+    with pytest.raises(AttnvizError, match="t5, mt5, bart, marian, pegasus"):
+        describe_seq2seq(mbart)
 
 
 # ---------------------------------------------------------------- the command line
@@ -347,6 +364,7 @@ def test_find_ranks_the_cross_head_that_aligns_two_words(seq2seq) -> None:
     assert len(found["heads"]) == 12  # 3 layers x 4 heads
 
 
+@pytest.mark.slow  # the tiny checkpoints: torch and transformers, written once
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -378,6 +396,7 @@ def test_refusals_are_one_line(seq2seq, args: tuple[str, ...], words: tuple[str,
         assert word in err
 
 
+@pytest.mark.slow  # the tiny checkpoints: torch and transformers, written once
 def test_python_names_arguments_as_python_spells_them(seq2seq) -> None:
     import attnviz
 
@@ -438,6 +457,7 @@ def test_a_config_larger_than_its_weights_is_refused_before_allocating(
     assert "do not belong together" in err
 
 
+@pytest.mark.slow  # the tiny checkpoints: torch and transformers, written once
 def test_info_describes_both_stacks(seq2seq) -> None:
     """`info` on an encoder-decoder names its kind, each stack's layers and heads and the
     token its decoder starts from, without loading weights."""
@@ -452,6 +472,7 @@ def test_info_describes_both_stacks(seq2seq) -> None:
     assert (details.shape.layers, details.shape.heads) == (3, 4)  # the cross stack's
 
 
+@pytest.mark.slow  # the tiny checkpoints: torch and transformers, written once
 def test_python_refuses_what_an_encoder_decoder_does_not_read(seq2seq) -> None:
     import attnviz
 
