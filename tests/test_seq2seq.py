@@ -503,3 +503,13 @@ def test_an_export_loaded_back_draws_the_same(seq2seq, tmp_path: Path, stack: st
         else:
             loaded, computed = json.loads(loaded)["heads"], json.loads(computed)["heads"]
         assert loaded == computed
+
+
+@pytest.mark.slow
+def test_the_engine_note_is_on_stderr_never_in_json(seq2seq) -> None:
+    folder = str(seq2seq("t5"))
+    code, out, err = run("show", SOURCE, "--model", folder, "--target", TARGET, "--json")
+    assert code == 0 and json.loads(out)["key_tokens"][-1] == "</s>"
+    assert "weights computed by transformers' eager" in err and err.count("\n") == 1
+    code, out, err = run("show", SOURCE, "--model", folder, "--target", TARGET, "--json", "-q")
+    assert code == 0 and err == ""
