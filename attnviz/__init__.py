@@ -39,11 +39,12 @@ if TYPE_CHECKING:
         prepare_encdec,
         sample_sentences,
     )
-    from attnviz.arrays import from_attentions, load_attentions
+    from attnviz.arrays import from_attentions
     from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
+    from attnviz.loading import load_attentions
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.long import LongResult
@@ -66,7 +67,7 @@ _EXPORTS = {
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
     "from_attentions": "attnviz.arrays",
-    "load_attentions": "attnviz.arrays",
+    "load_attentions": "attnviz.loading",
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",

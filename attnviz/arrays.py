@@ -10,10 +10,8 @@ returns an `Analysis` whose views, images, pages, `find`, `row`, `rollout` (a sq
 exports work. What needs the model (explain, the measures other than the weight, compare)
 refuses in one line: there is no model to run again.
 
-`load_attentions(path)` reads an .npz: attnviz's own exports (`attnviz export`, `save`),
-with their words, layers and mask, and any .npz with an `attentions` array and a `tokens`
-array (`key_tokens` for a rectangle; `words` as word ids per token, optional). torch is
-imported only when a tensor is given.
+torch is imported only when a tensor is given. Reading an .npz of attention (`--load`) is
+attnviz.loading's.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.analysis import Analysis
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.errors import BadInput
 from attnviz.inputs import ARRAYS_ORIGIN, ModelInfo, no_model
 from attnviz.limits import amount, attention_budget, resolve_heads, resolve_index
 
@@ -37,14 +35,19 @@ if TYPE_CHECKING:
     from attnviz.model.locate import ModelSource
     from attnviz.text.pieces import Pieces
 
-__all__ = ["DEFAULT_NAME", "GivenInput", "arrays_analysis", "from_attentions", "load_attentions"]
+__all__ = [
+    "DEFAULT_NAME",
+    "MAX_LAYERS",
+    "GivenInput",
+    "arrays_analysis",
+    "checked_analysis",
+    "from_attentions",
+]
 
 DEFAULT_NAME = "your attention"  # how titles name attention given without a model name
 MAX_LAYERS = 4096  # entries of a tuple of layers (a model has some dozens)
 MAX_NAME = 200  # characters of a model's display name
 MAX_TOKEN_CHARS = 1000  # characters of one token
-ROW_TOLERANCE = {2: 1e-2, 4: 1e-3, 8: 1e-3}  # how far a row may sum from 1, by bytes a weight
-NPZ_EXTRA_BYTES = 64 * 2**20  # room beside the attentions for tokens, words and the rest
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ def from_attentions(
     token, as a tokenizer's `token_type_ids`) marks a sentence pair's second sentence.
     The analysis keeps a float32 copy: the caller's array or tensor is never aliased.
     """
-    return _checked(
+    return checked_analysis(
         attentions,
         tokens,
         key_tokens=key_tokens,
@@ -214,7 +217,7 @@ def from_attentions(
     )
 
 
-def _checked(
+def checked_analysis(
     attentions: Any,
     tokens: Sequence[str],
     *,
@@ -229,8 +232,8 @@ def _checked(
     type_ids: Sequence[int] | None,
     owned: bool,
 ) -> Analysis:
-    """`from_attentions`; `owned`: the arrays are attnviz's own (read from a file), kept
-    without a copy."""
+    """`from_attentions`, every argument given; `owned`: the arrays are attnviz's own (read
+    from a file: attnviz.loading), kept without a copy."""
     if not isinstance(normalised, bool):
         raise BadInput("{normalised} must be True or False", param="normalised")
     if causal is not None and not isinstance(causal, bool):
@@ -364,7 +367,7 @@ def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarra
         axis = 0 if len(shapes[0]) == 4 else None
         array = np.stack([_to_numpy(layer, batch, axis) for layer in layers])  # (L, H, Tq, Tk)
     else:
-        array = _to_numpy(attentions, batch, 1 if len(layers_shape(attentions)) == 5 else None)
+        array = _to_numpy(attentions, batch, 1 if len(_shape(attentions)) == 5 else None)
         if array.ndim == 3:
             array = array[None]  # (1, H, T, T)
     result = np.ascontiguousarray(array, dtype=np.float32)  # (L, H, Tq, Tk)
@@ -373,7 +376,7 @@ def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarra
     return result, dtype
 
 
-def layers_shape(value: Any) -> tuple[int, ...]:
+def _shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
@@ -543,171 +546,3 @@ def _check_word_labels(labels: Sequence[str] | None, word_ids: Sequence[int | No
             f"{{word_labels}} names {len(labels):,} words, but the tokens make {count:,}",
             param="word_labels",
         )
-
-
-# ---------------------------------------------------------------- --load
-
-
-def load_attentions(path: str | Path) -> Analysis:
-    """The attention in the .npz file `path`: attnviz's own export, or any .npz with an
-    `attentions` array and a `tokens` array (see the module). Read with no pickle, every
-    array's size checked from its header first; anything wrong is one line."""
-    from attnviz.output import as_path
-    from attnviz.reading import read_npz
-
-    file = as_path(path)
-    arrays = read_npz(file, attention_budget() + NPZ_EXTRA_BYTES)
-    missing = [n for n in ("attentions", "tokens") if n not in arrays]
-    if missing:
-        raise AttnvizError(
-            f"{file} has no {' and no '.join(repr(n) for n in missing)} array: --load reads "
-            "attnviz's own exports and any .npz with 'attentions' [layers, heads, T, T] and "
-            "'tokens' (one str per token)"
-        )
-    try:
-        return _from_file(arrays)
-    except BadInput as exc:  # in the file's words: its arrays, not a Python argument
-        arrays_of = {"words": "word_of_piece", "word_labels": "words", "type_ids":
-                     "token_type_ids", "key_words": "key_word_of_piece"}  # fmt: skip
-        spelled = exc.spelled(lambda name: f"its {arrays_of.get(name, name)!r} array")
-        raise BadInput(f"{file}: {spelled}") from None
-
-
-def _text(arrays: dict[str, Any], name: str) -> str | None:
-    value = arrays.get(name)
-    if value is None or not isinstance(value, np.ndarray) or value.dtype.kind != "U":
-        return None
-    return str(value.reshape(-1)[0]) if value.size == 1 else None
-
-
-def _stack_rows(arrays: dict[str, Any]) -> dict[str, Any]:
-    """An encoder-decoder's export (`render.data.sides_record`) names the source `tokens`
-    whatever its stack; the rows of its decoder and cross stacks are the target's."""
-    stack = _text(arrays, "stack")
-    if stack not in ("decoder", "cross") or "target_tokens" not in arrays:
-        return arrays
-    rows = {name: arrays[f"target_{name}"] for name in ("tokens", "words", "word_of_piece")
-            if f"target_{name}" in arrays}  # fmt: skip
-    return {**arrays, **rows} if "word_of_piece" in rows else {**arrays, **rows, "words": None}
-
-
-def _from_file(arrays: dict[str, Any]) -> Analysis:
-    """`from_attentions` on the arrays of an .npz (attnviz's words and layers when there)."""
-    arrays = _stack_rows(arrays)
-    attentions = arrays["attentions"]
-    tokens = arrays["tokens"]
-    key_tokens = arrays.get("key_tokens")
-    causal_value = arrays.get("causal")
-    causal = None
-    if isinstance(causal_value, np.ndarray) and causal_value.dtype == bool:
-        causal = bool(causal_value.reshape(-1)[0]) if causal_value.size == 1 else None
-    names = arrays.get("words")
-    labels = None
-    if isinstance(names, np.ndarray) and names.dtype.kind == "U":
-        labels = [str(name) for name in names.reshape(-1)[: len(tokens) + 1]]
-    words = _file_words(arrays, "word_of_piece", tokens, labels)
-    key_words = _file_words(arrays, "key_word_of_piece", key_tokens, None)
-    if words is None:
-        labels = None
-    analysis = _checked(
-        attentions,
-        tokens,
-        key_tokens=key_tokens,
-        words=words,
-        key_words=key_words,
-        word_labels=labels,
-        model=_text(arrays, "model"),
-        causal=causal if causal else None,
-        batch=0,
-        normalised=True,
-        type_ids=_type_ids(arrays, tokens),
-        owned=True,
-    )
-    layers = arrays.get("layers")
-    L = attentions.shape[0]
-    numbers = list(range(L))
-    if (
-        isinstance(layers, np.ndarray)
-        and layers.dtype.kind in "iu"
-        and layers.shape == (L,)
-        and np.all(np.diff(layers) > 0)
-        and layers[0] >= 0
-        and layers[-1] < MAX_LAYERS
-    ):  # the layers an export kept: numbered as the model's
-        numbers = [int(n) for n in layers]
-    windows = _file_windows(arrays, numbers) if analysis.model.decoder else ()
-    if numbers == list(range(L)) and not windows:
-        return analysis
-    return arrays_analysis(
-        analysis.attentions,
-        analysis.pieces,
-        key_pieces=analysis.key_pieces,
-        name=analysis.model.name,
-        causal=analysis.model.decoder,
-        dtype=analysis.dtype,
-        layers=numbers,
-        windows=windows,
-    )
-
-
-def _file_windows(arrays: dict[str, Any], numbers: list[int]) -> tuple[int | None, ...]:
-    """Each model layer's sliding window from an export's `windows` (one per entry, 0 for
-    none); () when it has none that fit or none at all."""
-    given = arrays.get("windows")
-    if (
-        not isinstance(given, np.ndarray)
-        or given.dtype.kind not in "iu"
-        or given.shape != (len(numbers),)
-        or not given.any()
-        or given.min() < 0
-    ):
-        return ()
-    windows: list[int | None] = [None] * (max(numbers) + 1)
-    for layer, window in zip(numbers, given.tolist(), strict=True):
-        windows[layer] = int(window) or None
-    return tuple(windows)
-
-
-def _type_ids(arrays: dict[str, Any], tokens: Any) -> list[int] | None:
-    """An export's `token_type_ids` when they mark a pair's second sentence (0s and 1s,
-    one per token, with a pair text); None otherwise."""
-    ids = arrays.get("token_type_ids")
-    if (
-        _text(arrays, "pair")
-        and isinstance(ids, np.ndarray)
-        and isinstance(tokens, np.ndarray)
-        and ids.dtype.kind in "iu"
-        and ids.shape == tokens.shape
-        and np.isin(ids, (0, 1)).all()
-    ):
-        return [int(i) for i in ids]
-    return None
-
-
-def _file_words(
-    arrays: dict[str, Any], name: str, tokens: Any, labels: Sequence[str] | None
-) -> list[int | None] | None:
-    """The word ids of an export's `word_of_piece` (each piece's word), a special token's
-    None restored from its look (a word of one piece that looks like `[CLS]` or `<s>`,
-    labelled as its token: `[UNK]` standing for a word of the text keeps it); None when the
-    file has none (or they do not fit)."""
-    from attnviz.text.given import SPECIAL_TOKEN
-
-    owner = arrays.get(name)
-    if (
-        not isinstance(owner, np.ndarray)
-        or not isinstance(tokens, np.ndarray)
-        or owner.dtype.kind not in "iu"
-        or owner.shape != tokens.shape
-        or owner.ndim != 1
-        or (owner.size and (owner.min() < 0 or owner.max() >= owner.size))
-    ):  # a word number past the pieces would make bincount allocate that many
-        return None
-    counts = np.bincount(owner) if owner.size else np.zeros(0, dtype=np.int64)
-    ids: list[int | None] = []
-    for token, word in zip(tokens.tolist(), owner.tolist(), strict=True):
-        alone = counts[word] == 1
-        named = labels is None or (word < len(labels) and labels[word] == token)
-        special = alone and named and SPECIAL_TOKEN.fullmatch(str(token))
-        ids.append(None if special else int(word))
-    return ids

@@ -305,8 +305,8 @@ def test_a_mangled_export_loads_or_is_one_line(tmp_path: Path, exported: Path) -
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from attnviz.arrays import load_attentions
     from attnviz.errors import AttnvizError
+    from attnviz.loading import load_attentions
 
     original = exported.read_bytes()
     headers = [i for i in range(len(original)) if original.startswith(b"\x93NUMPY", i)]

@@ -39,6 +39,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "pipeline": 5,
     "inputs": 5,
     "arrays": 5,
+    "loading": 5,
     "cli": 6,
     "__main__": 7,
 }

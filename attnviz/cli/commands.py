@@ -146,7 +146,7 @@ def _analyse(
 
 def _loaded(request: Request) -> Analysis:
     """The analysis in the --load file; what needs a model is refused by the analysis."""
-    from attnviz.arrays import load_attentions
+    from attnviz.loading import load_attentions
 
     assert request.load is not None
     return load_attentions(request.load)
