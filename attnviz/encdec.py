@@ -413,7 +413,9 @@ def prepare_encdec(
     target_side = None
     if target is not None:
         start = (tokenizer.id_to_token(seq.decoder_start) or "<start>", seq.decoder_start)
-        target_side = target_pieces(tokenizer, target, start=start, max_positions=limit)
+        target_side = target_pieces(
+            tokenizer, target, start=start, max_positions=limit, truncate=truncate
+        )
     elif 1 + (generate or 0) > limit:
         raise BadInput(
             f"{{generate}} {generate} is more than {source.name} writes ({limit - 1} after "

@@ -24,13 +24,19 @@ __all__ = ["generated_pieces", "target_pieces"]
 
 
 def target_pieces(
-    tokenizer: Tokenizer, target: str, *, start: tuple[str, int], max_positions: int
+    tokenizer: Tokenizer,
+    target: str,
+    *,
+    start: tuple[str, int],
+    max_positions: int,
+    truncate: bool = False,
 ) -> Pieces:
     """The decoder's input for `target`: `start` (token, id) and then the target's pieces
     with its special tokens, less the last (labels shifted right, as transformers shifts
-    them). At most `max_positions` pieces fed, else one line naming `{target}`."""
+    them). At most `max_positions` pieces fed: a longer target is refused in one line, or
+    with `truncate` its labels are cut to that many (as the tokenizer truncates)."""
     try:
-        labels = tokenize(tokenizer, target, max_positions=max_positions)
+        labels = tokenize(tokenizer, target, max_positions=max_positions, truncate=truncate)
     except BadInput as exc:
         raise exc.prefixed("the target: ") from None
     return _drop_last(labels.with_start(*start))
