@@ -513,3 +513,17 @@ def test_the_engine_note_is_on_stderr_never_in_json(seq2seq) -> None:
     assert "weights computed by transformers' eager" in err and err.count("\n") == 1
     code, out, err = run("show", SOURCE, "--model", folder, "--target", TARGET, "--json", "-q")
     assert code == 0 and err == ""
+
+
+@pytest.mark.slow
+def test_a_long_target_is_refused_or_cut_to_the_models_positions(seq2seq) -> None:
+    import attnviz
+
+    folder = str(seq2seq("bart"))  # 64 positions
+    long = TARGET * 20
+    with pytest.raises(attnviz.BadInput, match="^the target: .* at most 64"):
+        attnviz.prepare_encdec(SOURCE, model=folder, target=long)
+    cut = attnviz.prepare_encdec(SOURCE, model=folder, target=long, truncate=True)
+    assert cut.target is not None and len(cut.target) == 64 and cut.target.ids[0] == 2
+    with pytest.raises(attnviz.BadInput, match="generate 64 is more than"):
+        attnviz.prepare_encdec(SOURCE, model=folder, generate=64)
