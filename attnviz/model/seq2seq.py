@@ -1,4 +1,4 @@
-"""An encoder-decoder (T5, mT5, BART, Marian) run by transformers' eager model: its three
+"""An encoder-decoder (T5, mT5, BART, Marian, Pegasus) run by transformers' eager model: its three
 stacks of attention, and its own greedy output.
 
 attnviz does not re-implement these models: transformers' eager attention
@@ -16,6 +16,8 @@ target's ids, as transformers' own forward shifts `labels` one place right
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -26,7 +28,27 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_GENERATE", "Stacks", "generate_greedy", "load_seq2seq", "run_stacks"]
 
-MAX_GENERATE = 256  # --generate: new tokens at most (each step runs the whole decoder again)
+MAX_GENERATE = 256  # --generate: new tokens at most
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' warnings, notes and progress bars are not attnviz's output."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 class Stacks(NamedTuple):
@@ -47,22 +69,15 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
     than the checkpoint holds is refused before any is allocated, and so is a checkpoint
     that lacks weights (transformers would draw them at random). Its config was read and bounded
     by `seq2seq_config.describe_seq2seq` before."""
-    import warnings
-
     from transformers import AutoModelForSeq2SeqLM
-    from transformers.utils import logging as hf_logging
 
     from attnviz.model.hf_engine import check_weights, count_parameters
     from attnviz.model.weights import compute_dtype
 
     safetensors = check_weights(folder)
     _check_size(folder, count_parameters(folder))
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # its notes and progress bars are not attnviz's output
-    hf_logging.disable_progress_bar()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             model, info = AutoModelForSeq2SeqLM.from_pretrained(
                 folder,
                 local_files_only=True,
@@ -79,8 +94,6 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
             f"transformers cannot load the encoder-decoder in {folder} "
             f"({short_reason(exc, 160)}): check that its weights and config.json belong together"
         ) from None
-    finally:
-        hf_logging.set_verbosity(level)
     missing = sorted(info.get("missing_keys") or ())
     if missing:
         listed = ", ".join(missing[:3]) + (
@@ -96,17 +109,11 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
 def _check_size(folder: Path, stored: int) -> None:
     """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
     any is allocated: the model is built on the meta device (no memory) and counted."""
-    import warnings
-
     import torch
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
-    from transformers.utils import logging as hf_logging
 
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
     try:
-        with warnings.catch_warnings(), torch.device("meta"):
-            warnings.simplefilter("ignore")
+        with _quiet(), torch.device("meta"):
             config = AutoConfig.from_pretrained(folder, local_files_only=True)
             skeleton = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
     except PASS_THROUGH:
@@ -116,8 +123,6 @@ def _check_size(folder: Path, stored: int) -> None:
             f"transformers cannot build the encoder-decoder {folder}'s config describes "
             f"({short_reason(exc, 160)}): the config is corrupt"
         ) from None
-    finally:
-        hf_logging.set_verbosity(level)
     # Tied weights count once; sinusoidal position tables (Marian, Pegasus) are computed when
     # the model is built, never stored.
     computed = {
@@ -141,7 +146,7 @@ def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stac
 
     src = torch.tensor([source_ids])  # (1, S)
     tgt = torch.tensor([target_ids])  # (1, T)
-    with torch.inference_mode():
+    with torch.inference_mode(), _quiet():
         out = model(
             input_ids=src,
             attention_mask=torch.ones_like(src),  # (1, S): one sentence, nothing padded
@@ -172,7 +177,7 @@ def generate_greedy(model: Any, source_ids: list[int], max_new: int) -> list[int
     # A cache that grows a layer at a time: the one transformers builds from T5's config is
     # sized by the encoder's layers, and fails when the decoder has more.
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    with torch.inference_mode():
+    with torch.inference_mode(), _quiet():
         out = model.generate(
             input_ids=src,
             attention_mask=torch.ones_like(src),  # (1, S)
