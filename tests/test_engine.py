@@ -409,3 +409,17 @@ def test_preparing_a_foreign_model_imports_neither_torch_nor_transformers(tiny_m
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+@pytest.mark.slow
+def test_a_setting_attnviz_does_not_compute_goes_to_transformers_when_asked(tiny_decoder) -> None:
+    """A Llama with YaRN rotary scaling: attnviz's engine refuses it naming --engine
+    transformers, and transformers' eager LlamaModel computes it."""
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64,
+            "rope_theta": 10000.0}  # fmt: skip
+    folder = str(tiny_decoder("llama", rope_parameters=yarn))
+    _one_line_refusal("show", TEXT, "--model", folder, says="--engine transformers")
+    analysis = attnviz.analyse(TEXT, model=folder, engine="transformers", cache=False)
+    np.testing.assert_allclose(
+        analysis.attentions, _reference(Path(folder), analysis.pieces.ids), atol=1e-6
+    )

@@ -169,7 +169,9 @@ def rope_setting(
     if kind not in kinds:
         raise AttnvizError(
             f"{where} uses rope_type={shown(kind)}; attnviz computes rotary embeddings "
-            f"{', '.join(kinds)} for this family: use a model with one of these"
+            f"{', '.join(kinds)} for this family: use a model with one of these, or {{engine}} "
+            "transformers to have transformers' eager model compute it",
+            param="engine",
         )
     scaling: dict[str, Any] = {}
     if kind == "linear":
