@@ -527,3 +527,20 @@ def test_a_long_target_is_refused_or_cut_to_the_models_positions(seq2seq) -> Non
     assert cut.target is not None and len(cut.target) == 64 and cut.target.ids[0] == 2
     with pytest.raises(attnviz.BadInput, match="generate 64 is more than"):
         attnviz.prepare_encdec(SOURCE, model=folder, generate=64)
+
+
+@pytest.mark.slow
+def test_query_lists_a_target_words_source_keys(seq2seq) -> None:
+    """`show --query TARGETWORD` on the cross stack lists the source's words, each with the
+    cross weight of that head (pieces merged into words on both sides)."""
+    import attnviz
+
+    folder = str(seq2seq("bart"))
+    given = ("--model", folder, "--target", TARGET, "--layer", "1", "--head", "0", "-q")
+    row = json.loads(ok("show", SOURCE, *given, "--query", "gato", "--json"))
+    view = attnviz.analyse(SOURCE, model=folder, target=TARGET).view(1, 0)
+    assert view.key_tokens is not None
+    expected = view.matrix[view.tokens.index("gato")]
+    assert sorted(k["token"] for k in row["keys"]) == sorted(view.key_tokens)
+    for key in row["keys"]:
+        assert key["weight"] == pytest.approx(float(expected[key["index"]]), abs=1e-6)
