@@ -33,11 +33,14 @@ if TYPE_CHECKING:
         analyse_long,
         generate,
         head_stats,
+        is_encoder_decoder,
         model_info,
         prepare,
+        prepare_encdec,
         sample_sentences,
     )
     from attnviz.arrays import from_attentions
+    from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
@@ -57,6 +60,9 @@ _EXPORTS = {
     "analyse_long": "attnviz.api",
     "LongResult": "attnviz.measures.long",
     "prepare": "attnviz.api",
+    "prepare_encdec": "attnviz.api",
+    "is_encoder_decoder": "attnviz.api",
+    "EncdecInput": "attnviz.encdec",
     "head_stats": "attnviz.api",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
@@ -87,6 +93,7 @@ __all__ = [
     "AttentionView",
     "AttnvizError",
     "BadInput",
+    "EncdecInput",
     "Explanation",
     "Generation",
     "HeadLink",
@@ -107,9 +114,11 @@ __all__ = [
     "from_attentions",
     "generate",
     "head_stats",
+    "is_encoder_decoder",
     "load_attentions",
     "model_info",
     "prepare",
+    "prepare_encdec",
     "sample_sentences",
 ]
 

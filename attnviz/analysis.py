@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLinks
     from attnviz.measures.query import QueryRow
-    from attnviz.render.data import About
+    from attnviz.render.data import About, Sides
     from attnviz.text.pieces import Pieces, Word
 
 __all__ = ["VIEWS", "Analysis"]
@@ -83,6 +83,9 @@ class Analysis(TokenizedInput):
     key_pieces: Pieces | None = None
     # False: the rows were given as they are and do not all sum to 1 (said in every title).
     normalised: bool = True
+    # An encoder-decoder's source and target and the stack shown (titles and data files say
+    # which); None for other models.
+    sides: Sides | None = None
     _measures: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,6 +149,10 @@ class Analysis(TokenizedInput):
             name = label(lang, "computed_in", model=name, dtype=self.dtype)
         if not self.normalised:
             name = label(lang, "not_normalised", model=name)
+        if self.sides is not None:
+            name = label(lang, f"stack_{self.sides.stack}", model=name)
+            if self.sides.generated:
+                name = label(lang, "generated_target", model=name)
         return label(lang, "modified_causal", model=name) if self.causal else name
 
     def __repr__(self) -> str:
@@ -558,6 +565,7 @@ class Analysis(TokenizedInput):
                 self._about,
                 extra,
                 keys=self.key_pieces,
+                sides=self.sides,
             )
             return path
         check_page_measure(path, measure)
@@ -589,7 +597,12 @@ class Analysis(TokenizedInput):
         from attnviz.render.data import data_record
 
         return data_record(
-            self.pieces, self.attentions, self._layer_numbers, self._about, keys=self.key_pieces
+            self.pieces,
+            self.attentions,
+            self._layer_numbers,
+            self._about,
+            keys=self.key_pieces,
+            sides=self.sides,
         )
 
     @property

@@ -28,11 +28,14 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attnviz.analysis import Analysis
+    from attnviz.encdec import EncdecInput
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
     from attnviz.model.families import ModelShape
+    from attnviz.model.locate import ModelSource
+    from attnviz.model.seq2seq_config import Seq2seqShape
     from attnviz.pipeline import Corpus
     from attnviz.text.pieces import TokenKinds
 
@@ -41,8 +44,10 @@ __all__ = [
     "analyse",
     "generate",
     "head_stats",
+    "is_encoder_decoder",
     "model_info",
     "prepare",
+    "prepare_encdec",
     "sample_sentences",
 ]
 
@@ -107,6 +112,9 @@ def analyse(
     layers: Sequence[int] | None = None,
     max_tokens: int | None = None,
     bos: bool = True,
+    target: str | None = None,
+    generate: int | None = None,
+    stack: str | None = None,
     engine: str = "auto",
 ) -> Analysis:
     """Every attention weight of `text`: an `Analysis` with `attentions` [layers, heads, T, T].
@@ -119,7 +127,36 @@ def analyse(
     long input whose whole attention is over `attnviz.limits.attention_budget()` needs it.
     `max_tokens` bounds the input and `bos=False` reads a decoder's text without its
     start token (see `prepare`), and `engine` picks what computes the weights (see `prepare`).
+
+    An encoder-decoder (T5, mT5, BART, Marian, Pegasus; computed by transformers' eager model) reads
+    `text` as the source and needs `target` (the text its decoder reads, e.g. the
+    translation) or `generate=N` (its own greedy output, at most N new tokens, 1..256);
+    `stack` picks the attention: "cross" (the default: each target piece over the source,
+    [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
+    (over the source). See `prepare_encdec`. Other models refuse all three.
     """
+    given = target is not None or generate is not None or stack is not None
+    if given or is_encoder_decoder(model, cache=cache):
+        encdec = prepare_encdec(
+            text,
+            model=model,
+            target=target,
+            generate=generate,
+            stack=stack,
+            truncate=truncate,
+            cache=cache,
+            max_tokens=max_tokens,
+            engine=engine,
+        )
+        if pair is not None or layers is not None:
+            named = "{pair}" if pair is not None else "{layers}"
+            raise BadInput(
+                f"{named} does not apply to an encoder-decoder, which reads a source and a "
+                "{target_text} and returns every layer of the stack: leave it out",
+                param=("pair" if pair is not None else "layers", "target_text"),
+            )
+        encdec.check(mask=mask)
+        return encdec.analyse(dtype=check_choice(dtype, DTYPES, "dtype"))
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
                          cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
@@ -137,6 +174,71 @@ def analyse(
         engine=engine,
     )
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+
+
+def prepare_encdec(
+    text: str,
+    *,
+    model: str | None = None,
+    target: str | None = None,
+    generate: int | None = None,
+    stack: str | None = None,
+    truncate: bool = False,
+    cache: bool = True,
+    max_tokens: int | None = None,
+    engine: str = "auto",
+) -> EncdecInput:
+    """Tokenize a source (`text`) and a target for an encoder-decoder, without torch.
+
+    The decoder reads `decoder_start_token_id` and then the target tokenized with its
+    special tokens, less the last one: the labels shifted right, exactly as transformers'
+    forward shifts `labels` (T5 and Marian: `<pad>` then the target; BART: `</s> <s>` then
+    the target). `generate=N` lets the model write the target instead (greedy, at most N
+    new tokens, 1..256, stopping at its end token; marked `generated` in titles and files).
+    `stack` is "cross" (None), "decoder" or "encoder". `.check(...)` refuses bad layers,
+    heads and words before the model runs; `.analyse()` runs it (transformers' eager
+    attention, `output_attentions=True`; `engine` "auto" or "transformers", since attnviz's
+    own engine does not compute these). A model that is not an encoder-decoder refuses
+    `target`, `generate` and `stack` in one line.
+    """
+    from attnviz.encdec import check_not_encdec, read_encdec
+    from attnviz.encdec import prepare_encdec as _prepare_encdec
+
+    model = _model(model)
+    truncate, cache = _flag(truncate, "truncate"), _flag(cache, "cache")
+    max_tokens = _max_tokens(max_tokens)
+    _text(text, "the text")
+    if target is not None:
+        _text(target, "the target")
+    if stack is not None and not isinstance(stack, str):
+        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
+    found = read_encdec(model, use_cache=cache)
+    if found is None:
+        from attnviz.model.locate import locate
+
+        name = locate(model, use_cache=cache).name
+        check_not_encdec(name, stack=stack, target=target, generate=generate)
+        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
+    return _prepare_encdec(
+        text,
+        found,
+        target=target,
+        generate=generate,
+        stack=stack,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+        engine=engine,
+    )
+
+
+def is_encoder_decoder(model: str | None = None, *, cache: bool = True) -> bool:
+    """Whether `model` is an encoder-decoder attnviz reads (T5, mT5, BART, Marian, Pegasus),
+    from its config.json alone (no tokenizer, no torch): then `analyse` needs a `target`
+    or `generate`. A config of one of these that is corrupt raises in one line."""
+    from attnviz.encdec import read_encdec
+
+    return read_encdec(_model(model), use_cache=_flag(cache, "cache")) is not None
 
 
 def generate(
@@ -599,6 +701,9 @@ class ModelDetails:
     # DebertaV2Model"; `engine` says which, as `Analysis.engine`.
     computes_with: str = "attnviz's own engine (from-scratch modules)"
     engine: str = "attnviz"
+    # An encoder-decoder's sizes (each stack's layers and heads, its start token); `shape`
+    # is then its cross stack's. None for other models.
+    encdec: Seq2seqShape | None = None
 
     def __repr__(self) -> str:
         about = self.model
@@ -650,6 +755,7 @@ class ModelDetails:
         ]
         if self.quantization is not None:
             rows += [("quantization", self.quantization), ("computes in", f"{self.computes_in}")]
+        rows += [("computes with", self.computes_with)]
         return [*rows, ("loaded from", about.origin), ("folder", str(about.folder))]
 
     def decoder_rows(self) -> list[tuple[str, str]]:
@@ -713,6 +819,40 @@ class ModelDetails:
         return rich_html(details_table(self.rows()))
 
 
+def _encdec_found(model: object) -> tuple[ModelSource, dict[str, Any], Seq2seqShape] | None:
+    from attnviz.encdec import read_encdec
+
+    return read_encdec(_model(model))
+
+
+def _encdec_details(source: ModelSource, config: dict[str, Any], seq: Seq2seqShape) -> ModelDetails:
+    """`model_info` of an encoder-decoder: its cross stack's shape, its own sizes beside."""
+    from attnviz.encdec import stack_shape
+    from attnviz.errors import AttnvizError
+    from attnviz.inputs import ModelInfo
+    from attnviz.model.foreign import TRANSFORMERS
+    from attnviz.model.hf_engine import count_parameters
+    from attnviz.model.weights import weight_files
+
+    shape = stack_shape(seq, "cross")
+    try:
+        weights = tuple(path.name for path in weight_files(source.folder))
+    except AttnvizError:
+        weights = ()
+    architectures = config.get("architectures")
+    name = architectures[0] if isinstance(architectures, list) and architectures else None
+    computes = f"transformers' eager {name if isinstance(name, str) else seq.family}"
+    return ModelDetails(
+        ModelInfo.read(source, shape),
+        shape,
+        count_parameters(source.folder),
+        weights,
+        computes_with=computes[:200],
+        engine=TRANSFORMERS,
+        encdec=seq,
+    )
+
+
 def model_info(
     model: str | os.PathLike[str] | None = None, *, engine: str = "auto"
 ) -> ModelDetails:
@@ -725,6 +865,9 @@ def model_info(
     from attnviz.model.weights import count_parameters, weight_files
     from attnviz.pipeline import read_model
 
+    found = None if engine == "attnviz" else _encdec_found(model)
+    if found is not None:
+        return _encdec_details(*found)
     source, config, engine = read_model(_model(model), engine)
     shape = shape_of(config, engine)
     try:

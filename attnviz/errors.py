@@ -27,7 +27,7 @@ PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)
 
 
 # How Python callers read an argument whose name alone would not say what to pass.
-KEYWORDS = {"truncate": "truncate=True", "bos": "bos=False"}
+KEYWORDS = {"truncate": "truncate=True", "bos": "bos=False", "target_text": "target"}
 
 
 class AttnvizError(Exception):

@@ -58,8 +58,21 @@ def _text(arrays: dict[str, Any], name: str) -> str | None:
     return str(value.reshape(-1)[0]) if value.size == 1 else None
 
 
+def _stack_rows(arrays: dict[str, Any]) -> dict[str, Any]:
+    """An encoder-decoder's export (`render.data.sides_record`) names the source `tokens`
+    whatever its stack; the rows of its decoder and cross stacks are the target's."""
+    stack = _text(arrays, "stack")
+    if stack not in ("decoder", "cross") or "target_tokens" not in arrays:
+        return arrays
+    rows = {name: arrays[f"target_{name}"] for name in ("tokens", "words", "word_of_piece")
+            if f"target_{name}" in arrays}  # fmt: skip
+    chosen = {k: v for k, v in arrays.items() if k != "token_type_ids"}  # the source's
+    return {**chosen, **rows} if "word_of_piece" in rows else {**chosen, **rows, "words": None}
+
+
 def _from_file(arrays: dict[str, Any]) -> Analysis:
     """`from_attentions` on the arrays of an .npz (attnviz's words and layers when there)."""
+    arrays = _stack_rows(arrays)
     attentions = arrays["attentions"]
     tokens = arrays["tokens"]
     key_tokens = arrays.get("key_tokens")

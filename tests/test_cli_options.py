@@ -93,6 +93,9 @@ SHARED = {
     "--measure": (["--measure", "alti"], "measure", "alti"),
     "--no-bos": (["--no-bos"], "bos", False),
     "--lang": (["--lang", "pt"], "lang", "pt"),
+    "--stack": (["--stack", "decoder"], "stack", "decoder"),
+    "--target": (["--target", "Uma frase."], "target", "Uma frase."),
+    "--generate": (["--generate", "3"], "generate", 3),
     "--engine": (["--engine", "transformers"], "engine", "transformers"),
 }
 # What a command needs besides its text, and the function of `commands` it calls.

@@ -51,6 +51,7 @@ from attnviz.cli.options import (
     Engine,
     EngineOpt,
     ExcludeOpt,
+    GenerateOpt,
     HeadOpt,
     HeadsOpt,
     ImageOutOpt,
@@ -74,6 +75,8 @@ from attnviz.cli.options import (
     PoolOpt,
     QuietOpt,
     SortColumn,
+    StackOpt,
+    TargetOpt,
     TextArg,
     Theme,
     ThemeOpt,
@@ -200,6 +203,9 @@ def show(
     exclude: ExcludeOpt = None,
     measure: MeasureOpt = Measure.weight,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -229,7 +235,10 @@ def show(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.show(
             _console(),
             request,
@@ -259,6 +268,9 @@ def heads(
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -285,7 +297,10 @@ def heads(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.heads(
             _console(),
             request,
@@ -312,6 +327,9 @@ def model_view(
     model: ModelOpt = None,
     out: OutOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -340,7 +358,10 @@ def model_view(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.model_view(
             _console(),
             request,
@@ -492,6 +513,9 @@ def rollout(
         typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
     ] = False,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -520,7 +544,10 @@ def rollout(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.rollout(
             _console(),
             request,
@@ -567,6 +594,9 @@ def find(
         bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
     ] = False,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target_text: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -596,7 +626,10 @@ def find(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache,
                                dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target_text,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.find(
             _console(),
             request,
@@ -944,6 +977,9 @@ def export(
     measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     pair: PairOpt = None,
+    stack: StackOpt = None,
+    target: TargetOpt = None,
+    generate: GenerateOpt = None,
     mask: MaskOpt = Mask.none,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -971,7 +1007,10 @@ def export(
         request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
                                measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               load=load, engine=engine)  # fmt: skip
+                               stack=stack, target=target,
+                               generate=generate,
+                               engine=engine,
+                               load=load)  # fmt: skip
         commands.export(
             request,
             out=out,

@@ -29,7 +29,9 @@ from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageSt
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.encdec import EncdecInput
     from attnviz.measures.long import LongResult
+    from attnviz.model.seq2seq_config import Seq2seqShape
     from attnviz.prepared import Prepared
 
 
@@ -110,6 +112,13 @@ def _analyse(
         check_output(out, allowed, style)
     if request.load is not None:  # --load: the file's attention, no model
         return _loaded(request)
+    # an encoder-decoder's stack: transformers' engine, never the cache
+    if _encdec_model(request):
+        encdec = _encdec(request)
+        encdec.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
+                     view=view, words=words, units=units, mask=request.mask, out=out,
+                     compared=compared)  # fmt: skip
+        return encdec.analyse(dtype=request.dtype)
     prepared, hit = _prepare(request, cached=True)  # a text seen before: no tokenizer either
     prepared.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
                    view=view, words=words, units=units, mask=request.mask, out=out,
@@ -141,6 +150,30 @@ def _loaded(request: Request) -> Analysis:
 
     assert request.load is not None
     return load_attentions(request.load)
+
+
+def _encdec_model(request: Request) -> bool:
+    """Whether the request is for an encoder-decoder: its options were given, or its model
+    is one (read from config.json; then it needs --target or --generate)."""
+    return request.encdec or api.is_encoder_decoder(request.model, cache=request.cache)
+
+
+def _encdec(request: Request) -> EncdecInput:
+    """The request's encoder-decoder input (source, target, stack), tokenized; a model that
+    is not an encoder-decoder refuses --stack, --target and --generate in one line."""
+    notices.quiet = request.quiet
+    encdec = api.prepare_encdec(request.text, model=request.model, target=request.target,
+                                generate=request.generate, stack=request.stack,
+                                truncate=request.truncate, cache=request.cache,
+                                max_tokens=request.max_tokens,
+                                engine=request.engine)  # fmt: skip
+    if request.pair is not None:
+        raise BadInput("{pair} is for encoders: an encoder-decoder reads a source and a "
+                       "{target_text}; drop {pair}", param=("pair", "target_text"))  # fmt: skip
+    dropped = encdec.source_pieces.dropped
+    if dropped and not request.quiet:
+        print(f"note: --truncate dropped the last {dropped} pieces of the source", file=sys.stderr)
+    return encdec
 
 
 def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
@@ -213,7 +246,7 @@ def show(
     if pool is not None and loaded:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
-    if (query is not None and not loaded
+    if (query is not None and not loaded and not _encdec_model(request)
             and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
@@ -332,8 +365,8 @@ def model_view(
     if pool is not None and request.load is not None:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
-    if (pool is None and request.load is None and request.measure == "weight"
-            and not (subset or exclude or page)):  # fmt: skip
+    plain = not (subset or exclude or page or _encdec_model(request))
+    if pool is None and request.load is None and request.measure == "weight" and plain:
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
@@ -368,6 +401,10 @@ def _pooled(
     exclude: Sequence[str] | None,
 ) -> LongResult:
     """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    if _encdec_model(request):
+        raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
+                       "encoder-decoder's stacks come whole from transformers: drop {pool}",
+                       param="pool")  # fmt: skip
     if subset is not None or exclude or request.measure != "weight":
         raise BadInput(
             "{pool} draws every head's weights over every piece: leave out {heads}, "
@@ -793,6 +830,8 @@ def info(console: Console, model: str | None, engine: str = "auto") -> None:
         rows[at:at] = details.decoder_rows()
     if shape.causal:  # a decoder of either engine
         rows.insert(rows.index(("kind", _kind(shape.causal))) + 1, ("start token", _start(details)))
+    if details.encdec is not None:
+        _encdec_rows(rows, details.encdec)
     if shape.embedding_size != shape.hidden:
         rows.insert(rows.index(("layers", shape.layers)), ("embedding size", shape.embedding_size))
     if shape.shared_layers:
@@ -807,6 +846,25 @@ def info(console: Console, model: str | None, engine: str = "auto") -> None:
     # and a copy of it pastes whole.
     folder = visible(str(about.folder))
     console.print(Text.assemble(("folder", "bold"), f"  {folder}"), soft_wrap=True)
+
+
+def _encdec_rows(rows: list[tuple[str, Any]], seq: Seq2seqShape) -> None:
+    """An encoder-decoder's rows of `info`: its kind, each stack's layers and heads, the
+    token its decoder starts from; in place of an encoder's."""
+    changed = {
+        "kind": "encoder-decoder: a source and a target (--target, or --generate N)",
+        "layers": f"{seq.encoder_layers} encoder, {seq.decoder_layers} decoder",
+        "heads per layer": f"{seq.encoder_heads} encoder, {seq.decoder_heads} decoder",
+        "head size": seq.hidden // max(seq.encoder_heads, 1),
+        "max tokens": f"{seq.max_tokens:,} (the source, and the target)",
+    }
+    dropped = ("feed-forward size", "activation")
+    rows[:] = [(k, changed.get(k, v)) for k, v in rows if k not in dropped]
+    at = next(i for i, (k, _) in enumerate(rows) if k == "kind") + 1
+    rows[at:at] = [
+        ("stacks", "encoder (source), decoder (target, causal), cross (target × source)"),
+        ("decoder start", f"id {seq.decoder_start} (decoder_start_token_id)"),
+    ]
 
 
 def _start(details: api.ModelDetails) -> str:

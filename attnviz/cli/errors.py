@@ -25,6 +25,7 @@ from attnviz.errors import AttnvizError, exhaustion
 FLAGS = {
     "source": "--from",  # Analysis.find
     "target": "--to",
+    "target_text": "--target",  # an encoder-decoder's target text (analyse's `target`)
     "subset": "--heads",
     "cache": "--no-cache",
     "bos": "--no-bos",

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Engine, Mask, Measure
+from attnviz.cli.options import Dtype, Engine, Mask, Measure, Stack
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
@@ -40,6 +40,15 @@ class Request:
     lang: str = "en"  # the language of titles, labels and pages (resolved: --lang or locale)
     load: Path | None = None  # --load FILE.npz: the attention comes from the file, no model
     engine: str = "auto"  # what computes the weights: auto, attnviz or transformers
+    # An encoder-decoder's stack (None: cross), its target text, or new tokens it writes.
+    stack: str | None = None
+    target: str | None = None
+    generate: int | None = None
+
+    @property
+    def encdec(self) -> bool:
+        """Whether an encoder-decoder's options were given (--stack, --target, --generate)."""
+        return self.stack is not None or self.target is not None or self.generate is not None
 
 
 def read_request(
@@ -56,16 +65,20 @@ def read_request(
     measure: Measure = Measure.weight,
     no_bos: bool = False,
     lang: str = "en",
-    load: Path | None = None,
+    stack: Stack | None = None,
+    target: str | None = None,
+    generate: int | None = None,
     engine: Engine = Engine.auto,
+    load: Path | None = None,
 ) -> Request:
     """A command's `Request` from its options, each passed by name (see `read_text`); the
     last five have their defaults on a command that does not take them. `lang` is
     resolved already (`attnviz.lexicon.resolve_lang`). `load`: the attention is read
     from that .npz file, so there is no text (nor a model, a pair) to give."""
     if load is not None:
-        given = [name for name, value in (("TEXT", text), ("--model", model), ("--pair", pair))
-                 if value is not None]  # fmt: skip
+        named = (("TEXT", text), ("--model", model), ("--pair", pair), ("--stack", stack),
+                 ("--target", target), ("--generate", generate))  # fmt: skip
+        given = [name for name, value in named if value is not None]
         if given:
             raise BadInput(
                 f"--load reads the tokens and the attention from the file: drop "
@@ -76,6 +89,10 @@ def read_request(
         if not pair.strip():
             raise BadInput("--pair is empty: pass the second sentence in quotes, or drop --pair")
         pair = utf8(pair, "--pair")
+    if target is not None:
+        if not target.strip():
+            raise BadInput("--target is empty: pass the target text in quotes, or drop --target")
+        target = utf8(target, "--target")
     from_stdin = text is None and stdin_is_data()
     return Request(
         read_text(text),
@@ -91,6 +108,9 @@ def read_request(
         max_tokens=max_tokens,
         bos=not no_bos,
         lang=lang,
+        stack=None if stack is None else stack.value,
+        target=target,
+        generate=generate,
         engine=engine.value,
     )
 

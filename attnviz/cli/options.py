@@ -159,6 +159,42 @@ TransparentOpt = Annotated[
 AnnotateOpt = Annotated[
     bool, typer.Option("--annotate", help="Write the values in the image's cells when they fit.")
 ]
+
+
+class Stack(str, Enum):
+    encoder = "encoder"
+    decoder = "decoder"
+    cross = "cross"
+
+
+StackOpt = Annotated[
+    Stack | None,
+    typer.Option(
+        "--stack",
+        help="An encoder-decoder's (T5, BART, Marian) attention to show: cross (each target "
+        "piece over the source; the default), decoder (the target over itself, causal) or "
+        "encoder (the source over itself).",
+        show_default=False,
+    ),
+]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        help="An encoder-decoder's target (the translation, the summary): its decoder reads "
+        "the start token and then this text, as transformers shifts labels.",
+        show_default=False,
+    ),
+]
+GenerateOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--generate",
+        help="An encoder-decoder writes its own target: greedy, at most N new tokens "
+        "(1..256), marked as generated.",
+        show_default=False,
+    ),
+]
 PairOpt = Annotated[
     str | None,
     typer.Option(

@@ -192,15 +192,27 @@ def shape_of(raw: dict[str, Any], engine: str) -> ModelShape:
 
 
 def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
-    """Refuse an encoder-decoder config (T5, BART, Marian, ...) in one line: their three
-    stacks of attention (encoder, decoder, cross) come with a target text."""
+    """Refuse an encoder-decoder config (T5, BART, Marian, ...) in one line: its three stacks
+    of attention (encoder, decoder, cross) come with a target (`attnviz.encdec`), read by
+    `analyse(text, target=...)` and the commands that take --target, never as one input."""
+    from attnviz.model.seq2seq_config import SEQ2SEQ_TYPES
+
     kind = raw.get("model_type")
-    if raw.get("is_encoder_decoder") is True or kind in ENCODER_DECODER_TYPES:
+    if raw.get("is_encoder_decoder") is not True and kind not in ENCODER_DECODER_TYPES:
+        return
+    if kind in SEQ2SEQ_TYPES:  # a failure of this command (exit 1): others read it
         raise AttnvizError(
             f"{where} describes an encoder-decoder model ({shown(kind, 40)}): its encoder, "
-            "decoder and cross attention come with a target text (--target), which this "
-            "attnviz does not read yet; pass an encoder or a decoder"
+            "decoder and cross attention need a target, {target_text} TEXT (e.g. the "
+            "translation) or {generate} N to let the model write one (show, heads, model, "
+            "find and export take them)",
+            param=("target_text", "generate"),
         )
+    raise AttnvizError(
+        f"{where} describes an encoder-decoder model ({shown(kind, 40)}) that attnviz does not "
+        f"read; its encoder-decoders are {', '.join(SEQ2SEQ_TYPES)}: pass one of these, an "
+        "encoder or a decoder"
+    )
 
 
 def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:

@@ -4,6 +4,12 @@ A file holds the attention with the text, its words and pieces, and what `about`
 the model (its name, its kind, whether a causal mask hid later keys, the dtype). Plain
 values in, a file out: `Analysis.save` and `Analysis.to_dict` gather the values.
 
+An encoder-decoder's file carries both of its inputs whatever the stack (`sides_record`):
+`text`, `words`, `tokens` and `input_ids` are the source's (the encoder's input),
+`target_text`, `target_words`, `target_tokens` and `target_ids` the target's as the decoder
+was fed it (its start token first), with `stack` (`encoder`: source × source; `decoder`:
+target × target; `cross`: target queries × source keys) and `generated`.
+
 Masked cells keep their weight, exactly 0.0; `causal` and `windows` (one per entry of
 `attentions`, the layer's sliding window in pieces, null in JSON and 0 in .npz for none)
 say which: query q cannot see key k when `causal` and (k > q, or q - k >= the window).
@@ -17,6 +23,7 @@ arrays given so), keeps the fields above for the queries (the rows) and adds the
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -27,7 +34,15 @@ from attnviz.output import atomic_write
 if TYPE_CHECKING:
     from attnviz.text.pieces import Pieces
 
-__all__ = ["About", "data_record", "key_record", "layer_windows", "write_data"]
+__all__ = [
+    "About",
+    "Sides",
+    "data_record",
+    "key_record",
+    "layer_windows",
+    "sides_record",
+    "write_data",
+]
 
 
 class Engine(TypedDict, total=False):
@@ -76,12 +91,62 @@ def key_record(keys: Pieces | None) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Sides:
+    """An encoder-decoder's two inputs, as its data files carry them: the source (the
+    encoder's input) and the target as the decoder was fed it (start token first), the
+    stack the attention is (`encoder`, `decoder` or `cross`), and whether the model wrote
+    the target itself (`--generate`)."""
+
+    source: Pieces
+    target: Pieces
+    stack: str
+    generated: bool = False
+
+
+def sides_record(sides: Sides | None) -> dict[str, Any]:
+    """An encoder-decoder's fields, whatever its stack: `text`, `words`, `tokens` and
+    `input_ids` are the source's, `target_*` the target's (nothing for other models)."""
+    if sides is None:
+        return {}
+    record: dict[str, Any] = {"stack": sides.stack, "generated": sides.generated}
+    for prefix, side in (("", sides.source), ("target_", sides.target)):
+        words = side.words()
+        record.update(
+            {
+                f"{prefix}text": side.text,
+                f"{prefix}words": [w.label for w in words],
+                f"{prefix}word_pieces": [list(w.pieces) for w in words],
+                f"{prefix}word_of_piece": word_of_piece(side).tolist(),
+                f"{prefix}tokens": list(side.tokens),
+                f"{prefix}{'input_' if not prefix else ''}ids": list(side.ids),
+            }
+        )
+    record["token_type_ids"] = list(sides.source.type_ids)
+    return record
+
+
+def _sides_arrays(sides: Sides | None) -> dict[str, np.ndarray]:
+    """`sides_record` as .npz arrays (nothing for other models)."""
+    record = sides_record(sides)
+    record.pop("word_pieces", None)
+    record.pop("target_word_pieces", None)
+    arrays = {}
+    for name, value in record.items():
+        if name.endswith(("ids", "word_of_piece")):
+            arrays[name] = np.array(value, dtype=np.int64)  # (T,)
+        else:
+            arrays[name] = np.array(value, dtype=np.str_ if not isinstance(value, bool) else bool)
+    return arrays
+
+
 def data_record(
     pieces: Pieces,
     attentions: np.ndarray,
     layers: list[int],
     about: About,
     keys: Pieces | None = None,
+    sides: Sides | None = None,
 ) -> dict[str, Any]:
     """The record `.json` holds: every kept layer's attention (L, H, T, T) over the pieces.
 
@@ -90,7 +155,7 @@ def data_record(
     decoder's own or an encoder's what-if (`kind` tells which).
     """
     words = pieces.words()
-    return {
+    record = {
         "model": about["model"],
         "kind": about["kind"],
         "text": pieces.text,
@@ -109,6 +174,8 @@ def data_record(
         "windows": layer_windows(about, layers),  # each entry's sliding window, or null
         "attentions": attentions.astype(np.float32).tolist(),
     }
+    record.update(sides_record(sides))  # an encoder-decoder: both sides, the stack
+    return record
 
 
 def write_data(
@@ -119,13 +186,15 @@ def write_data(
     about: About,
     extra: dict[str, np.ndarray] | None = None,
     keys: Pieces | None = None,
+    sides: Sides | None = None,
 ) -> None:
     """The attentions (L, H, T, T) over the model's own pieces, as .npz (no pickle) or
     .json, all of the file or nothing; `extra` arrays (a measure) are written under their
-    names beside them. `keys`: a rectangle's keys (L, H, Tq, Tk), written beside."""
+    names beside them. `keys`: a rectangle's keys (L, H, Tq, Tk), written beside.
+    `sides`: an encoder-decoder's source and target (`sides_record`)."""
     extra = extra or {}
     if out.suffix.lower() != ".npz":
-        record = data_record(pieces, attentions, layers, about, keys)
+        record = data_record(pieces, attentions, layers, about, keys, sides)
         record.update({name: values.tolist() for name, values in extra.items()})
         with atomic_write(out, "w") as handle:
             json.dump(record, handle, ensure_ascii=False)
@@ -150,6 +219,7 @@ def write_data(
         **_key_arrays(keys),
         **extra,  # a measure: (L, H, T, T) or (L, T, T)
     )
+    arrays.update(_sides_arrays(sides))  # an encoder-decoder: both sides, the stack
     with atomic_write(out, "wb") as handle:
         np.savez(handle, **arrays)
 

@@ -1,0 +1,155 @@
+"""An encoder-decoder's config.json (T5, mT5, BART, Marian, Pegasus), read without torch.
+
+transformers computes these models (`attnviz.model.seq2seq`); this module says whether a
+config is one, and reads the sizes attnviz needs before any weight is read: each stack's
+layers and heads, the vocabulary, how long a source and a target may be, and the token the
+decoder starts from. Absurd sizes are refused in one line naming the key, as
+`families.describe` refuses an encoder's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from attnviz.errors import AttnvizError
+from attnviz.limits import DECODER_TOKENS, shown
+
+__all__ = ["SEQ2SEQ_TYPES", "STACKS", "Seq2seqShape", "describe_seq2seq", "is_seq2seq"]
+
+# The model types read here, and each one's display name.
+SEQ2SEQ_TYPES: dict[str, str] = {
+    "t5": "T5",
+    "mt5": "mT5",
+    "bart": "BART",
+    "marian": "Marian",
+    "pegasus": "Pegasus",
+}
+# The three stacks of attention an encoder-decoder has; `cross` is the rectangle.
+STACKS: tuple[str, ...] = ("encoder", "decoder", "cross")
+
+# T5's keys and BART's (Marian and Pegasus name their sizes as BART does). mBART is left out:
+# its decoder starts from the target's language code, which transformers moves to the front
+# of the labels, not from decoder_start_token_id.
+_T5_KEYS = {
+    "encoder_layers": "num_layers",
+    "decoder_layers": "num_decoder_layers",
+    "encoder_heads": "num_heads",
+    "decoder_heads": "num_heads",
+    "hidden": "d_model",
+    "vocab": "vocab_size",
+}
+_BART_KEYS = {
+    "encoder_layers": "encoder_layers",
+    "decoder_layers": "decoder_layers",
+    "encoder_heads": "encoder_attention_heads",
+    "decoder_heads": "decoder_attention_heads",
+    "hidden": "d_model",
+    "vocab": "vocab_size",
+}
+_LIMITS = {
+    "encoder_layers": 256,
+    "decoder_layers": 256,
+    "encoder_heads": 1024,
+    "decoder_heads": 1024,
+    "hidden": 65536,
+    "vocab": 4_000_000,
+}
+
+
+@dataclass(frozen=True)
+class Seq2seqShape:
+    """What an encoder-decoder's config.json says, for code that must not import torch."""
+
+    family: str  # "T5", "BART", ...
+    model_type: str
+    encoder_layers: int
+    decoder_layers: int
+    encoder_heads: int
+    decoder_heads: int
+    hidden: int
+    vocab: int
+    max_tokens: int  # the longest source, and the longest target, in pieces
+    decoder_start: int  # the id the decoder starts from (decoder_start_token_id)
+    pad: int | None  # pad_token_id
+
+    def stack_size(self, stack: str) -> tuple[int, int]:
+        """(layers, heads) of `stack`: the encoder's, or the decoder's (decoder and cross)."""
+        if stack == "encoder":
+            return self.encoder_layers, self.encoder_heads
+        return self.decoder_layers, self.decoder_heads
+
+
+def is_seq2seq(raw: dict[str, Any]) -> bool:
+    """Whether a config.json describes an encoder-decoder (`is_encoder_decoder`, or one of
+    the model types read here)."""
+    return raw.get("is_encoder_decoder") is True or raw.get("model_type") in SEQ2SEQ_TYPES
+
+
+def describe_seq2seq(
+    raw: dict[str, Any], *, where: str = "config.json", start: object = None
+) -> Seq2seqShape:
+    """The encoder-decoder `raw` describes, checked before anything is allocated.
+
+    `start` is generation_config.json's `decoder_start_token_id`, used when config.json has
+    none (T5's configs keep it in either). One line naming the key for another encoder-
+    decoder type, a size that is not a whole number in range, or no start token.
+    """
+    model_type = raw.get("model_type")
+    if model_type not in SEQ2SEQ_TYPES:
+        raise AttnvizError(
+            f"{where} describes an encoder-decoder of model type {shown(model_type)}; attnviz "
+            f"reads the encoder-decoders {', '.join(SEQ2SEQ_TYPES)}: pass a checkpoint of one "
+            "of these"
+        )
+    keys = _T5_KEYS if model_type in ("t5", "mt5") else _BART_KEYS
+    sizes: dict[str, int] = {}
+    for name, key in keys.items():
+        value: Any = raw.get(key)
+        if value is None and name == "decoder_layers":  # T5: as many as the encoder's
+            value = sizes["encoder_layers"]
+        if not _whole(value, 1, _LIMITS[name]):
+            raise AttnvizError(
+                f"{where} describes an encoder-decoder model ({SEQ2SEQ_TYPES[model_type]}) "
+                f"with {key}={shown(value)}; expected a whole number from 1 to "
+                f"{_LIMITS[name]}: the config is corrupt or not a {SEQ2SEQ_TYPES[model_type]}'s"
+            )
+        sizes[name] = value
+    max_tokens = _max_tokens(raw, model_type, where)
+    first: Any = raw.get("decoder_start_token_id")
+    key = "decoder_start_token_id"
+    if first is None:
+        first, key = start, "generation_config.json's decoder_start_token_id"
+    if not _whole(first, 0, sizes["vocab"] - 1):
+        raise AttnvizError(
+            f"{where} describes an encoder-decoder whose {key} is {shown(first)}; its decoder "
+            f"needs the id it starts from, a whole number below vocab_size={sizes['vocab']}: "
+            "set decoder_start_token_id in config.json (T5 and Marian start from the pad id)"
+        )
+    pad = raw.get("pad_token_id")
+    return Seq2seqShape(
+        family=SEQ2SEQ_TYPES[model_type],
+        model_type=model_type,
+        max_tokens=max_tokens,
+        decoder_start=first,
+        pad=pad if _whole(pad, 0, sizes["vocab"] - 1) else None,
+        **sizes,
+    )
+
+
+def _max_tokens(raw: dict[str, Any], model_type: str, where: str) -> int:
+    """The longest source (and target) in pieces: BART's learned positions bound it; T5's
+    positions are relative, so attnviz bounds it as it bounds a decoder's text."""
+    if model_type in ("t5", "mt5"):
+        return DECODER_TOKENS
+    positions = raw.get("max_position_embeddings", 1024)
+    if not _whole(positions, 1, 65536):
+        raise AttnvizError(
+            f"{where} has max_position_embeddings={shown(positions)}; expected a whole number "
+            "from 1 to 65536: the config is corrupt"
+        )
+    return positions
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
