@@ -299,6 +299,16 @@ def _is_tensor(value: object) -> bool:
 
 
 def _shape_of(value: object, what: str) -> tuple[int, ...]:
+    if _is_tensor(value):
+        layout, device = str(getattr(value, "layout", "")), str(getattr(value, "device", ""))
+        if layout != "torch.strided" or device == "meta":  # no data to copy out as it is
+            kind = "on the meta device" if device == "meta" else f"of layout {layout}"
+            raise BadInput(
+                f"{{attentions}}: {what} is a tensor {kind}, which holds no dense weights to "
+                "read: pass the dense tensor of weights (tensor.to_dense(), or the model run "
+                "on a real device)",
+                param="attentions",
+            )
     if _is_tensor(value) or isinstance(value, np.ndarray):
         return tuple(int(n) for n in value.shape)  # type: ignore[attr-defined]
     raise BadInput(

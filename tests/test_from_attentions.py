@@ -303,6 +303,19 @@ def test_a_huge_shape_is_refused_before_any_copy(monkeypatch: pytest.MonkeyPatch
         attnviz.from_attentions(huge[:1, :1, :2100, :2100], ["x"] * 2100)
 
 
+@pytest.mark.parametrize("kind", ["meta", "sparse"])
+def test_a_tensor_without_dense_weights_is_one_line(kind: str) -> None:
+    """A tensor on the meta device (a model loaded without weights) or a sparse one has no
+    weights numpy can read: one line, not torch's traceback."""
+    torch = pytest.importorskip("torch")
+    dense = torch.full((1, 2, 3, 3), 1 / 3)
+    tensor = dense.to("meta") if kind == "meta" else dense.to_sparse()
+    for given in (tensor, (tensor,)):
+        with pytest.raises(BadInput, match="holds no dense weights") as caught:
+            attnviz.from_attentions(given, ["a", "b", "c"])
+        assert "\n" not in str(caught.value)
+
+
 def test_numpy_arrays_need_no_torch() -> None:
     """A script that never imported torch does not import it to view numpy arrays."""
     import subprocess
