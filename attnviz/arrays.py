@@ -454,7 +454,7 @@ def _check_weights(array: np.ndarray, normalised: bool, dtype: str) -> None:
     if off.any():
         layer, head, row = np.argwhere(off)[0]
         raise BadInput(
-            f"{{attentions}}' rows must each sum to 1 (softmax weights): row {row} of layer "
+            f"the rows of {{attentions}} must each sum to 1 (softmax weights): row {row} of layer "
             f"{layer}, head {head} sums to {sums[layer, head, row]:.4g}; pass "
             "normalised=False to draw the weights as they are (every title then says so)",
             param=("attentions", "normalised"),

@@ -48,6 +48,10 @@ def load_attentions(path: str | Path) -> Analysis:
         arrays_of = {"words": "word_of_piece", "word_labels": "words", "type_ids":
                      "token_type_ids", "key_words": "key_word_of_piece"}  # fmt: skip
         spelled = exc.spelled(lambda name: f"its {arrays_of.get(name, name)!r} array")
+        if "normalised" in exc.params:  # no such option on the command line: say Python's
+            spelled = spelled.replace(
+                "pass normalised=False", "attnviz.from_attentions(..., normalised=False) in Python"
+            ).replace(" to draw the weights as they are", " draws the weights as they are")
         raise BadInput(f"{file}: {spelled}") from None
 
 

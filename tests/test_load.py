@@ -231,6 +231,7 @@ def test_a_hostile_file_is_one_line(tmp_path: Path, case: str) -> None:
     assert stderr.startswith("Error: ") and stderr.count("\n") == 1, stderr
     assert message in stderr, stderr
     assert "Traceback" not in stderr and not out.exists()
+    assert "array'" not in stderr and "pass normalised=False" not in stderr  # no such flag
 
 
 def test_word_numbers_past_the_pieces_are_ignored_not_counted(tmp_path: Path) -> None:
