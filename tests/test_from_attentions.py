@@ -125,7 +125,7 @@ def test_causal_attention_is_detected_and_masked() -> None:
 
 def test_rows_not_normalised_are_said_in_every_title() -> None:
     weights = np.random.default_rng(3).random((2, 2, 3, 3))  # rows sum to anything
-    with pytest.raises(BadInput, match=r"rows must each sum to 1.*normalised=False"):
+    with pytest.raises(BadInput, match=r"rows of attentions must each sum to 1.*normalised=False"):
         attnviz.from_attentions(weights, ["a", "b", "c"])
     analysis = attnviz.from_attentions(weights, ["a", "b", "c"], model="raw", normalised=False)
     titles = [
