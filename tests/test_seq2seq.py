@@ -381,9 +381,12 @@ def test_find_ranks_the_cross_head_that_aligns_two_words(seq2seq) -> None:
           "--to", "cat"), ("--from",)),
         (("find", SOURCE, "--model", "{t5}", "--target", TARGET, "--stack", "decoder",
           "--from", "gato", "--to", "sentou"), ("look only back", "--from sentou --to gato")),
+        # compare-measures has no --target: it must not send the user looking for one
+        (("compare-measures", SOURCE, "--model", "{t5}", "--query", "cat"),
+         ("comparing the measures", "--engine transformers")),
     ],
     ids=["no-target", "stack-on-bert", "generate-0", "generate-257", "rollout-cross",
-         "own-engine", "measure", "find-missing-word", "find-decoder-forward"],
+         "own-engine", "measure", "find-missing-word", "find-decoder-forward", "compare"],
 )  # fmt: skip
 def test_refusals_are_one_line(seq2seq, args: tuple[str, ...], words: tuple[str, ...]) -> None:
     """A missing target, --stack on a BERT, --generate out of range, rollout of the cross

@@ -114,6 +114,10 @@ def _analyse(
         return _loaded(request)
     # an encoder-decoder's stack: transformers' engine, never the cache
     if _encdec_model(request):
+        if compared:  # compare-measures takes no --target: say first what it cannot do
+            from attnviz.pipeline import refuse_on_transformers
+
+            refuse_on_transformers("transformers", "comparing the measures")
         encdec = _encdec(request)
         encdec.check(layer=layer, head=head, heads=heads, upto=upto, measure=request.measure,
                      view=view, words=words, units=units, mask=request.mask, out=out,
