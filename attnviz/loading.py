@@ -87,7 +87,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     names = arrays.get("words")
     labels = None
     if isinstance(names, np.ndarray) and names.dtype.kind == "U":
-        labels = [str(name) for name in names.reshape(-1)[: len(tokens) + 1]]
+        labels = [str(name) for name in names.reshape(-1)[: np.size(tokens) + 1]]
     words = _file_words(arrays, "word_of_piece", tokens, labels)
     key_words = _file_words(arrays, "key_word_of_piece", key_tokens, None)
     if words is None:

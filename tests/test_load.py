@@ -175,6 +175,12 @@ def _no_tokens(path: Path) -> None:
     np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, dtype=np.float32))
 
 
+def _scalar_tokens(path: Path) -> None:
+    """One str, not a list of them, beside the words' labels."""
+    np.savez(path, attentions=np.full((1, 1, 3, 3), 1 / 3, np.float32), tokens=np.array("abc"),
+             words=np.array(["a", "b", "c"]))  # fmt: skip
+
+
 def _huge_word(path: Path) -> None:
     """A word number of 2**40 for a piece: counting words must not allocate that many."""
     np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]),
@@ -212,6 +218,7 @@ HOSTILE = {
     "rows": (_not_rows, "row 0 of layer 0, head 0 sums to 1.4"),
     "tokens": (_short_tokens, "its 'tokens' array has 1 tokens, but the attentions have 3"),
     "missing": (_no_tokens, "has no 'tokens' array"),
+    "scalar-tokens": (_scalar_tokens, "its 'tokens' array must be a list of str"),
     "zip": (_not_zip, "cannot read"),
     "header": (_bad_header, "as an .npz file of arrays"),
     "encrypted": (_encrypted, "cannot read"),
