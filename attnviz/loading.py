@@ -52,6 +52,9 @@ def load_attentions(path: str | Path) -> Analysis:
             spelled = spelled.replace(
                 "pass normalised=False", "attnviz.from_attentions(..., normalised=False) in Python"
             ).replace(" to draw the weights as they are", " draws the weights as they are")
+        spelled = spelled.replace(  # no such argument in a file: say what to change in it
+            "pass causal=None to detect it, or False", "drop that array (attnviz detects it)"
+        )
         raise BadInput(f"{file}: {spelled}") from None
 
 

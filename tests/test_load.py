@@ -181,6 +181,12 @@ def _scalar_tokens(path: Path) -> None:
              words=np.array(["a", "b", "c"]))  # fmt: skip
 
 
+def _not_causal(path: Path) -> None:
+    """A 'causal' flag that the weights above the diagonal contradict."""
+    np.savez(path, attentions=np.full((1, 1, 3, 3), 1 / 3, np.float32),
+             tokens=np.array(["a", "b", "c"]), causal=np.array(True))  # fmt: skip
+
+
 def _huge_word(path: Path) -> None:
     """A word number of 2**40 for a piece: counting words must not allocate that many."""
     np.savez(path, attentions=np.full((1, 1, 2, 2), 0.5, np.float32), tokens=np.array(["a", "b"]),
@@ -219,6 +225,7 @@ HOSTILE = {
     "tokens": (_short_tokens, "its 'tokens' array has 1 tokens, but the attentions have 3"),
     "missing": (_no_tokens, "has no 'tokens' array"),
     "scalar-tokens": (_scalar_tokens, "its 'tokens' array must be a list of str"),
+    "causal": (_not_causal, "its 'causal' array is True, but some weights lie above"),
     "zip": (_not_zip, "cannot read"),
     "header": (_bad_header, "as an .npz file of arrays"),
     "encrypted": (_encrypted, "cannot read"),
@@ -238,7 +245,8 @@ def test_a_hostile_file_is_one_line(tmp_path: Path, case: str) -> None:
     assert stderr.startswith("Error: ") and stderr.count("\n") == 1, stderr
     assert message in stderr, stderr
     assert "Traceback" not in stderr and not out.exists()
-    assert "array'" not in stderr and "pass normalised=False" not in stderr  # no such flag
+    assert "array'" not in stderr and "pass normal" not in stderr  # no such flags
+    assert "causal=None" not in stderr
 
 
 def test_word_numbers_past_the_pieces_are_ignored_not_counted(tmp_path: Path) -> None:
