@@ -839,9 +839,10 @@ def _encdec_details(source: ModelSource, config: dict[str, Any], seq: Seq2seqSha
         weights = tuple(path.name for path in weight_files(source.folder))
     except AttnvizError:
         weights = ()
-    architectures = config.get("architectures")
-    name = architectures[0] if isinstance(architectures, list) and architectures else None
-    computes = f"transformers' eager {name if isinstance(name, str) else seq.family}"
+    from attnviz.model.seq2seq_config import SEQ2SEQ_CLASSES
+
+    # the class AutoModelForSeq2SeqLM loads, not the one config.json's architectures claims
+    computes = f"transformers' eager {SEQ2SEQ_CLASSES[seq.model_type]}"
     return ModelDetails(
         ModelInfo.read(source, shape),
         shape,

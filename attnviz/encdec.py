@@ -245,8 +245,10 @@ class EncdecInput(TokenizedInput):
         """One line on stderr (`--quiet` hides it): transformers' engine computed the weights."""
         from attnviz.cache import notices
         from attnviz.model.foreign import engine_note
+        from attnviz.model.seq2seq_config import SEQ2SEQ_CLASSES
 
-        notices.note(engine_note(self.source.name, self.config))
+        computed_by = SEQ2SEQ_CLASSES[self.seq.model_type]
+        notices.note(engine_note(self.source.name, self.config, computed_by))
 
     def explain(self, **_: Any) -> Explanation:
         """Refused: the step-by-step explanation needs attnviz's own engine."""

@@ -547,3 +547,22 @@ def test_query_lists_a_target_words_source_keys(seq2seq) -> None:
     assert sorted(k["token"] for k in row["keys"]) == sorted(view.key_tokens)
     for key in row["keys"]:
         assert key["weight"] == pytest.approx(float(expected[key["index"]]), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_info_and_the_note_name_the_class_that_runs_not_the_configs_claim(
+    seq2seq, tmp_path: Path
+) -> None:
+    """config.json's `architectures` is a stranger's claim: transformers loads the class of
+    the model type (AutoModelForSeq2SeqLM), and that is what info and the note name."""
+    import shutil
+
+    folder = tmp_path / "t5-claims-bert"
+    shutil.copytree(seq2seq("t5"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["architectures"] = ["BertModel"]
+    (folder / "config.json").write_text(json.dumps(config))
+    out = ok("info", "--model", str(folder))
+    assert "T5ForConditionalGeneration" in out and "BertModel" not in out
+    code, out, err = run("show", SOURCE, "--model", str(folder), "--target", TARGET)
+    assert code == 0 and "eager T5ForConditionalGeneration (t5 " in err

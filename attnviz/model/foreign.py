@@ -325,11 +325,12 @@ def computes_with(raw: dict[str, Any], engine: str) -> str:
     return "attnviz's own engine (from-scratch modules)"
 
 
-def engine_note(name: str, raw: dict[str, Any]) -> str:
-    """The line that says transformers' engine computed the weights of model `name`."""
+def engine_note(name: str, raw: dict[str, Any], computed_by: str | None = None) -> str:
+    """The line that says transformers' engine computed the weights of model `name`
+    (`computed_by`: the class that did, when not the base model of `model_class`)."""
     kind = str(raw.get("model_type"))
     why = "" if computes(raw) else f" ({NAMES.get(kind, kind)} is not a type attnviz computes)"
-    return f"{name}: weights computed by transformers' eager {model_class(raw)}{why}"
+    return f"{name}: weights computed by transformers' eager {computed_by or model_class(raw)}{why}"
 
 
 def check_folder(folder: Path, gguf: Path | None) -> None:

@@ -15,7 +15,14 @@ from typing import Any
 from attnviz.errors import AttnvizError
 from attnviz.limits import DECODER_TOKENS, shown
 
-__all__ = ["SEQ2SEQ_TYPES", "STACKS", "Seq2seqShape", "describe_seq2seq", "is_seq2seq"]
+__all__ = [
+    "SEQ2SEQ_CLASSES",
+    "SEQ2SEQ_TYPES",
+    "STACKS",
+    "Seq2seqShape",
+    "describe_seq2seq",
+    "is_seq2seq",
+]
 
 # The model types read here, and each one's display name.
 SEQ2SEQ_TYPES: dict[str, str] = {
@@ -24,6 +31,15 @@ SEQ2SEQ_TYPES: dict[str, str] = {
     "bart": "BART",
     "marian": "Marian",
     "pegasus": "Pegasus",
+}
+# The transformers class that computes each type (AutoModelForSeq2SeqLM's choice, named
+# without importing it): what info and the engine note say, whatever config.json claims.
+SEQ2SEQ_CLASSES: dict[str, str] = {
+    "t5": "T5ForConditionalGeneration",
+    "mt5": "MT5ForConditionalGeneration",
+    "bart": "BartForConditionalGeneration",
+    "marian": "MarianMTModel",
+    "pegasus": "PegasusForConditionalGeneration",
 }
 # The three stacks of attention an encoder-decoder has; `cross` is the rectangle.
 STACKS: tuple[str, ...] = ("encoder", "decoder", "cross")
