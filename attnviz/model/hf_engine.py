@@ -38,7 +38,7 @@ def check_weights(folder: Path) -> bool:
     """Check the weight files transformers will read: regular files (`weights.weight_files`),
     safetensors headers that hold what they say, and `WEIGHT_BYTES` at most in all. True
     when they are safetensors (else a torch file, read weights-only)."""
-    from attnviz.model.weights import safetensors_shapes, weight_files
+    from attnviz.model.weights import weight_files
 
     files = weight_files(folder)
     total = sum(path.stat().st_size for path in files)
@@ -49,18 +49,26 @@ def check_weights(folder: Path) -> bool:
         )
     safetensors = all(path.suffix == ".safetensors" for path in files)
     for path in files if safetensors else []:
-        try:
-            safetensors_shapes(path)
-        except (OSError, ValueError) as exc:
-            raise AttnvizError(
-                f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
-                "re-download it"
-            ) from exc
+        _shapes(path)
     return safetensors
 
 
+def _shapes(path: Path) -> dict[str, list[int]]:
+    """The tensors' shapes in the safetensors file `path`, its header checked; one line
+    when it is corrupt."""
+    from attnviz.model.weights import safetensors_shapes
+
+    try:
+        return safetensors_shapes(path)
+    except (OSError, ValueError) as exc:
+        raise AttnvizError(
+            f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
+            "re-download it"
+        ) from exc
+
+
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """transformers' warnings, progress bars and load reports are not for attnviz's user."""
     from transformers.utils import logging
 
@@ -97,7 +105,7 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
         from transformers import AutoModel
 
         _check_size(folder, count_parameters(folder))
-        with _quiet():
+        with quiet_transformers():
             model, info = AutoModel.from_pretrained(
                 folder,
                 local_files_only=True,
@@ -139,7 +147,7 @@ def _check_size(folder: Path, stored: int) -> None:
     import torch
     from transformers import AutoConfig, AutoModel
 
-    with _quiet():
+    with quiet_transformers():
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         with torch.device("meta"):
             skeleton = AutoModel.from_config(config, attn_implementation="eager")
@@ -180,7 +188,7 @@ def attentions(
     if "use_cache" in accepts:
         inputs["use_cache"] = False
     try:
-        with torch.inference_mode(), _quiet():
+        with torch.inference_mode(), quiet_transformers():
             out = model(**inputs)
     except PASS_THROUGH:
         raise
@@ -220,21 +228,14 @@ def count_parameters(folder: Path) -> int:
     """Every number in the checkpoint's weight files (heads included: transformers' model
     is whatever the checkpoint holds), from safetensors headers without torch; a torch file
     is read weights-only."""
-    from attnviz.model.weights import read_state_dict, safetensors_shapes, weight_files
+    from attnviz.model.weights import read_state_dict, weight_files
 
     files = weight_files(folder)
     if not all(path.suffix == ".safetensors" for path in files):
         return sum(int(t.numel()) for t in read_state_dict(folder).values())
     total = 0
     for path in files:
-        try:
-            shapes = safetensors_shapes(path)
-        except (OSError, ValueError) as exc:
-            raise AttnvizError(
-                f"cannot read weights from {path} ({short_reason(exc)}): the file is corrupt; "
-                "re-download it"
-            ) from exc
-        for shape in shapes.values():
+        for shape in _shapes(path).values():
             count = 1
             for size in shape:
                 count *= size

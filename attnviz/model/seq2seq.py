@@ -16,12 +16,11 @@ target's ids, as transformers' own forward shifts `labels` one place right
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
+from attnviz.model.hf_engine import quiet_transformers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,26 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_GENERATE", "Stacks", "generate_greedy", "load_seq2seq", "run_stacks"]
 
 MAX_GENERATE = 256  # --generate: new tokens at most
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """transformers' warnings, notes and progress bars are not attnviz's output."""
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 class Stacks(NamedTuple):
@@ -77,7 +56,7 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
     safetensors = check_weights(folder)
     _check_size(folder, count_parameters(folder))
     try:
-        with _quiet():
+        with quiet_transformers():
             model, info = AutoModelForSeq2SeqLM.from_pretrained(
                 folder,
                 local_files_only=True,
@@ -113,7 +92,7 @@ def _check_size(folder: Path, stored: int) -> None:
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     try:
-        with _quiet(), torch.device("meta"):
+        with quiet_transformers(), torch.device("meta"):
             config = AutoConfig.from_pretrained(folder, local_files_only=True)
             skeleton = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
     except PASS_THROUGH:
@@ -146,7 +125,7 @@ def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stac
 
     src = torch.tensor([source_ids])  # (1, S)
     tgt = torch.tensor([target_ids])  # (1, T)
-    with torch.inference_mode(), _quiet():
+    with torch.inference_mode(), quiet_transformers():
         out = model(
             input_ids=src,
             attention_mask=torch.ones_like(src),  # (1, S): one sentence, nothing padded
@@ -177,7 +156,7 @@ def generate_greedy(model: Any, source_ids: list[int], max_new: int) -> list[int
     # A cache that grows a layer at a time: the one transformers builds from T5's config is
     # sized by the encoder's layers, and fails when the decoder has more.
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    with torch.inference_mode(), _quiet():
+    with torch.inference_mode(), quiet_transformers():
         out = model.generate(
             input_ids=src,
             attention_mask=torch.ones_like(src),  # (1, S)
