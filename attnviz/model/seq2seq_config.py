@@ -14,6 +14,7 @@ from typing import Any
 
 from attnviz.errors import AttnvizError
 from attnviz.limits import DECODER_TOKENS, shown
+from attnviz.model.config import whole
 
 __all__ = [
     "SEQ2SEQ_CLASSES",
@@ -124,7 +125,7 @@ def describe_seq2seq(
         value: Any = raw.get(key)
         if value is None and name == "decoder_layers":  # T5: as many as the encoder's
             value = sizes["encoder_layers"]
-        if not _whole(value, 1, _LIMITS[name]):
+        if not whole(value, 1, _LIMITS[name]):
             raise AttnvizError(
                 f"{where} describes an encoder-decoder model ({SEQ2SEQ_TYPES[model_type]}) "
                 f"with {key}={shown(value)}; expected a whole number from 1 to "
@@ -136,7 +137,7 @@ def describe_seq2seq(
     key = "decoder_start_token_id"
     if first is None:
         first, key = start, "generation_config.json's decoder_start_token_id"
-    if not _whole(first, 0, sizes["vocab"] - 1):
+    if not whole(first, 0, sizes["vocab"] - 1):
         raise AttnvizError(
             f"{where} describes an encoder-decoder whose {key} is {shown(first)}; its decoder "
             f"needs the id it starts from, a whole number below vocab_size={sizes['vocab']}: "
@@ -148,7 +149,7 @@ def describe_seq2seq(
         model_type=model_type,
         max_tokens=max_tokens,
         decoder_start=first,
-        pad=pad if _whole(pad, 0, sizes["vocab"] - 1) else None,
+        pad=pad if whole(pad, 0, sizes["vocab"] - 1) else None,
         **sizes,
     )
 
@@ -159,13 +160,9 @@ def _max_tokens(raw: dict[str, Any], model_type: str, where: str) -> int:
     if model_type in ("t5", "mt5"):
         return DECODER_TOKENS
     positions = raw.get("max_position_embeddings", 1024)
-    if not _whole(positions, 1, 65536):
+    if not whole(positions, 1, 65536):
         raise AttnvizError(
             f"{where} has max_position_embeddings={shown(positions)}; expected a whole number "
             "from 1 to 65536: the config is corrupt"
         )
     return positions
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
