@@ -311,6 +311,13 @@ def _shape_of(value: object, what: str) -> tuple[int, ...]:
             )
     if _is_tensor(value) or isinstance(value, np.ndarray):
         return tuple(int(n) for n in value.shape)  # type: ignore[attr-defined]
+    if value is None:  # what a model whose attention is not eager puts in output_attentions
+        raise BadInput(
+            f"{{attentions}}: {what} is None, not weights: transformers returns None for a "
+            "layer whose attention kernel does not compute them (sdpa, flash); load the model "
+            'with attn_implementation="eager" and run it with output_attentions=True',
+            param="attentions",
+        )
     raise BadInput(
         f"{{attentions}} must be a numpy array, a torch tensor or a tuple of them (one per "
         f"layer, as transformers' output_attentions gives); {what} is {type(value).__name__}",
@@ -325,8 +332,15 @@ def _as_array(attentions: object, batch: object, owned: bool) -> tuple[np.ndarra
         raise BadInput(f"{{batch}} must be an item number (an int), got {batch!r}", param="batch")
     if isinstance(attentions, tuple | list):  # one entry per layer
         if not attentions or len(attentions) > MAX_LAYERS:
+            # transformers' output_attentions is () when the attention kernel is not eager
+            eager = (
+                " (transformers gives none unless the model is loaded with attn_implementation="
+                '"eager")'
+                if not attentions
+                else ""
+            )
             raise BadInput(
-                f"{{attentions}} holds {len(attentions):,} layers: give 1 to {MAX_LAYERS:,}",
+                f"{{attentions}} holds {len(attentions):,} layers: give 1 to {MAX_LAYERS:,}{eager}",
                 param="attentions",
             )
         layers = list(attentions)

@@ -272,6 +272,8 @@ def _bad_arrays() -> list[tuple[str, object, list[str], str]]:
         ("ints", (good * 100).astype(np.int64), tokens, "must hold floats"),
         ("object", np.array([[good]], dtype=object)[0, 0], tokens, "must hold floats"),
         ("list", [[1.0]], tokens, "must be a numpy array, a torch tensor or a tuple"),
+        ("not-eager", (None, None), tokens, r"layer 0 is None.*attn_implementation=\"eager\""),
+        ("sdpa", (), tokens, r"holds 0 layers.*attn_implementation=\"eager\""),
         ("layers", (good[0], good[0, :, :2, :2]), tokens, "layers differ in shape"),
         ("token", good, ["a", "b", 3], "must hold str"),
         ("empty", np.zeros((0, 2, 3, 3)), tokens, r"must be \[layers, heads, T, T\]"),
