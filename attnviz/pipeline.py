@@ -107,7 +107,7 @@ def prepare(
     """
     source, config, engine = read_model(model, engine, use_cache=use_cache)
     if blocked:
-        refuse_on_transformers(engine, "the views made for length (pooled maps, distances)")
+        refuse_on_transformers(engine, "a view made for length (pooled maps, distances)")
     shape = shape_of(config, engine)
     if pair is not None and shape.causal:
         raise BadInput(
@@ -341,7 +341,7 @@ def compute_blocked(
     `reduce(layer, first query, weights (H, b, K))` `block` queries at a time, and keeping
     none (attnviz.model.blocked). For the views made for length; nothing is cached.
     `encoder` saves loading the weights again."""
-    refuse_on_transformers(prepared.engine, "the views made for length (pooled maps, distances)")
+    refuse_on_transformers(prepared.engine, "a view made for length (pooled maps, distances)")
     perf.import_torch()
     import torch
 

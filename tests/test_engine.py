@@ -195,7 +195,13 @@ def test_what_needs_the_internals_is_refused_naming_the_engine(tiny_model, tiny_
     _one_line_refusal("show", TEXT, "--model", folder, "--measure", "norm", says="--measure norm")
     _one_line_refusal("show", TEXT, "--model", folder, "--mask", "causal", says="--mask causal")
     _one_line_refusal("compare-measures", TEXT, "--model", folder, "--query", "bank", says=engine)
-    _one_line_refusal("distance", TEXT, "--model", folder, says=engine)
+    _one_line_refusal(
+        "distance",
+        TEXT,
+        "--model",
+        folder,
+        says="a view made for length (pooled maps, distances) is not computed",
+    )
     _one_line_refusal("model", TEXT, "--model", folder, "--pool", "2", says=engine)
     _one_line_refusal("generate", TEXT, "--model", str(tiny_decoder("olmo")), says=engine)
     _one_line_refusal(
