@@ -65,6 +65,26 @@ def _text(arrays: dict[str, Any], name: str) -> str | None:
     return str(value.reshape(-1)[0]) if value.size == 1 else None
 
 
+def _file_name(arrays: dict[str, Any]) -> str | None:
+    """The model's name for the titles, with what the export's title said beside it: the
+    engine that computed the weights, an encoder-decoder's stack and a generated target
+    (in English: the file does not say the language it was drawn in)."""
+    from attnviz.lexicon import label
+
+    name = _text(arrays, "model")
+    if name is None:
+        return None
+    if _text(arrays, "engine") == "transformers":
+        name = label("en", "engine_title", model=name, engine="transformers")
+    stack = _text(arrays, "stack")
+    if stack in ("encoder", "decoder", "cross"):
+        name = label("en", f"stack_{stack}", model=name)
+        generated = arrays.get("generated")
+        if isinstance(generated, np.ndarray) and generated.dtype == bool and generated.all():
+            name = label("en", "generated_target", model=name)
+    return name
+
+
 def _stack_rows(arrays: dict[str, Any]) -> dict[str, Any]:
     """An encoder-decoder's export (`render.data.sides_record`) names the source `tokens`
     whatever its stack; the rows of its decoder and cross stacks are the target's."""
@@ -102,7 +122,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         words=words,
         key_words=key_words,
         word_labels=labels,
-        model=_text(arrays, "model"),
+        model=_file_name(arrays),
         causal=causal if causal else None,
         batch=0,
         normalised=True,
