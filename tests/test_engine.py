@@ -429,3 +429,17 @@ def test_a_setting_attnviz_does_not_compute_goes_to_transformers_when_asked(tiny
     np.testing.assert_allclose(
         analysis.attentions, _reference(Path(folder), analysis.pieces.ids), atol=1e-6
     )
+
+
+def test_the_class_named_is_the_one_the_model_type_loads() -> None:
+    """AutoModel loads the class of config.json's model_type; its `architectures` is a
+    stranger's claim, named only when it agrees with the type."""
+    from attnviz.model.foreign import model_class
+
+    deberta = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForMaskedLM"]}
+    assert model_class(deberta) == "DebertaV2Model"
+    assert model_class({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}) == (
+        "GPTNeoXModel"
+    )
+    claims_bert = {"model_type": "deberta-v2", "architectures": ["BertForMaskedLM"]}
+    assert model_class(claims_bert) == "AutoModel ('deberta-v2')"

@@ -310,11 +310,18 @@ def model_class(raw: dict[str, Any]) -> str:
     config.json names (`DebertaV2ForMaskedLM` -> `DebertaV2Model`), without importing it."""
     architectures = raw.get("architectures")
     first = architectures[0] if isinstance(architectures, list) and architectures else None
+    kind = raw.get("model_type")
     if isinstance(first, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,80}", first):
         stem = re.sub(r"(For[A-Z]\w*|LMHeadModel|PreTrainedModel|Model)$", "", first)
-        if stem:
+        # AutoModel loads the class of model_type: an architecture of another type is a claim
+        if stem and isinstance(kind, str) and _letters(stem) == _letters(kind):
             return stem + "Model"
-    return f"AutoModel ({shown(raw.get('model_type'), 40)})"
+    return f"AutoModel ({shown(kind, 40)})"
+
+
+def _letters(name: str) -> str:
+    """`name` lower case, letters and digits only: `DebertaV2` and `deberta-v2` agree."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 def computes_with(raw: dict[str, Any], engine: str) -> str:
