@@ -63,6 +63,9 @@ class GivenInput:
     heads: int
     causal: bool = False
     windows: tuple[int | None, ...] = ()  # each model layer's sliding window (None: none)
+    # What computed the weights, as `inputs.PreparedInput` asks: "attnviz" leaves titles
+    # unmarked (a caller's arrays); an export of transformers' engine says "transformers".
+    engine: str = "attnviz"
 
     @property
     def source(self) -> ModelSource:
@@ -112,11 +115,6 @@ class GivenInput:
             resolve_index(head, self.heads, "head")
         resolve_heads(heads, self.heads)
 
-    @property
-    def engine(self) -> str:
-        """No engine ran here (`inputs.PreparedInput` asks); titles stay unmarked."""
-        return "attnviz"
-
     def refuse_internals(self, what: str, *, param: str | None = None) -> None:
         raise no_model(what)
 
@@ -147,16 +145,18 @@ def arrays_analysis(
     dtype: str = "float32",
     layers: Sequence[int] | None = None,
     windows: Sequence[int | None] = (),
+    engine: str = "attnviz",
 ) -> Analysis:
     """An `Analysis` of checked float32 `attentions` (L, H, Tq, Tk) over `pieces` (the rows)
     and `key_pieces` (the columns; None: a square), with no model. For a face module that
     has its arrays and pieces already (`from_attentions` checks what a user gives first).
     `layers`: the model's layer of each entry, when not all of them; `windows`: each model
-    layer's sliding window in pieces (None: none), which a causal view masks beyond."""
+    layer's sliding window in pieces (None: none), which a causal view masks beyond;
+    `engine`: what computed the weights, when an export says ("transformers")."""
     L, H = attentions.shape[:2]
     kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
     total = L if kept is None else max(kept) + 1
-    given = GivenInput(name, pieces, total, H, causal, tuple(windows))
+    given = GivenInput(name, pieces, total, H, causal, tuple(windows), engine)
     return Analysis(
         prepared=given,
         attentions=attentions,

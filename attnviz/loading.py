@@ -66,16 +66,14 @@ def _text(arrays: dict[str, Any], name: str) -> str | None:
 
 
 def _file_name(arrays: dict[str, Any]) -> str | None:
-    """The model's name for the titles, with what the export's title said beside it: the
-    engine that computed the weights, an encoder-decoder's stack and a generated target
-    (in English: the file does not say the language it was drawn in)."""
+    """The model's name for the titles, with what the export's title said beside it: an
+    encoder-decoder's stack and a generated target (in English: the file does not say the
+    language it was drawn in). The engine is the analysis's own (`_from_file`)."""
     from attnviz.lexicon import label
 
     name = _text(arrays, "model")
     if name is None:
         return None
-    if _text(arrays, "engine") == "transformers":
-        name = label("en", "engine_title", model=name, engine="transformers")
     stack = _text(arrays, "stack")
     if stack in ("encoder", "decoder", "cross"):
         name = label("en", f"stack_{stack}", model=name)
@@ -142,7 +140,9 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     ):  # the layers an export kept: numbered as the model's
         numbers = [int(n) for n in layers]
     windows = _file_windows(arrays, numbers) if analysis.model.decoder else ()
-    if numbers == list(range(L)) and not windows:
+    # the weights transformers' engine computed stay its own, in titles and files
+    engine = "transformers" if _text(arrays, "engine") == "transformers" else "attnviz"
+    if numbers == list(range(L)) and not windows and engine == "attnviz":
         return analysis
     return arrays_analysis(
         analysis.attentions,
@@ -153,6 +153,7 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
         dtype=analysis.dtype,
         layers=numbers,
         windows=windows,
+        engine=engine,
     )
 
 
