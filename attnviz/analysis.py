@@ -143,7 +143,7 @@ class Analysis(TokenizedInput):
     def _title(self, lang: str) -> str:
         """`title` in `lang` (resolved)."""
         name = self.prepared.source.name
-        if self.engine != "attnviz":
+        if self.engine == "transformers":  # not attnviz's own, nor a caller's arrays
             name = label(lang, "engine_title", model=name, engine=self.engine)
         if self.dtype != "float32":
             name = label(lang, "computed_in", model=name, dtype=self.dtype)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_NAME",
+    "GIVEN",
     "MAX_LAYERS",
     "GivenInput",
     "arrays_analysis",
@@ -44,6 +45,7 @@ __all__ = [
     "from_attentions",
 ]
 
+GIVEN = "given"  # the engine of attention a caller gave: no engine of attnviz's computed it
 DEFAULT_NAME = "your attention"  # how titles name attention given without a model name
 MAX_LAYERS = 4096  # entries of a tuple of layers (a model has some dozens)
 MAX_NAME = 200  # characters of a model's display name
@@ -63,9 +65,9 @@ class GivenInput:
     heads: int
     causal: bool = False
     windows: tuple[int | None, ...] = ()  # each model layer's sliding window (None: none)
-    # What computed the weights, as `inputs.PreparedInput` asks: "attnviz" leaves titles
-    # unmarked (a caller's arrays); an export of transformers' engine says "transformers".
-    engine: str = "attnviz"
+    # What computed the weights, as `inputs.PreparedInput` asks: "given" (a caller's arrays:
+    # no engine of attnviz's, titles unmarked), or what an attnviz export says it was.
+    engine: str = GIVEN
 
     @property
     def source(self) -> ModelSource:
@@ -145,14 +147,15 @@ def arrays_analysis(
     dtype: str = "float32",
     layers: Sequence[int] | None = None,
     windows: Sequence[int | None] = (),
-    engine: str = "attnviz",
+    engine: str = GIVEN,
 ) -> Analysis:
     """An `Analysis` of checked float32 `attentions` (L, H, Tq, Tk) over `pieces` (the rows)
     and `key_pieces` (the columns; None: a square), with no model. For a face module that
     has its arrays and pieces already (`from_attentions` checks what a user gives first).
     `layers`: the model's layer of each entry, when not all of them; `windows`: each model
     layer's sliding window in pieces (None: none), which a causal view masks beyond;
-    `engine`: what computed the weights, when an export says ("transformers")."""
+    `engine`: what computed the weights, when an export says ("attnviz", "transformers");
+    "given" otherwise."""
     L, H = attentions.shape[:2]
     kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
     total = L if kept is None else max(kept) + 1

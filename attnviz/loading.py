@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from attnviz.analysis import Analysis
-from attnviz.arrays import MAX_LAYERS, arrays_analysis, checked_analysis
+from attnviz.arrays import GIVEN, MAX_LAYERS, arrays_analysis, checked_analysis
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import attention_budget
 
@@ -140,9 +140,11 @@ def _from_file(arrays: dict[str, Any]) -> Analysis:
     ):  # the layers an export kept: numbered as the model's
         numbers = [int(n) for n in layers]
     windows = _file_windows(arrays, numbers) if analysis.model.decoder else ()
-    # the weights transformers' engine computed stay its own, in titles and files
-    engine = "transformers" if _text(arrays, "engine") == "transformers" else "attnviz"
-    if numbers == list(range(L)) and not windows and engine == "attnviz":
+    # the weights an engine of attnviz's computed stay its own, in titles and files; any
+    # other file's are "given"
+    engine = _text(arrays, "engine")
+    engine = engine if engine in ("attnviz", "transformers") else GIVEN
+    if numbers == list(range(L)) and not windows and engine == GIVEN:
         return analysis
     return arrays_analysis(
         analysis.attentions,

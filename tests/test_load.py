@@ -410,3 +410,18 @@ def test_a_loaded_export_keeps_what_its_title_said(tmp_path: Path) -> None:
         "transformers engine"
     )
     assert analysis.to_dict()["engine"] == "transformers"
+
+
+def test_files_say_which_engine_computed_the_weights(tmp_path: Path, exported: Path) -> None:
+    """attnviz's own export comes back as attnviz's engine's; arrays a caller gave, or a file
+    another tool wrote, are "given", never claimed as computed by attnviz, and unmarked."""
+    assert attnviz.load_attentions(exported).to_dict()["engine"] == "attnviz"
+    weights = np.full((1, 1, 2, 2), 0.5, np.float32)
+    given = attnviz.from_attentions(weights, ["a", "b"], model="mine")
+    assert given.engine == "given" and given.title == "mine"
+    given.save(tmp_path / "given.npz")
+    with np.load(tmp_path / "given.npz") as saved:
+        assert str(saved["engine"]) == "given"
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, attentions=weights, tokens=np.array(["a", "b"]))
+    assert attnviz.load_attentions(foreign).engine == "given"

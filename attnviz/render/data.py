@@ -46,7 +46,8 @@ __all__ = [
 
 
 class Engine(TypedDict, total=False):
-    """What computed the weights: "attnviz" (its own engine, the default) or "transformers"."""
+    """What computed the weights: "attnviz" (its own engine, the default), "transformers", or
+    "given" (arrays a caller gave: `attnviz.from_attentions`, a file from another tool)."""
 
     engine: str
 
