@@ -55,6 +55,9 @@ def test_export_names_the_layers_it_holds(tiny_decoder: TinyFactory, tmp_path: P
     record = json.loads((tmp_path / "a.json").read_text())
     assert record["layers"] == [1]
     assert record["causal"] is True and record["kind"] == "decoder, causal"  # its own mask
+    loaded = attnviz.load_attentions(tmp_path / "a.npz")  # a file of one layer: asking another
+    with pytest.raises(BadInput, match="load a file that holds that layer"):
+        loaded.view(0)
 
 
 def test_bad_layer_lists_are_refused_in_one_line(tiny_decoder: TinyFactory) -> None:

@@ -465,8 +465,9 @@ class Source:
         if layer not in self.kept:
             raise BadInput(
                 f"layer {layer} was not computed: this analysis holds only layer "
-                f"{_listing(list(self.kept))} (the layers asked for, or the one a view of a "
-                f"long input kept); analyse the text with layers=[{layer}]"
+                f"{_listing(list(self.kept))} (the layers asked for, the one a view of a long "
+                f"input kept, or those its file held); analyse the text with layers=[{layer}], "
+                "or load a file that holds that layer"
             )
         return self.kept.index(layer)
 
@@ -475,9 +476,9 @@ class Source:
         if self.kept is not None:
             raise BadInput(
                 f"{what} needs every layer, but this analysis holds only layer "
-                f"{_listing(list(self.kept))} (the layers asked for, or the one a view of a "
-                "long input kept): analyse the text without layers=, or look at one layer "
-                "(view, heads)"
+                f"{_listing(list(self.kept))} (the layers asked for, the one a view of a long "
+                "input kept, or those its file held): analyse the text without layers= (or load "
+                "a file of every layer), or look at one layer (view, heads)"
             )
 
     def no_heads(self, what: str) -> BadInput:
