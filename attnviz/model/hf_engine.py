@@ -104,7 +104,7 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     try:
         from transformers import AutoModel
 
-        _check_size(folder, count_parameters(folder))
+        check_size(folder, count_parameters(folder))
         with quiet_transformers():
             model, info = AutoModel.from_pretrained(
                 folder,
@@ -139,20 +139,37 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     return model
 
 
-def _check_size(folder: Path, stored: int) -> None:
+def check_size(folder: Path, stored: int, auto: Any = None) -> None:
     """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
-    any is allocated: transformers' model is built on the meta device (no memory) and counted.
-    transformers would otherwise allocate, and draw at random, what the checkpoint lacks: a
-    config of absurd sizes could take all the memory there is before a weight is read."""
+    any is allocated: transformers' model (`auto`, an Auto class; AutoModel when None) is
+    built on the meta device (no memory) and counted. transformers would otherwise allocate,
+    and draw at random, what the checkpoint lacks: a config of absurd sizes could take all
+    the memory there is before a weight is read. Tied weights count once; a pooler (never
+    needed for attention) and sinusoidal position tables (computed, never stored) not at all."""
     import torch
     from transformers import AutoConfig, AutoModel
 
-    with quiet_transformers():
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
-        with torch.device("meta"):
-            skeleton = AutoModel.from_config(config, attn_implementation="eager")
+    try:
+        with quiet_transformers(), torch.device("meta"):
+            config = AutoConfig.from_pretrained(folder, local_files_only=True)
+            skeleton = (auto or AutoModel).from_config(config, attn_implementation="eager")
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        raise AttnvizError(
+            f"transformers cannot build the model {folder}'s config describes "
+            f"({short_reason(exc, 160)}): the config is corrupt"
+        ) from None
+    computed = {
+        id(p)
+        for module in skeleton.modules()
+        if "Sinusoidal" in type(module).__name__
+        for p in module.parameters()
+    }
     needed = sum(
-        p.numel() for name, p in skeleton.named_parameters() if not name.startswith("pooler.")
+        p.numel()
+        for name, p in skeleton.named_parameters()
+        if id(p) not in computed and not name.startswith("pooler.")
     )
     if needed > stored:
         raise AttnvizError(

@@ -50,11 +50,11 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
     by `seq2seq_config.describe_seq2seq` before."""
     from transformers import AutoModelForSeq2SeqLM
 
-    from attnviz.model.hf_engine import check_weights, count_parameters
+    from attnviz.model.hf_engine import check_size, check_weights, count_parameters
     from attnviz.model.weights import compute_dtype
 
     safetensors = check_weights(folder)
-    _check_size(folder, count_parameters(folder))
+    check_size(folder, count_parameters(folder), AutoModelForSeq2SeqLM)
     try:
         with quiet_transformers():
             model, info = AutoModelForSeq2SeqLM.from_pretrained(
@@ -83,40 +83,6 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
             "transformers would draw them at random; use the complete checkpoint"
         )
     return model.eval()
-
-
-def _check_size(folder: Path, stored: int) -> None:
-    """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
-    any is allocated: the model is built on the meta device (no memory) and counted."""
-    import torch
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
-
-    try:
-        with quiet_transformers(), torch.device("meta"):
-            config = AutoConfig.from_pretrained(folder, local_files_only=True)
-            skeleton = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
-    except PASS_THROUGH:
-        raise
-    except Exception as exc:
-        raise AttnvizError(
-            f"transformers cannot build the encoder-decoder {folder}'s config describes "
-            f"({short_reason(exc, 160)}): the config is corrupt"
-        ) from None
-    # Tied weights count once; sinusoidal position tables (Marian, Pegasus) are computed when
-    # the model is built, never stored.
-    computed = {
-        id(p)
-        for module in skeleton.modules()
-        if "Sinusoidal" in type(module).__name__
-        for p in module.parameters()
-    }
-    needed = sum(p.numel() for p in skeleton.parameters() if id(p) not in computed)
-    if needed > stored:
-        raise AttnvizError(
-            f"the config in {folder} describes a {type(skeleton).__name__} of {needed:,} "
-            f"weights, but its checkpoint holds {stored:,}: the config and the weights do not "
-            "belong together"
-        )
 
 
 def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stacks:
