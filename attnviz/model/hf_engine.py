@@ -93,34 +93,41 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     base model must be in the checkpoint: transformers would fill a missing one at random,
     and show attention the model never had (a pooler, which comes after every layer, aside).
     """
+    from transformers import AutoModel
+
+    describe_foreign(config, where=str(folder / "config.json"))
+    return load_checked(folder, AutoModel, dtype, model_class(config))
+
+
+def load_checked(folder: Path, auto: Any, dtype: str, name: str) -> Any:
+    """transformers' model of the Auto class `auto` (AutoModel, AutoModelForSeq2SeqLM) for
+    `folder`, eager attention, in eval mode, loaded safely: local files only, the weight
+    files checked (`check_weights`), the config's size against the checkpoint's
+    (`check_size`) before anything is allocated, and refused when the checkpoint lacks any
+    weight (a pooler aside). `name` says what is loaded in a refusal."""
     import torch
 
     from attnviz.model.weights import compute_dtype
 
-    where = str(folder / "config.json")
-    describe_foreign(config, where=where)
     safetensors = check_weights(folder)
-    target = compute_dtype(dtype)
+    check_size(folder, count_parameters(folder), auto)
     try:
-        from transformers import AutoModel
-
-        check_size(folder, count_parameters(folder))
         with quiet_transformers():
-            model, info = AutoModel.from_pretrained(
+            model, info = auto.from_pretrained(
                 folder,
                 local_files_only=True,
                 use_safetensors=safetensors,
                 weights_only=True,
                 attn_implementation="eager",
-                dtype=target,
+                dtype=compute_dtype(dtype),
                 output_loading_info=True,
             )
     except (*PASS_THROUGH, AttnvizError):
         raise
     except Exception as exc:
         raise AttnvizError(
-            f"transformers cannot load {folder} as {model_class(config)} ({short_reason(exc)}): "
-            "the checkpoint is corrupt, or this transformers does not have its model type"
+            f"transformers cannot load {folder} as {name} ({short_reason(exc, 160)}): the "
+            "checkpoint is corrupt, or this transformers does not have its model type"
         ) from exc
     # A pooler (after the last layer, over [CLS]) changes no attention weight: a masked-LM
     # checkpoint has none, and transformers draws it at random, unused here.
@@ -133,10 +140,9 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
             f"the checkpoint in {folder} lacks weights of {type(model).__name__} ({listed}): "
             "transformers would draw them at random; use the complete checkpoint"
         )
-    model.eval()
-    if not isinstance(model, torch.nn.Module):  # pragma: no cover - AutoModel gives modules
+    if not isinstance(model, torch.nn.Module):  # pragma: no cover - Auto classes give modules
         raise AttnvizError(f"transformers gave no model for {folder}")
-    return model
+    return model.eval()
 
 
 def check_size(folder: Path, stored: int, auto: Any = None) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from attnviz.errors import PASS_THROUGH, AttnvizError, short_reason
 from attnviz.model.hf_engine import quiet_transformers
 
 if TYPE_CHECKING:
@@ -50,39 +49,9 @@ def load_seq2seq(folder: Path, dtype: str = "float32") -> Any:
     by `seq2seq_config.describe_seq2seq` before."""
     from transformers import AutoModelForSeq2SeqLM
 
-    from attnviz.model.hf_engine import check_size, check_weights, count_parameters
-    from attnviz.model.weights import compute_dtype
+    from attnviz.model.hf_engine import load_checked
 
-    safetensors = check_weights(folder)
-    check_size(folder, count_parameters(folder), AutoModelForSeq2SeqLM)
-    try:
-        with quiet_transformers():
-            model, info = AutoModelForSeq2SeqLM.from_pretrained(
-                folder,
-                local_files_only=True,
-                use_safetensors=safetensors,
-                weights_only=True,
-                attn_implementation="eager",
-                dtype=compute_dtype(dtype),
-                output_loading_info=True,
-            )
-    except PASS_THROUGH:
-        raise
-    except Exception as exc:
-        raise AttnvizError(
-            f"transformers cannot load the encoder-decoder in {folder} "
-            f"({short_reason(exc, 160)}): check that its weights and config.json belong together"
-        ) from None
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        listed = ", ".join(missing[:3]) + (
-            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        )
-        raise AttnvizError(
-            f"the checkpoint in {folder} lacks weights of {type(model).__name__} ({listed}): "
-            "transformers would draw them at random; use the complete checkpoint"
-        )
-    return model.eval()
+    return load_checked(folder, AutoModelForSeq2SeqLM, dtype, "an encoder-decoder")
 
 
 def run_stacks(model: Any, source_ids: list[int], target_ids: list[int]) -> Stacks:
