@@ -687,6 +687,7 @@ def stats(
             "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -762,6 +763,7 @@ def stats(
             max_tokens=max_tokens,
             bos=not no_bos,
             lang=_lang(lang),
+            exclude=exclude_list(exclude),
         )
 
 

@@ -615,8 +615,10 @@ def stats(
     max_tokens: int | None = None,
     bos: bool = True,
     lang: str = "en",
+    exclude: Sequence[str] | None = None,
 ) -> None:
-    """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
+    """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure;
+    without the `exclude`d pieces, rows renormalised, when asked."""
     from attnviz.perf import reuse_freed_memory
 
     api.check_head_stats(by=sort, top=top, model=model)  # a bad --sort or --top: before any work
@@ -636,6 +638,7 @@ def stats(
             dtype=batching.dtype,
             progress=advance,
             lang=lang,
+            exclude=exclude,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)

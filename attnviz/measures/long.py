@@ -82,6 +82,8 @@ class LongReducer:
         causal: bool = True,
         query: int | None = None,
         kinds: TokenKinds | None = None,
+        keep: np.ndarray | None = None,
+        first_forced: bool = False,
     ) -> None:
         self.L, self.H, self.T, self.causal = layers, heads, T, causal
         self.pool, self.pool_by, self.query = pool, pool_by, query
@@ -94,6 +96,10 @@ class LongReducer:
         self.pooled_acc = np.full((layers, heads, n, n), start)  # (L, H, n, n)
         self.rows = np.zeros((layers, heads, T), dtype=np.float32) if query is not None else None
         self.kinds = kinds
+        # The statistics without the pieces `keep` (T,) marks False, rows renormalised, the
+        # first query kept left out when `first_forced` (attnviz.measures.stats).
+        self.kept = None if keep is None else np.flatnonzero(keep)  # (n,) positions kept
+        self.first_forced = first_forced
         self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
         self._key_kinds: Any = None
         self._bin_of: Any = None
@@ -182,7 +188,8 @@ class LongReducer:
                 target[:, r] += part.sum(dim=1).double().numpy()
 
     def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
-        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows."""
+        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows:
+        over the pieces kept, each row renormalised, when some are excluded."""
         import torch
 
         assert self.kinds is not None and self.stats_sums is not None
@@ -192,16 +199,30 @@ class LongReducer:
             stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float64)
             self._key_kinds = torch.from_numpy(stacked)  # (T, 3)
         A = w.double()  # (H, b, K)
+        rows = torch.arange(b) + start  # (b,): each row's query position
+        keys = torch.arange(K)  # (K,): each column's key position
+        key_kinds = self._key_kinds[:K]  # (K, 3)
+        if self.kept is not None:
+            kept = torch.from_numpy(self.kept)  # (n,)
+            rows = kept[(kept >= start) & (kept < start + b)]  # (b',): queries kept here
+            keys = kept[kept < K]  # (K',): a prefix of `kept`
+            A = A[:, rows - start][:, :, keys]  # (H, b', K')
+            A = torch.where(A.sum(-1, keepdim=True) > 0, A / A.sum(-1, keepdim=True), 0.0)
+            if self.first_forced and len(rows) and rows[0] == kept[0]:
+                A[:, 0] = 0  # sees only itself once the rest is dropped: left out
+            key_kinds = key_kinds[keys]  # (K', 3)
+            rows = torch.searchsorted(kept, rows)  # (b',): as positions among the kept
+            keys = torch.arange(len(keys))  # (K',)
         tiny = torch.finfo(torch.float64).tiny
         sums = self.stats_sums[:, layer]  # (7, H)
         sums[0] -= (A * A.clamp_min(tiny).log()).sum(dim=(1, 2)).numpy()  # entropy
         to_key = A.sum(dim=1)  # (H, K)
-        sums[1:4] += (to_key @ self._key_kinds[:K]).T.numpy()  # (3, H): cls, sep, punct
-        rows = torch.arange(b)
+        sums[1:4] += (to_key @ key_kinds).T.numpy()  # (3, H): cls, sep, punct
+        local = torch.arange(len(rows))
         for s, offset in ((4, 0), (5, -1), (6, 1)):  # self, prev, next: key = query + offset
-            keys = rows + start + offset
-            ok = (keys >= 0) & (keys < K)
-            sums[s] += A[:, rows[ok], keys[ok]].sum(dim=1).numpy()
+            at = rows + offset  # (b,): the key's column
+            ok = (at >= 0) & (at < len(keys))
+            sums[s] += A[:, local[ok], at[ok]].sum(dim=1).numpy()
 
     # ------------------------------------------------------------ results
 
