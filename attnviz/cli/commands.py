@@ -132,14 +132,6 @@ def _analyse(
     )
 
 
-def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
-    if exclude and out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        raise BadInput(
-            f"--exclude does not apply to {out.suffix} pages, which show every token: drop "
-            "--exclude, or write an image (.png, .svg, .pdf)"
-        )
-
-
 def _save(
     analysis: Analysis, out: Path, view: str, style: ImageStyle, request: Request, **where: Any
 ) -> None:
@@ -218,7 +210,6 @@ def show(
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request,
         out,
@@ -235,9 +226,8 @@ def show(
     )
     shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(
-            out, "show", layer=layer, head=head, units=units, theme=style.theme, lang=request.lang
-        )
+        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme,
+                      lang=request.lang, exclude=exclude)  # fmt: skip
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
@@ -271,7 +261,6 @@ def heads(
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
         _draw_pooled(console, result.heads_view(layer), out, style)
         return
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
@@ -324,7 +313,6 @@ def model_view(
     if pool is not None:
         _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
         return
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
         subset, units, exclude=exclude, measure=request.measure, lang=request.lang

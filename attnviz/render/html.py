@@ -95,6 +95,7 @@ def _spec(
     head_names: Sequence[str] | None = None,
     lang: str = "en",
     masked: np.ndarray | None = None,
+    renormalise: bool = False,
 ) -> dict[str, object]:
     L, H, T, T2 = attentions.shape
     if T != T2 or len(tokens) != T:
@@ -124,6 +125,7 @@ def _spec(
         "headNames": list(head_names) if head_names is not None else None,
         "lang": lang,
         "text": page_texts(lang),
+        "renormalise": renormalise,
     }
 
 
@@ -168,6 +170,7 @@ def page(
     theme: str = "auto",
     lang: str = "en",
     masked: np.ndarray | None = None,
+    renormalise: bool = False,
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
@@ -177,7 +180,8 @@ def page(
     of each word) or "tokens"; `theme` is "auto" (the reader's setting), "light" or "dark";
     `lang` ("en" or "pt") is the language of its controls and captions (`attnviz.lexicon`);
     `masked` (layers, T, T) bool marks the keys each layer's queries could not see (None:
-    none), drawn greyed and left unlisted.
+    none), drawn greyed and left unlisted. `renormalise`: the page divides each row (after
+    merging words, after the head mean) by its sum, for attention with some keys left out.
     """
     body = fragment(
         attentions,
@@ -195,6 +199,7 @@ def page(
         theme=theme,
         lang=lang,
         masked=masked,
+        renormalise=renormalise,
     )
     return _document(title, theme, body, lang)
 
