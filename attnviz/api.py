@@ -439,6 +439,7 @@ def analyse_long(
     truncate: bool = False,
     bos: bool = True,
     dtype: str = "float32",
+    page: bool = False,
 ) -> LongResult:
     """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
     (the model's own limit when lower), computed without holding any layer's whole attention.
@@ -450,6 +451,8 @@ def analyse_long(
     the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
     "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
     piece index) that query's row in every layer and head (`rows` (L, H, T)).
+    `page`: the result is for a page (`LongResult.html`): a pooled map too large for one is
+    refused after tokenizing, before the model runs, naming the `pool` that fits.
     """
     from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
     from attnviz.measures.long import bin_label as _bin_label
@@ -472,6 +475,12 @@ def analyse_long(
     T = len(pieces)
     index = None if query is None else _query_index(query, list(pieces.labels), T)
     shape = prepared.model
+    if page:
+        from attnviz.render.long import check_long_page
+
+        if pool is None:
+            raise BadInput("a page of a long input shows its pooled map: give {pool}", param="pool")
+        check_long_page(T, shape.layers, shape.heads, pool)
     reducer = LongReducer(
         shape.layers,
         shape.heads,
@@ -498,6 +507,7 @@ def analyse_long(
         query_label="" if index is None else pieces.labels[index],
         rows=reducer.rows,
         labels=list(pieces.labels) if index is not None else None,
+        causal=shape.decoder,
     )
 
 

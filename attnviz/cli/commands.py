@@ -25,7 +25,14 @@ from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
 from attnviz.limits import amount, attention_budget
-from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import (
+    DATA_SUFFIXES,
+    HTML_SUFFIXES,
+    IMAGE_SUFFIXES,
+    ImageStyle,
+    atomic_write,
+    check_output,
+)
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -206,7 +213,8 @@ def show(
             raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
                            param=("pool", "query", "json"))  # fmt: skip
         result = _pooled(request, out, style, pool, pool_by, None, exclude)
-        _draw_pooled(console, result.view(layer, head), out, style)
+        page = lambda: result.html("matrix", layer=layer, head=head, theme=style.theme)  # noqa: E731
+        _draw_pooled(console, result.view(layer, head), out, style, page)
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
@@ -259,7 +267,8 @@ def heads(
     pooled in blocks of `pool` pieces when asked."""
     if pool is not None:
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-        _draw_pooled(console, result.heads_view(layer), out, style)
+        _draw_pooled(console, result.heads_view(layer), out, style,
+                     lambda: result.html("heads", layer=layer, theme=style.theme))  # fmt: skip
         return
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
@@ -332,22 +341,34 @@ def _pooled(
     subset: Sequence[int] | None,
     exclude: Sequence[str] | None,
 ) -> LongResult:
-    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time
+    (for a page, refused before the model runs when the page would be too large)."""
     if subset is not None or exclude or request.measure != "weight":
         raise BadInput(
             "{pool} draws every head's weights over every piece: leave out {heads}, "
             "{exclude} and {measure}",
             param=("pool", "heads", "exclude", "measure"),
         )
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
     if out is not None:
-        check_output(out, IMAGE_SUFFIXES, style)
+        check_output(out, IMAGE_SUFFIXES + HTML_SUFFIXES, style)
     return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
                             max_tokens=request.max_tokens, truncate=request.truncate,
-                            bos=request.bos)  # fmt: skip
+                            bos=request.bos, page=page)  # fmt: skip
 
 
-def _draw_pooled(console: Console, view: Any, out: Path | None, style: ImageStyle) -> None:
-    if out is not None:
+def _draw_pooled(
+    console: Console,
+    view: Any,
+    out: Path | None,
+    style: ImageStyle,
+    page: Callable[[], str] | None = None,
+) -> None:
+    """Print the pooled `view`; write it to `out`: an image, or for .html the `page()`."""
+    if out is not None and out.suffix.lower() in HTML_SUFFIXES and page is not None:
+        with atomic_write(out, "w") as handle:
+            handle.write(page())
+    elif out is not None:
         view.save(out, **asdict(style))
     console.print(view)
     _wrote(out)
@@ -365,7 +386,8 @@ def _pooled_model_view(
 ) -> None:
     """The model view in blocks of `pool` pieces."""
     result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-    _draw_pooled(console, result.model_view(), out, style)
+    _draw_pooled(console, result.model_view(), out, style,
+                 lambda: result.html("model", theme=style.theme))  # fmt: skip
 
 
 def distance(

@@ -263,6 +263,7 @@ class LongResult:
     query_label: str = ""
     rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
     labels: list[str] | None = None  # the pieces, for `rows`
+    causal: bool = True  # a decoder's: keys after the query are masked
 
     def head_kinds(self, layer: int) -> list[str]:
         """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
@@ -415,6 +416,44 @@ class LongResult:
 
         title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
         return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+
+    def html(
+        self, view: str = "matrix", *, layer: int = -1, head: int | None = None, theme: str = "auto"
+    ) -> str:
+        """One self-contained offline HTML page of the pooled map: blocks of `pool` pieces are
+        its units; hovering a block shows its weight and its block of queries' row, largest
+        key blocks first; each layer's distance profile, sink share and head kinds below.
+        It opens on `view`: "matrix" (one head, or the head mean when `head` is None), "heads"
+        (the heads of `layer`) or "model" (every layer and head). Refused past
+        `attnviz.render.long.LONG_PAGE_BLOCKS` blocks, naming the `pool` that fits."""
+        from attnviz.limits import check_choice, resolve_index
+        from attnviz.render.long import check_long_page, long_page
+
+        pooled = self._pooled_or_refuse()
+        check_choice(view, ("matrix", "heads", "model"), "view")
+        check_choice(theme, ("auto", "light", "dark"), "theme")
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        check_long_page(self.T, self.layers, self.heads, self.pool or 1)
+        return long_page(
+            pooled,
+            self.pool_labels,
+            T=self.T,
+            pool=self.pool or 1,
+            pool_by=self.pool_by,
+            causal=self.causal,
+            bin_labels=self.bin_labels,
+            profile=self.profile,
+            widths=self.bin_widths,
+            sink=self.sink,
+            kinds=[self.head_kinds(x) for x in range(self.layers)],
+            title=self._title(f"{self.layers} layers × {self.heads} heads"),
+            view=view,
+            layer=layer,
+            head=head,
+            theme=theme,
+        )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.profile_table()

@@ -37,7 +37,7 @@ import numpy as np
 
 from attnviz.lexicon import page_texts
 
-__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_page"]
+__all__ = ["HTML_U16_LIMIT", "document", "fragment", "page", "steps_page", "web_asset"]
 
 WEB = Path(__file__).parent / "web"
 # Above this many weights (L·H·T·T) the page stores 8 bits per weight instead of 16.
@@ -242,6 +242,17 @@ def steps_page(
         "})();</script>\n"
     )
     return _document(title, theme, body)
+
+
+def web_asset(name: str) -> str:
+    """The text of `web/NAME` (a script or style a page inlines)."""
+    return _asset(name)
+
+
+def document(title: str, theme: str, body: str, lang: str = "en") -> str:
+    """A whole offline HTML document around `body` (the page's content security policy
+    forbids any request)."""
+    return _document(title, theme, body, lang)
 
 
 def _document(title: str, theme: str, body: str, lang: str = "en") -> str:
