@@ -135,7 +135,11 @@ def _commands() -> types.ModuleType:
 
 @contextlib.contextmanager
 def _running(debug: bool) -> Iterator[types.ModuleType]:
-    """A command's body: `commands` to call, its failures one line on stderr (`errors`)."""
+    """A command's body: `commands` to call, its failures one line on stderr (`errors`);
+    freed memory goes back to the system (`perf.return_freed_memory`)."""
+    from attnviz.perf import return_freed_memory
+
+    return_freed_memory()
     with failures(debug):
         yield _commands()
 
