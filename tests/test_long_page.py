@@ -170,3 +170,16 @@ def test_the_pooled_page_renders_in_chromium(tiny_decoder: TinyFactory, tmp_path
         assert errors == [] and requests == []
         context.close()
         chromium.close()
+
+
+def test_the_model_page_pools_by_itself_past_the_budget(
+    tiny_decoder: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 300_000)
+    out = tmp_path / "m.html"
+    code, _, err = _cli("model", TEXT, "--model", folder, "--no-cache", "--out", str(out))
+    assert code == 0, err
+    assert "drawing blocks of 2 pieces" in " ".join(err.split())
+    spec = _spec(out.read_text(encoding="utf-8"))
+    assert spec["view"] == "model" and spec["pool"] == 2

@@ -307,8 +307,7 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
-    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    if pool is None and request.measure == "weight" and not (subset or exclude or page):
+    if pool is None and request.measure == "weight" and not (subset or exclude):
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
