@@ -68,6 +68,7 @@ def test_the_page_carries_the_pooled_map(tiny_decoder: TinyFactory) -> None:
         long.html("table")
 
 
+@pytest.mark.slow
 def test_a_page_for_8192_pieces_stays_a_few_mb() -> None:
     """The worst case for compression (random rows) of a 30 × 9 model at 8,192 pieces in
     blocks of 128, the default model view's 64 a side: about 1 MB."""

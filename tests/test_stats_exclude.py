@@ -77,6 +77,7 @@ def test_decoder_statistics_without_excluded_pieces(
     assert stats.sorted("entropy") != everything.sorted("entropy")
 
 
+@pytest.mark.slow
 def test_encoder_statistics_without_special_tokens(embedded_folder: Path) -> None:
     stats = head_stats(SENTENCES, exclude="special")
     expected = _direct(None, "special", decoder=False)
@@ -86,6 +87,7 @@ def test_encoder_statistics_without_special_tokens(embedded_folder: Path) -> Non
             assert record[name] == pytest.approx(grid[record["layer"], record["head"]], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_exclusion_on_a_long_input_equals_the_whole_array(
     tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +115,7 @@ def test_excluding_everything_is_refused_in_one_line(tiny_decoder: TinyFactory) 
         head_stats(SENTENCES, model=folder, exclude="commas")
 
 
+@pytest.mark.slow
 def test_stats_command_says_what_it_excluded(tiny_decoder: TinyFactory) -> None:
     from typer.testing import CliRunner
 
