@@ -98,8 +98,13 @@ def test_exclusion_on_a_long_input_equals_the_whole_array(
     )
     texts = [text, "he found a seat."]
     whole = head_stats(texts, model=folder, exclude=["first", "punct"])
+    plain = head_stats(texts, model=folder)
     monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 3 * 8 * 30 * 30 * 4)  # blocks
+    monkeypatch.setattr("attnviz.measures.long.STATS_ROWS", 5)  # several row chunks a block
     blocked = head_stats(texts, model=folder, exclude=["first", "punct"])
+    for a, b in zip(plain.records, head_stats(texts, model=folder).records, strict=True):
+        for column in ("entropy", "first", "punct", "self", "prev"):
+            assert a[column] == pytest.approx(b[column], abs=1e-5)  # type: ignore[literal-required]
     assert blocked.queries == whole.queries
     for a, b in zip(whole.records, blocked.records, strict=True):
         assert a["label"] == b["label"] and b["first"] == 0.0 and b["punct"] == 0.0
