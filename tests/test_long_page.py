@@ -168,6 +168,11 @@ def test_the_pooled_page_renders_in_chromium(tiny_decoder: TinyFactory, tmp_path
         page.click('canvas.av-thumb[data-layer="0"][data-head="1"]')
         assert page.eval_on_selector("select.av-head", "s => s.value") == "1"
         assert page.locator(".av-profile tbody tr").count() == long.heads
+        page.click('button[data-view="heads"]')  # the heads of the layer now shown
+        assert page.locator("canvas.av-thumb").count() == long.heads
+        page.focus(".attnviz")
+        page.keyboard.press("ArrowDown")
+        assert page.eval_on_selector("select.av-layer", "s => s.value") == "1"
         assert errors == [] and requests == []
         context.close()
         chromium.close()
