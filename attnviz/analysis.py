@@ -21,6 +21,7 @@ from attnviz.errors import BadInput
 from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, no_model, short
 from attnviz.lexicon import label, resolve_lang
 from attnviz.limits import TOP, check_choice, check_export, check_range, resolve_heads
+from attnviz.measures.select import UnitMap, check_exclude, exclusion_note
 from attnviz.measures.views import (
     AttentionView,
     HeadsView,
@@ -578,6 +579,7 @@ class Analysis(TokenizedInput):
                 units=units,
                 theme=theme or "auto",
                 lang=lang,
+                exclude=exclude,
             )
             with atomic_write(path, "w") as handle:
                 handle.write(page)
@@ -632,32 +634,48 @@ class Analysis(TokenizedInput):
         units: str,
         theme: str,
         lang: str = "en",
+        exclude: Exclude = None,
     ) -> dict[str, Any]:
-        """Where the page opens, checked as the views check it."""
+        """Where the page opens, checked as the views check it; with `exclude`, which pieces
+        it keeps (`kept`: indices, None for all) and the page renormalises its rows."""
         check_choice(view, PAGE_VIEWS, "view")
         check_choice(theme, ("auto", "light", "dark"), "theme")
         self.prepared.check(layer=layer, head=head, heads=heads)
-        chosen = self.view(layer, head, units)  # resolves layer, head and units once
-        words = self.words
-        sequence_ids = self.pieces.sequence_ids
+        chosen = self.view(layer, head, units, exclude=exclude)  # resolves and checks once
+        kept = _page_pieces(self.pieces, units, exclude)  # (n,) or None
+        pieces = range(len(self.pieces)) if kept is None else kept.tolist()
+        at = {p: i for i, p in enumerate(pieces)}  # piece -> its place on the page
+        words = [
+            (w.label, [at[p] for p in w.pieces if p in at]) for w in self.words
+        ]  # each word's pieces on the page; a word with none left is not on it
+        words = [(name, group) for name, group in words if group]
+        sequence_ids = [self.pieces.sequence_ids[p] for p in pieces]
         word_start = next(
-            (w for w, word in enumerate(words) if sequence_ids[word.pieces[0]] == 1), None
+            (w for w, (_, group) in enumerate(words) if sequence_ids[group[0]] == 1), None
         )
         keys: dict[str, Any] = {}
         if self.key_pieces is not None:  # a rectangle: the keys' own pieces and words
+            if kept is not None:
+                raise BadInput(
+                    "{exclude} on a page of a rectangle (queries and keys from two inputs) is "
+                    "not drawn: leave it out, or use it on the terminal views and images",
+                    param="exclude",
+                )
             key_words = self.key_words
             keys = {
                 "key_tokens": self.key_labels,
                 "key_words": [w.pieces for w in key_words],
                 "key_word_labels": [w.label for w in key_words],
             }
+        pair_start = next((i for i, seq in enumerate(sequence_ids) if seq == 1), None)
+        masked = self._piece_masks()
         return {
             **keys,
-            "words": [w.pieces for w in words],
-            "word_labels": [w.label for w in words],
-            "pair_start": self.pair_start,
+            "words": [group for _, group in words],
+            "word_labels": [name for name, _ in words],
+            "pair_start": pair_start,
             "pair_word_start": word_start,
-            "title": self._title(lang),
+            "title": self._title(lang) + exclusion_note(check_exclude(exclude), lang),
             "view": {"show": "matrix", "heads": "heads", "model": "model"}.get(view, view),
             "layer": chosen.layer,
             "head": chosen.head,
@@ -665,7 +683,9 @@ class Analysis(TokenizedInput):
             "units": units,
             "theme": theme,
             "lang": lang,
-            "masked": self._piece_masks(),
+            "masked": masked if masked is None or kept is None else masked[:, kept[:, None], kept],
+            "renormalise": kept is not None,
+            "kept": kept,
         }
 
     def _piece_masks(self) -> np.ndarray | None:
@@ -690,6 +710,7 @@ class Analysis(TokenizedInput):
         units: str = "words",
         theme: str = "auto",
         lang: str | None = None,
+        exclude: Exclude = None,
     ) -> str:
         """One self-contained HTML page to explore every layer and head, offline.
 
@@ -698,16 +719,25 @@ class Analysis(TokenizedInput):
         under the pointer) or "model" (every layer and head); at `layer`, `head`, and
         with `heads` selected. `theme` is "auto" (the reader's setting), "light" or "dark".
         `lang` ("en" or "pt") is the language of the page's controls and captions.
+        `exclude` ("special", "punct", "first" (alias "sink") or a list of them) leaves those
+        pieces off the page, as keys and queries, and the page renormalises each row over the
+        keys left, as the views do; it drops what `units` drops (in words, a word all of whose
+        pieces are excluded), and its pieces/words switch keeps that choice.
         """
         from attnviz.render.html import page
 
         self._whole("an HTML page")
         check_export(".html", self.attentions.size)
-        return page(
-            self.attentions,
-            self.labels,
-            **self._page_options(view, layer, head, heads, units, theme, resolve_lang(lang)),
+        options = self._page_options(
+            view, layer, head, heads, units, theme, resolve_lang(lang), exclude
         )
+        kept = options.pop("kept")
+        attentions = self.attentions
+        labels = self.labels
+        if kept is not None:
+            attentions = attentions[:, :, kept[:, None], kept]  # (L, H, n, n): not renormalised
+            labels = [labels[p] for p in kept]
+        return page(attentions, labels, **options)
 
     def _repr_html_(self) -> str:
         """A notebook cell that ends in an analysis shows the interactive view."""
@@ -717,6 +747,7 @@ class Analysis(TokenizedInput):
         if self.layers is not None or self.attentions.size > limits.PAGE_WEIGHTS:
             return self.view(self._last, lang=lang)._repr_html_()  # one layer's matrix
         options = self._page_options("heads", -1, None, None, "words", "auto", lang)
+        options.pop("kept")
         return fragment(self.attentions, self.labels, **options)
 
     # ------------------------------------------------------------ display
@@ -732,6 +763,19 @@ class Analysis(TokenizedInput):
     def _last(self) -> int:
         """The last layer this analysis holds."""
         return -1 if self.layers is None else self.layers[-1]
+
+
+def _page_pieces(pieces: Pieces, units: str, exclude: Exclude) -> np.ndarray | None:
+    """(n,) the pieces a page keeps with `exclude` (in words, the pieces of the words kept),
+    or None when nothing is excluded."""
+    unit_map = UnitMap.checked(pieces, units, exclude)
+    if not unit_map.exclude:
+        return None
+    keep = unit_map.keep()  # (N,) over the units
+    if unit_map.words:
+        kept = [p for word, k in zip(pieces.words(), keep, strict=True) if k for p in word.pieces]
+        return np.array(sorted(kept), dtype=np.int64)
+    return np.flatnonzero(keep)
 
 
 def _word(value: object, param: str) -> str:

@@ -377,6 +377,7 @@ def head_stats(
     bos: bool = True,
     lang: str | None = None,
     engine: str = "auto",
+    exclude: str | Sequence[str] | None = None,
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
@@ -398,7 +399,11 @@ def head_stats(
     `next`, and leave out each sentence's first query, which sees only itself.
     `engine` as in `prepare`: on transformers' engine the batches run through its eager model,
     and a sentence whose whole attention is over the budget is refused.
+    `exclude` ("special", "punct", "first" (alias "sink") or a list of them) drops those
+    pieces as keys and queries, each row renormalised over the keys left, as the views do:
+    with `exclude="first"` a decoder's `first` is 0, and every record has `excluded`.
     """
+    from attnviz.measures.select import check_exclude, excluded_pieces
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole, load_engine
     from attnviz.text.pieces import token_kinds
@@ -422,6 +427,7 @@ def head_stats(
         check_range(threads, "threads", THREADS)
     check_choice(device, ("auto", "cpu", "cuda"), "device")
     check_choice(dtype, DTYPES, "dtype")
+    excluded = check_exclude(exclude)
     sentences = (_text(t, "a sentence") for t in texts)  # read as used: a file streams
     first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
     if not first:
@@ -451,20 +457,29 @@ def head_stats(
                 _engine_note(corpus.model.name, corpus.config)
         decoder = shape.causal
         kinds = [token_kinds(p, first=decoder) for p in corpus.pieces]
+        keeps = [~excluded_pieces(p, excluded) for p in corpus.pieces] if excluded else None
         if decoder:
             firsts |= {p.tokens[0] if p.sequence_ids[0] is None else None for p in corpus.pieces}
         dropped += sum(p.dropped for p in corpus.pieces)
         whole = [i for i, p in enumerate(corpus.pieces) if fits_whole(len(p), shape)]
         for i in sorted(set(range(len(corpus.pieces))) - set(whole)):  # too long: layer by layer
-            sums.add_sums(_long_sums(corpus, i, kinds[i], encoder), [len(corpus.pieces[i])])
-            if decoder:
-                sums.drop_first_queries([kinds[i]])
+            keep = None if keeps is None else keeps[i]
+            n = len(corpus.pieces[i]) if keep is None else int(keep.sum())
+            if keep is None:
+                sums.add_sums(_long_sums(corpus, i, kinds[i], encoder), [n])
+                if decoder:
+                    sums.drop_first_queries([kinds[i]])
+            elif n > decoder:  # something left to measure
+                sums.add_sums(_long_sums(corpus, i, kinds[i], encoder, keep), [n])
+                if decoder:
+                    sums.forget_first_queries([n])  # its first row added zeros
             if progress is not None:
                 progress(1)
         if len(whole) < len(corpus.pieces):
             kept = [corpus.pieces[i] for i in whole]
             corpus = Corpus(corpus.model, corpus.config, kept, corpus.engine)
             kinds = [kinds[i] for i in whole]
+            keeps = None if keeps is None else [keeps[i] for i in whole]
         for batch in compute_batches(
             corpus,
             batch_size=batch_size,
@@ -475,15 +490,27 @@ def head_stats(
             on_device=True,  # summed where they are: no copy of every weight to the host
         ):
             batch_kinds = [kinds[i] for i in batch.indices]
-            sums.add_batch(batch.attentions, batch.lengths, batch_kinds)
-            if decoder:
-                sums.drop_first_queries(batch_kinds)
+            if keeps is not None:
+                batch_keeps = [keeps[i] for i in batch.indices]
+                sums.add_excluding(
+                    batch.attentions, batch.lengths, batch_kinds, batch_keeps, first_forced=decoder
+                )
+            else:
+                sums.add_batch(batch.attentions, batch.lengths, batch_kinds)
+                if decoder:
+                    sums.drop_first_queries(batch_kinds)
             if progress is not None:
                 progress(len(batch.indices))
     assert sums is not None  # corpus_chunks yields at least one chunk
     name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
     if corpus.engine != "attnviz":
         name += f" · {corpus.engine} engine"
+    if excluded and not sums.queries:
+        raise BadInput(
+            f"{{exclude}} {','.join(excluded)} leaves nothing to measure in these sentences: "
+            "exclude less, or give longer sentences",
+            param="exclude",
+        )
     if decoder and not sums.queries:
         raise BadInput(
             f"every sentence is one piece long, and {corpus.model.name} is a decoder: a first "
@@ -492,6 +519,8 @@ def head_stats(
     records = sums.result()
     if decoder:
         records = decoder_records(records, sums.uniform_entropy)
+    for record in records if excluded else ():
+        record["excluded"] = list(excluded)
     return HeadStats(
         records=records,
         model=name,
@@ -502,6 +531,7 @@ def head_stats(
         dropped=dropped,
         first_token=next(iter(firsts)) if len(firsts) == 1 else None,
         lang=lang,
+        exclude=excluded,
     )
 
 
@@ -513,15 +543,26 @@ def _engine_note(name: str, config: dict[str, Any]) -> None:
     notices.note(engine_note(name, config))
 
 
-def _long_sums(corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any) -> np.ndarray:
+def _long_sums(
+    corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any, keep: np.ndarray | None = None
+) -> np.ndarray:
     """The statistics' sums (S, L, H) of sentence `i` of `corpus`, a block of queries at a
-    time: its whole attention is over the budget."""
+    time: its whole attention is over the budget. `keep` (T,): the pieces kept, when some
+    are excluded; a decoder's first query (the first kept) then adds zeros."""
     from attnviz.measures.long import LongReducer
     from attnviz.pipeline import compute_blocked
 
     shape, pieces = corpus.shape, corpus.pieces[i]
     prepared = Prepared(corpus.model, corpus.config, pieces, False, None, True)
-    reducer = LongReducer(shape.layers, shape.heads, len(pieces), causal=shape.causal, kinds=kinds)
+    reducer = LongReducer(
+        shape.layers,
+        shape.heads,
+        len(pieces),
+        causal=shape.causal,
+        kinds=kinds,
+        keep=keep,
+        first_forced=shape.causal,
+    )
     compute_blocked(prepared, reducer, block=reducer.block, encoder=encoder)
     assert reducer.stats_sums is not None
     return reducer.stats_sums
@@ -539,6 +580,7 @@ def analyse_long(
     bos: bool = True,
     dtype: str = "float32",
     engine: str = "auto",
+    page: bool = False,
 ) -> LongResult:
     """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
     (the model's own limit when lower), computed without holding any layer's whole attention.
@@ -552,6 +594,8 @@ def analyse_long(
     piece index) that query's row in every layer and head (`rows` (L, H, T)).
     Only attnviz's own engine hands its weights over a block at a time: `engine`
     "transformers", or a model type only transformers computes, is refused.
+    `page`: the result is for a page (`LongResult.html`): a pooled map too large for one is
+    refused after tokenizing, before the model runs, naming the `pool` that fits.
     """
     from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
     from attnviz.measures.long import bin_label as _bin_label
@@ -580,6 +624,12 @@ def analyse_long(
     T = len(pieces)
     index = None if query is None else _query_index(query, list(pieces.labels), T)
     shape = prepared.model
+    if page:
+        from attnviz.render.long import check_long_page
+
+        if pool is None:
+            raise BadInput("a page of a long input shows its pooled map: give {pool}", param="pool")
+        check_long_page(T, shape.layers, shape.heads, pool)
     reducer = LongReducer(
         shape.layers,
         shape.heads,
@@ -606,6 +656,7 @@ def analyse_long(
         query_label="" if index is None else pieces.labels[index],
         rows=reducer.rows,
         labels=list(pieces.labels) if index is not None else None,
+        causal=shape.decoder,
     )
 
 

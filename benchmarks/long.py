@@ -22,10 +22,12 @@ if str(ROOT) not in sys.path:
 
 # What each case runs, in a fresh process: `folder`, `text`, `out` and `attnviz` are bound.
 CASES = {
-    "pooled model view (PNG), distance profiles, sink shares": (
+    "pooled model view (PNG, page), distance profiles, sink shares": (
         "r = attnviz.analyse_long(text, model=folder, max_tokens=T, truncate=True, pool=POOL)\n"
         "r.model_view().save(out / 'model.png')\n"
         "r.profile_figure().savefig(out / 'profile.png')\n"
+        "page = r.html('model')\n"
+        "print(f'page {len(page.encode()) / 1e6:.2f} MB')\n"
     ),
     "stats (layer by layer)": (
         "s = attnviz.head_stats([text], model=folder, max_tokens=T, truncate=True)\n"
@@ -47,10 +49,13 @@ WHOLE_CASES = {
     ),
 }
 
+# The process releases freed memory as the commands do (attnviz.perf.return_freed_memory).
 RUNNER = """
 import resource, sys, time
 from pathlib import Path
 import attnviz
+from attnviz.perf import return_freed_memory
+return_freed_memory()
 folder, T, POOL, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 text = Path(sys.argv[5]).read_text()
 start = time.perf_counter()
@@ -60,8 +65,8 @@ print(seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
 
-def run_case(folder: Path, T: int, code: str, work: Path) -> tuple[float, int]:
-    """(seconds, peak bytes) of `code` in a fresh process."""
+def run_case(folder: Path, T: int, code: str, work: Path) -> tuple[float, int, str]:
+    """(seconds, peak bytes, what else it printed) of `code` in a fresh process."""
     text = work / "text.txt"
     if not text.exists():
         from benchmarks.decoder import long_text
@@ -77,8 +82,9 @@ def run_case(folder: Path, T: int, code: str, work: Path) -> tuple[float, int]:
     )
     if done.returncode:
         raise SystemExit(f"case failed:\n{code}\n{done.stderr[-2000:]}")
-    seconds, peak = done.stdout.split()[-2:]
-    return float(seconds), int(peak)
+    *said, last = done.stdout.strip().splitlines()
+    seconds, peak = last.split()
+    return float(seconds), int(peak), " ".join(said)
 
 
 def _env() -> dict[str, str]:
@@ -101,9 +107,10 @@ def measure(sizes: list[int], work: Path, only: str = "") -> list[tuple[str, int
         for name, code in cases.items():
             if only not in name:
                 continue
-            seconds, peak = run_case(folder, T, code, work)
+            seconds, peak, said = run_case(folder, T, code, work)
             rows.append((name, T, seconds, peak))
-            print(f"{name:58} {T:6,} pieces {seconds:7.1f} s {peak / 2**30:6.2f} GB", flush=True)
+            print(f"{name:62} {T:6,} pieces {seconds:7.1f} s {peak / 2**30:6.2f} GB {said}",
+                  flush=True)  # fmt: skip
     return rows
 
 

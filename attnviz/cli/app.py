@@ -141,7 +141,11 @@ def _commands() -> types.ModuleType:
 
 @contextlib.contextmanager
 def _running(debug: bool) -> Iterator[types.ModuleType]:
-    """A command's body: `commands` to call, its failures one line on stderr (`errors`)."""
+    """A command's body: `commands` to call, its failures one line on stderr (`errors`);
+    freed memory goes back to the system (`perf.return_freed_memory`)."""
+    from attnviz.perf import return_freed_memory
+
+    return_freed_memory()
     with failures(debug):
         yield _commands()
 
@@ -744,6 +748,7 @@ def stats(
             "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     model: ModelOpt = None,
     truncate: TruncateOpt = False,
     max_tokens: MaxTokensOpt = None,
@@ -821,6 +826,7 @@ def stats(
             bos=not no_bos,
             lang=_lang(lang),
             engine=engine.value,
+            exclude=exclude_list(exclude),
         )
 
 

@@ -25,7 +25,14 @@ from attnviz.cli.errors import defer_note, in_flags, one_line
 from attnviz.cli.input import Request
 from attnviz.errors import BadInput
 from attnviz.limits import amount, attention_budget
-from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import (
+    DATA_SUFFIXES,
+    HTML_SUFFIXES,
+    IMAGE_SUFFIXES,
+    ImageStyle,
+    atomic_write,
+    check_output,
+)
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
@@ -180,14 +187,6 @@ def _encdec(request: Request) -> EncdecInput:
     return encdec
 
 
-def _page_shows_every_token(out: Path | None, exclude: Sequence[str] | None) -> None:
-    if exclude and out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        raise BadInput(
-            f"--exclude does not apply to {out.suffix} pages, which show every token: drop "
-            "--exclude, or write an image (.png, .svg, .pdf)"
-        )
-
-
 def _save(
     analysis: Analysis, out: Path, view: str, style: ImageStyle, request: Request, **where: Any
 ) -> None:
@@ -267,11 +266,11 @@ def show(
             raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
                            param=("pool", "query", "json"))  # fmt: skip
         result = _pooled(request, out, style, pool, pool_by, None, exclude)
-        _draw_pooled(console, result.view(layer, head), out, style)
+        page = lambda: result.html("matrix", layer=layer, head=head, theme=style.theme)  # noqa: E731
+        _draw_pooled(console, result.view(layer, head), out, style, page)
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request,
         out,
@@ -288,9 +287,8 @@ def show(
     )
     shown = view if query is None else view.row(query)
     if out is not None and out.suffix.lower() in HTML_SUFFIXES:
-        analysis.save(
-            out, "show", layer=layer, head=head, units=units, theme=style.theme, lang=request.lang
-        )
+        analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme,
+                      lang=request.lang, exclude=exclude)  # fmt: skip
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
@@ -325,9 +323,9 @@ def heads(
             raise BadInput("{pool} computes the attention a block at a time: leave it out "
                            "with {load}", param=("pool", "load"))  # fmt: skip
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-        _draw_pooled(console, result.heads_view(layer), out, style)
+        _draw_pooled(console, result.heads_view(layer), out, style,
+                     lambda: result.html("heads", layer=layer, theme=style.theme))  # fmt: skip
         return
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(
         request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
     )
@@ -365,11 +363,10 @@ def model_view(
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
     attention is too large to keep (then 64 blocks a side)."""
-    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
     if pool is not None and request.load is not None:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
-    plain = not (subset or exclude or page or _encdec_model(request))
+    plain = not (subset or exclude or _encdec_model(request))
     if pool is None and request.load is None and request.measure == "weight" and plain:
         prepared, hit = _prepare(request, cached=True)
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
@@ -384,7 +381,6 @@ def model_view(
     if pool is not None:
         _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
         return
-    _page_shows_every_token(out, exclude)
     analysis = _analyse(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
         subset, units, exclude=exclude, measure=request.measure, lang=request.lang
@@ -404,7 +400,8 @@ def _pooled(
     subset: Sequence[int] | None,
     exclude: Sequence[str] | None,
 ) -> LongResult:
-    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time."""
+    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time
+    (for a page, refused before the model runs when the page would be too large)."""
     if _encdec_model(request):
         raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
                        "encoder-decoder's stacks come whole from transformers: drop {pool}",
@@ -415,15 +412,27 @@ def _pooled(
             "{exclude} and {measure}",
             param=("pool", "heads", "exclude", "measure"),
         )
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
     if out is not None:
-        check_output(out, IMAGE_SUFFIXES, style)
+        check_output(out, IMAGE_SUFFIXES + HTML_SUFFIXES, style)
     return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
                             max_tokens=request.max_tokens, truncate=request.truncate,
-                            bos=request.bos, engine=request.engine)  # fmt: skip
+                            bos=request.bos, engine=request.engine,
+                            page=page)  # fmt: skip
 
 
-def _draw_pooled(console: Console, view: Any, out: Path | None, style: ImageStyle) -> None:
-    if out is not None:
+def _draw_pooled(
+    console: Console,
+    view: Any,
+    out: Path | None,
+    style: ImageStyle,
+    page: Callable[[], str] | None = None,
+) -> None:
+    """Print the pooled `view`; write it to `out`: an image, or for .html the `page()`."""
+    if out is not None and out.suffix.lower() in HTML_SUFFIXES and page is not None:
+        with atomic_write(out, "w") as handle:
+            handle.write(page())
+    elif out is not None:
         view.save(out, **asdict(style))
     console.print(view)
     _wrote(out)
@@ -441,7 +450,8 @@ def _pooled_model_view(
 ) -> None:
     """The model view in blocks of `pool` pieces."""
     result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-    _draw_pooled(console, result.model_view(), out, style)
+    _draw_pooled(console, result.model_view(), out, style,
+                 lambda: result.html("model", theme=style.theme))  # fmt: skip
 
 
 def distance(
@@ -683,8 +693,10 @@ def stats(
     bos: bool = True,
     lang: str = "en",
     engine: str = "auto",
+    exclude: Sequence[str] | None = None,
 ) -> None:
-    """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure."""
+    """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure;
+    without the `exclude`d pieces, rows renormalised, when asked."""
     from attnviz.perf import reuse_freed_memory
 
     notices.quiet = quiet  # the engine's note obeys --quiet
@@ -707,6 +719,7 @@ def stats(
             progress=advance,
             lang=lang,
             engine=engine,
+            exclude=exclude,
         )
     if result.dropped and not quiet:
         print(f"note: --truncate dropped {result.dropped} pieces in all", file=sys.stderr)

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 POOL = (1, 1_000_000)  # --pool: pieces per block
 POOL_BY = ("mean", "max")
+# Rows of a block the statistics widen to float64 at a time: at 8,192 keys and 9 heads, 64
+# rows are 38 MB an array (p, log p, p·log p), where the block's 256 rows were 151 MB each.
+STATS_ROWS = 64
 
 
 def distance_bins(T: int) -> list[tuple[int, int]]:
@@ -82,6 +85,8 @@ class LongReducer:
         causal: bool = True,
         query: int | None = None,
         kinds: TokenKinds | None = None,
+        keep: np.ndarray | None = None,
+        first_forced: bool = False,
     ) -> None:
         self.L, self.H, self.T, self.causal = layers, heads, T, causal
         self.pool, self.pool_by, self.query = pool, pool_by, query
@@ -94,6 +99,10 @@ class LongReducer:
         self.pooled_acc = np.full((layers, heads, n, n), start)  # (L, H, n, n)
         self.rows = np.zeros((layers, heads, T), dtype=np.float32) if query is not None else None
         self.kinds = kinds
+        # The statistics without the pieces `keep` (T,) marks False, rows renormalised, the
+        # first query kept left out when `first_forced` (attnviz.measures.stats).
+        self.kept = None if keep is None else np.flatnonzero(keep)  # (n,) positions kept
+        self.first_forced = first_forced
         self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
         self._key_kinds: Any = None
         self._bin_of: Any = None
@@ -117,8 +126,9 @@ class LongReducer:
             self._pool(layer, start, weights)
         if self.rows is not None and start <= self.query < start + b:  # type: ignore[operator]
             self.rows[layer, :, :K] = weights[:, self.query - start].numpy()  # type: ignore[operator]
-        if self.stats_sums is not None:
-            self._stats(layer, start, weights)
+        if self.stats_sums is not None:  # in float64, STATS_ROWS rows at a time
+            for first in range(0, b, STATS_ROWS):
+                self._stats(layer, start + first, weights[:, first : first + STATS_ROWS])
 
     def _distances(self, layer: int, w: torch.Tensor, rows: torch.Tensor, K: int) -> None:
         """Per bin, the sum of the weights at those distances: each row turned so that its
@@ -182,7 +192,8 @@ class LongReducer:
                 target[:, r] += part.sum(dim=1).double().numpy()
 
     def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
-        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows."""
+        """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows:
+        over the pieces kept, each row renormalised, when some are excluded."""
         import torch
 
         assert self.kinds is not None and self.stats_sums is not None
@@ -192,16 +203,30 @@ class LongReducer:
             stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float64)
             self._key_kinds = torch.from_numpy(stacked)  # (T, 3)
         A = w.double()  # (H, b, K)
+        rows = torch.arange(b) + start  # (b,): each row's query position
+        keys = torch.arange(K)  # (K,): each column's key position
+        key_kinds = self._key_kinds[:K]  # (K, 3)
+        if self.kept is not None:
+            kept = torch.from_numpy(self.kept)  # (n,)
+            rows = kept[(kept >= start) & (kept < start + b)]  # (b',): queries kept here
+            keys = kept[kept < K]  # (K',): a prefix of `kept`
+            A = A[:, rows - start][:, :, keys]  # (H, b', K')
+            A = torch.where(A.sum(-1, keepdim=True) > 0, A / A.sum(-1, keepdim=True), 0.0)
+            if self.first_forced and len(rows) and rows[0] == kept[0]:
+                A[:, 0] = 0  # sees only itself once the rest is dropped: left out
+            key_kinds = key_kinds[keys]  # (K', 3)
+            rows = torch.searchsorted(kept, rows)  # (b',): as positions among the kept
+            keys = torch.arange(len(keys))  # (K',)
         tiny = torch.finfo(torch.float64).tiny
         sums = self.stats_sums[:, layer]  # (7, H)
         sums[0] -= (A * A.clamp_min(tiny).log()).sum(dim=(1, 2)).numpy()  # entropy
         to_key = A.sum(dim=1)  # (H, K)
-        sums[1:4] += (to_key @ self._key_kinds[:K]).T.numpy()  # (3, H): cls, sep, punct
-        rows = torch.arange(b)
+        sums[1:4] += (to_key @ key_kinds).T.numpy()  # (3, H): cls, sep, punct
+        local = torch.arange(len(rows))
         for s, offset in ((4, 0), (5, -1), (6, 1)):  # self, prev, next: key = query + offset
-            keys = rows + start + offset
-            ok = (keys >= 0) & (keys < K)
-            sums[s] += A[:, rows[ok], keys[ok]].sum(dim=1).numpy()
+            at = rows + offset  # (b,): the key's column
+            ok = (at >= 0) & (at < len(keys))
+            sums[s] += A[:, local[ok], at[ok]].sum(dim=1).numpy()
 
     # ------------------------------------------------------------ results
 
@@ -242,6 +267,7 @@ class LongResult:
     query_label: str = ""
     rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
     labels: list[str] | None = None  # the pieces, for `rows`
+    causal: bool = True  # a decoder's: keys after the query are masked
 
     def head_kinds(self, layer: int) -> list[str]:
         """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
@@ -394,6 +420,44 @@ class LongResult:
 
         title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
         return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+
+    def html(
+        self, view: str = "matrix", *, layer: int = -1, head: int | None = None, theme: str = "auto"
+    ) -> str:
+        """One self-contained offline HTML page of the pooled map: blocks of `pool` pieces are
+        its units; hovering a block shows its weight and its block of queries' row, largest
+        key blocks first; each layer's distance profile, sink share and head kinds below.
+        It opens on `view`: "matrix" (one head, or the head mean when `head` is None), "heads"
+        (the heads of `layer`) or "model" (every layer and head). Refused past
+        `attnviz.render.long.LONG_PAGE_BLOCKS` blocks, naming the `pool` that fits."""
+        from attnviz.limits import check_choice, resolve_index
+        from attnviz.render.long import check_long_page, long_page
+
+        pooled = self._pooled_or_refuse()
+        check_choice(view, ("matrix", "heads", "model"), "view")
+        check_choice(theme, ("auto", "light", "dark"), "theme")
+        layer = resolve_index(layer, self.layers, "layer")
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        check_long_page(self.T, self.layers, self.heads, self.pool or 1)
+        return long_page(
+            pooled,
+            self.pool_labels,
+            T=self.T,
+            pool=self.pool or 1,
+            pool_by=self.pool_by,
+            causal=self.causal,
+            bin_labels=self.bin_labels,
+            profile=self.profile,
+            widths=self.bin_widths,
+            sink=self.sink,
+            kinds=[self.head_kinds(x) for x in range(self.layers)],
+            title=self._title(f"{self.layers} layers × {self.heads} heads"),
+            view=view,
+            layer=layer,
+            head=head,
+            theme=theme,
+        )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.profile_table()

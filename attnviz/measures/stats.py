@@ -20,6 +20,14 @@ see only itself, so its row is forced (weight 1 on itself, the first token) and 
 left out; the uniform reference for "broad" is a uniform row over the keys each query
 may see, log(q + 1), not log T. `decoder_records` makes these records.
 
+Exclusion (`exclude=`, as on the views: attnviz.measures.select): the excluded pieces are
+dropped as keys and as queries and each row left is renormalised over the keys left, so it
+sums to 1 again (a row with nothing left stays 0); the statistics are then those of the
+shorter sentence: `prev` is the previous piece kept, the uniform reference counts the keys
+kept, and a decoder's first query kept, which then sees only itself, is left out as the
+first query is. The share of what was excluded is 0 (`first` with `exclude="first"`).
+`StatsAccumulator.add_excluding` does it for a batch.
+
 Memory stays bounded: `StatsAccumulator` keeps running (L, H) sums and counters, never the
 attention arrays. numpy; torch only for tensors already on a GPU, imported there.
 """
@@ -39,6 +47,7 @@ from attnviz import lexicon
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import TOP, check_range, resolve_index
 from attnviz.measures.drawn import save_image, write_figure
+from attnviz.measures.select import exclusion_note
 from attnviz.output import ImageStyle
 from attnviz.text.pieces import TokenKinds
 
@@ -118,6 +127,7 @@ class HeadRecord(_Record, total=False):
     sep: float
     next: float
     first: float  # a decoder's: the weight on the first token (the attention sink)
+    excluded: list[str]  # with `exclude=`: what was dropped before renormalising rows
 
 
 # ---------------------------------------------------------------- accumulator
@@ -186,6 +196,41 @@ class StatsAccumulator:
         self.queries += int(sum(lengths))
         self._log_t_sum += float(sum(n * math.log(n) for n in lengths))
 
+    def add_excluding(
+        self,
+        attentions: Any,
+        lengths: Sequence[int],
+        kinds: Sequence[TokenKinds],
+        keeps: Sequence[np.ndarray],
+        *,
+        first_forced: bool,
+    ) -> None:
+        """Add a padded batch (L, B, H, Tmax, Tmax) with the pieces `keeps[b]` (n,) False
+        for dropped as keys and queries, each row left renormalised (see the module).
+
+        `first_forced` (a decoder): the first query kept sees only itself once the rest is
+        dropped, so it is left out as `drop_first_queries` leaves out the first. A sentence
+        with nothing left to measure adds nothing.
+        """
+        values = _on_host(attentions)
+        self._check_batch(values, lengths, kinds)
+        for b, (kind, keep) in enumerate(zip(kinds, keeps, strict=True)):
+            kept = np.flatnonzero(np.asarray(keep, dtype=bool)[: lengths[b]])  # (n,)
+            n = len(kept)
+            if n - first_forced < 1:
+                continue
+            reduced = _kept_rows(values[:, b], kept, first_forced)  # (L, H, n, n)
+            left = TokenKinds(cls=kind.cls[kept], sep=kind.sep[kept], punct=kind.punct[kept])
+            self.add_batch(reduced[:, None], [n], [left])  # (L, 1, H, n, n)
+            if first_forced:
+                self.forget_first_queries([n])
+
+    def forget_first_queries(self, lengths: Sequence[int]) -> None:
+        """Take back the count of the first query of sentences of `lengths` pieces whose first
+        row was added as zeros: q queries left, each with the uniform reference log(q + 1)."""
+        self.queries -= len(lengths)
+        self._log_t_sum += sum(math.lgamma(n + 1) - n * math.log(n) for n in lengths)
+
     def _check_batch(
         self, values: Any, lengths: Sequence[int], kinds: Sequence[TokenKinds]
     ) -> None:
@@ -221,9 +266,8 @@ class StatsAccumulator:
         self._sums[index["cls"]] -= len(kinds)
         self._sums[index["self"]] -= len(kinds)
         self._sums[index["punct"]] -= sum(bool(kind.punct[0]) for kind in kinds)
-        self.queries -= len(kinds)
         # Σ_{q<T} log(q + 1) = log T! replaces T log T (the first query's log 1 is 0).
-        self._log_t_sum += sum(math.lgamma(len(k) + 1) - len(k) * math.log(len(k)) for k in kinds)
+        self.forget_first_queries([len(kind) for kind in kinds])
 
     def means(self) -> np.ndarray:
         """The pooled means, float64 (S, L, H) in the order of STATISTICS."""
@@ -271,6 +315,27 @@ def _on_host(attentions: Any) -> Any:
         attentions = attentions.numpy()  # shares the tensor's memory
     values = np.asarray(attentions)
     return values if np.issubdtype(values.dtype, np.floating) else values.astype(np.float64)
+
+
+def _kept_rows(values: Any, kept: np.ndarray, first_forced: bool) -> Any:
+    """One sentence's (L, H, Tmax, Tmax) -> (L, H, n, n) over the `kept` pieces, each row
+    renormalised over the keys kept; the first row zeroed when `first_forced` (it sees only
+    itself: left out, see forget_first_queries). numpy in, float64 numpy out; a tensor stays
+    a tensor on its device."""
+    if isinstance(values, np.ndarray):
+        cut = values[:, :, kept[:, None], kept].astype(np.float64)  # (L, H, n, n)
+        sums = cut.sum(axis=-1, keepdims=True)  # (L, H, n, 1)
+        reduced: Any = np.divide(cut, sums, out=np.zeros_like(cut), where=sums > 0)
+    else:
+        import torch
+
+        index = torch.from_numpy(kept).to(values.device)
+        cut = values.index_select(2, index).index_select(3, index).double()  # (L, H, n, n)
+        sums = cut.sum(dim=-1, keepdim=True)  # (L, H, n, 1)
+        reduced = torch.where(sums > 0, cut / sums.clamp_min(1e-300), 0.0)
+    if first_forced:
+        reduced[:, :, 0] = 0
+    return reduced
 
 
 def _sums_numpy(
@@ -441,6 +506,7 @@ class HeadStats:
     dropped: int = 0  # pieces cut off by truncation, over all sentences
     first_token: str | None = None  # a decoder's: the piece every sentence starts with (BOS)
     lang: str = "en"  # the language of its table's and figure's labels: "en" or "pt"
+    exclude: tuple[str, ...] = ()  # dropped as keys and queries, rows renormalised
 
     def __repr__(self) -> str:
         heads = f"{self.layers}×{self.heads} heads"
@@ -454,9 +520,10 @@ class HeadStats:
     @property
     def title(self) -> str:
         key = "stats_title_one" if self.sentences == 1 else "stats_title"
-        return lexicon.label(
+        title = lexicon.label(
             self.lang, key, model=self.model, n=self.sentences, queries=self.queries
         )
+        return title + exclusion_note(self.exclude, self.lang)
 
     def sorted(self, by: str = "layer", top: int | None = None) -> list[HeadRecord]:
         """The records ordered by a column (see `sort_records`), the first `top` of them."""

@@ -78,4 +78,5 @@ def run_layers(
         x, w = step(i, x, weights[slot] if slot is not None else None)
         if slot is not None and w.data_ptr() != weights[slot].data_ptr():
             weights[slot] = w  # a path that could not write in place (autograd)
+        del w  # a layer not kept: its T·T weights go before the next layer makes its own
     return EncoderOutput(x, weights, torch.stack(inputs) if keep_inputs else None)

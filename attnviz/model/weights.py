@@ -96,39 +96,72 @@ def _shards(index: Path) -> list[Path]:
     return paths
 
 
-def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+def read_state_dict(folder: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors, from safetensors or (safely) pytorch_model.bin, shards merged;
-    for a folder converted from a GGUF file, dequantized (or kept from a run before)."""
+    for a folder converted from a GGUF file, dequantized (or kept from a run before).
+
+    `dtype`: each floating-point tensor of a safetensors file is converted to it as it is
+    read, so that a bfloat16 checkpoint computed in float32 never holds both copies of every
+    weight at once (SmolLM2-135M: 0.27 GB less at the peak of loading)."""
     about = gguf_source(folder)
     if about is not None:
         return gguf_state_dict(folder, about)
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(folder):
-        state.update(_read_file(path))
+        state.update(_read_file(path, dtype))
     return state
 
 
-def _read_file(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of one weights file: safetensors, or a weights-only pickle.
+def _read_file(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of one weights file: safetensors (floats converted to `dtype` one tensor at
+    a time, when given), or a weights-only pickle.
 
     The file is opened once, checked to be a regular file (`reading.open_regular`), and read
     through that descriptor: a FIFO or device put in its place cannot hang or flood the read.
     """
     with os.fdopen(open_regular(path, "weights file"), "rb") as handle:
         if path.suffix == ".safetensors":
-            return _read_safetensors(path, handle.fileno())
+            return _read_safetensors(path, handle.fileno(), dtype)
         return _read_pickle(path, handle)
 
 
-def _read_safetensors(path: Path, fd: int) -> dict[str, torch.Tensor]:
+def _read_safetensors(
+    path: Path, fd: int, dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, floats converted to `dtype` when given.
+
+    The library maps the whole file and copies each tensor out of the mapping; every page read
+    stays in the process's memory until the file is closed. So the file is opened anew for
+    each MAPPED_BYTES of tensors: the pages read are let go as the weights are built, and the
+    peak holds the weights once (plus MAPPED_BYTES), not twice.
+    """
     # The library takes a file name: /proc/self/fd/N names the file already opened and checked.
     opened = Path(f"/proc/self/fd/{fd}")
     name = opened if opened.exists() else path
     try:
-        from safetensors.torch import load_file
+        from safetensors import safe_open
 
         with quiet_panics():
-            return load_file(name)
+            with safe_open(name, framework="pt") as weights:
+                keys = list(weights.offset_keys())  # in file order
+                sizes = [_nbytes(weights.get_slice(key)) for key in keys]  # the header only
+            state: dict[str, torch.Tensor] = {}
+            done = 0
+            while done < len(keys):
+                with safe_open(name, framework="pt") as weights:
+                    mapped = 0
+                    while done < len(keys) and (not mapped or mapped + sizes[done] <= MAPPED_BYTES):
+                        tensor = weights.get_tensor(keys[done])
+                        if (
+                            dtype is not None
+                            and tensor.is_floating_point()
+                            and tensor.dtype != dtype
+                        ):
+                            tensor = tensor.to(dtype)  # the stored copy goes before the next
+                        state[keys[done]] = tensor
+                        mapped += sizes[done]
+                        done += 1
+            return state
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
@@ -136,6 +169,14 @@ def _read_safetensors(path: Path, fd: int) -> dict[str, torch.Tensor]:
             f"cannot read weights from {path} ({short_reason(exc)}): the "
             "file is corrupt or incomplete; re-download it"
         ) from exc
+
+
+def _nbytes(part: Any) -> int:
+    """The bytes a tensor of a safetensors file holds, from its slice's header entry."""
+    count = _DTYPE_BITS.get(part.get_dtype(), 64)
+    for n in part.get_shape():
+        count *= n
+    return count // 8
 
 
 def _read_pickle(path: Path, handle: BinaryIO) -> dict[str, torch.Tensor]:
@@ -494,7 +535,7 @@ def load_encoder(
     raw_config = config if config is not None else read_config(folder)
     shape = describe(raw_config)
     cfg = encoder_config_for(shape)
-    stored = read_state_dict(folder)
+    stored = read_state_dict(folder, target)
     state = convert_state_dict(stored, shape.model_type, shape.decoder)
     original = convert_state_dict({key: key for key in stored}, shape.model_type, shape.decoder)
     # A decoder reads the checkpoint's LM head unless it ties the head to the embedding
@@ -546,6 +587,8 @@ def _check_computes(encoder: Encoder | Decoder, dtype: str | None) -> None:
             f"({short_reason(exc)}): use float32 (the default) or bfloat16"
         ) from exc
 
+
+MAPPED_BYTES = 64 * 2**20  # a safetensors file's data read per opening (_read_safetensors)
 
 # A safetensors file starts with its header's length (8 bytes, little-endian) and the header:
 # JSON mapping each tensor's name to its dtype, shape and byte range in the data that follows.

@@ -37,7 +37,15 @@ import numpy as np
 
 from attnviz.lexicon import page_texts
 
-__all__ = ["HTML_U16_LIMIT", "fragment", "page", "steps_fragment", "steps_page"]
+__all__ = [
+    "HTML_U16_LIMIT",
+    "document",
+    "fragment",
+    "page",
+    "steps_fragment",
+    "steps_page",
+    "web_asset",
+]
 
 WEB = Path(__file__).parent / "web"
 # Above this many weights (L·H·T·T) the page stores 8 bits per weight instead of 16.
@@ -98,6 +106,7 @@ def _spec(
     key_tokens: Sequence[str] | None = None,
     key_words: Sequence[Sequence[int]] | None = None,
     key_word_labels: Sequence[str] | None = None,
+    renormalise: bool = False,
 ) -> dict[str, object]:
     L, H, T, K = attentions.shape
     keys = tokens if key_tokens is None else key_tokens
@@ -133,6 +142,7 @@ def _spec(
         "headNames": list(head_names) if head_names is not None else None,
         "lang": lang,
         "text": page_texts(lang),
+        "renormalise": renormalise,
     }
 
 
@@ -180,6 +190,7 @@ def page(
     key_tokens: Sequence[str] | None = None,
     key_words: Sequence[Sequence[int]] | None = None,
     key_word_labels: Sequence[str] | None = None,
+    renormalise: bool = False,
 ) -> str:
     """A whole HTML document that shows the attention interactively, with nothing to fetch.
 
@@ -192,6 +203,8 @@ def page(
     none), drawn greyed and left unlisted. A rectangle, [layers, heads, T, K] (queries and
     keys from two inputs), names its keys in `key_tokens` (and their words in `key_words`,
     `key_word_labels`): the head view's right column and the matrix's columns.
+    `renormalise`: the page divides each row (after merging words, after the head mean) by
+    its sum, for attention with some keys left out.
     """
     body = fragment(
         attentions,
@@ -212,6 +225,7 @@ def page(
         key_tokens=key_tokens,
         key_words=key_words,
         key_word_labels=key_word_labels,
+        renormalise=renormalise,
     )
     return _document(title, theme, body, lang)
 
@@ -272,6 +286,17 @@ def steps_fragment(
         f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
         "})();</script>\n"
     )
+
+
+def web_asset(name: str) -> str:
+    """The text of `web/NAME` (a script or style a page inlines)."""
+    return _asset(name)
+
+
+def document(title: str, theme: str, body: str, lang: str = "en") -> str:
+    """A whole offline HTML document around `body` (the page's content security policy
+    forbids any request)."""
+    return _document(title, theme, body, lang)
 
 
 def _document(title: str, theme: str, body: str, lang: str = "en") -> str:

@@ -1,4 +1,5 @@
-"""The distance profile of every head: a terminal table and a matplotlib figure.
+"""The distance profile of every head (a terminal table and a matplotlib figure), and the
+pooled page of a long input (`long_page`, drawn by `web/long.js`).
 
 Takes plain arrays and labels (attnviz.measures.long builds them): `profile` (L, H, bins)
 is the mean weight of a (query, key) pair at each distance bin, `sink` (L, H) the share of
@@ -6,19 +7,41 @@ queries putting over half their weight on position 0, `kinds` one word per head.
 figure is one heatmap, heads (rows, layer by layer) × distance bins (columns), each row
 scaled to its own largest bin so that a head's shape shows whatever its level; matplotlib
 is imported inside the function.
+
+The page holds the pooled array (L, H, n, n), each matrix quantised against its own largest
+block (16 bits up to LONG_PAGE_U16 blocks in all, else 8), deflated and base64-encoded;
+`check_long_page` refuses, before any work, more than LONG_PAGE_BLOCKS blocks, naming the
+smallest `pool` that fits.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import math
+import uuid
+import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnviz.errors import BadInput
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["profile_figure", "profile_table"]
+__all__ = [
+    "LONG_PAGE_BLOCKS",
+    "LONG_PAGE_U16",
+    "check_long_page",
+    "long_page",
+    "profile_figure",
+    "profile_table",
+]
+
+LONG_PAGE_BLOCKS = 3_000_000  # pooled blocks (L·H·n·n) a page holds: a few MB
+LONG_PAGE_U16 = 1_000_000  # up to this many blocks, 16 bits a block; above, 8
 
 
 def _shares(profile: np.ndarray, widths: np.ndarray) -> np.ndarray:
@@ -92,3 +115,108 @@ def profile_figure(
     figure.colorbar(image, ax=axes, label="share of the head's weight", fraction=0.04)
     figure.tight_layout()
     return figure
+
+
+def check_long_page(T: int, layers: int, heads: int, pool: int) -> None:
+    """Refuse a page of T pieces in blocks of `pool` over more than LONG_PAGE_BLOCKS blocks,
+    naming the smallest `pool` whose page fits."""
+    n = -(-T // pool)
+    blocks = layers * heads * n * n
+    if blocks <= LONG_PAGE_BLOCKS:
+        return
+    side = math.isqrt(LONG_PAGE_BLOCKS // (layers * heads))  # the most blocks a side
+    fits = -(-T // max(side, 1))
+    raise BadInput(
+        f"a page of {layers} layers × {heads} heads at {T:,} pieces in blocks of {pool} holds "
+        f"{blocks:,} blocks, more than a page takes ({LONG_PAGE_BLOCKS:,}): use {{pool}} "
+        f"{fits} or more, or draw an image (.png)",
+        param="pool",
+    )
+
+
+def _encode_pooled(pooled: np.ndarray) -> dict[str, object]:
+    """(L, H, n, n) as integers against each matrix's largest block, deflated, base64."""
+    L, H = pooled.shape[:2]
+    values = np.clip(np.nan_to_num(pooled.astype(np.float64)), 0.0, None)  # (L, H, n, n)
+    scales = values.reshape(L, H, -1).max(axis=-1)  # (L, H): each matrix's largest block
+    safe = np.where(scales > 0, scales, 1.0)[:, :, None, None]  # (L, H, 1, 1)
+    if values.size <= LONG_PAGE_U16:
+        dtype, top = "u16", 65535
+        q = np.round(values / safe * top).astype("<u2")  # (L, H, n, n)
+        raw = np.ascontiguousarray(q.reshape(-1).view(np.uint8).reshape(-1, 2).T).tobytes()
+    else:
+        dtype, top = "u8", 255
+        raw = np.round(values / safe * top).astype(np.uint8).tobytes()
+    return {
+        "dtype": dtype,
+        "compression": "deflate",
+        "data": base64.b64encode(zlib.compress(raw, 6)).decode("ascii"),
+        "scales": [float(x) for x in scales.reshape(-1)],
+    }
+
+
+def long_page(
+    pooled: np.ndarray,
+    labels: Sequence[str],
+    *,
+    T: int,
+    pool: int,
+    pool_by: str,
+    causal: bool,
+    bin_labels: Sequence[str],
+    profile: np.ndarray,
+    widths: np.ndarray,
+    sink: np.ndarray,
+    kinds: Sequence[Sequence[str]],
+    title: str,
+    view: str = "matrix",
+    layer: int | None = None,
+    head: int | None = None,
+    theme: str = "auto",
+) -> str:
+    """A whole offline HTML document of a long input's pooled attention (`web/long.js`):
+    `pooled` (L, H, n, n) over blocks named `labels`; `profile` (L, H, bins) each head's mean
+    weight per distance bin (of `widths` distances), `sink` (L, H) and `kinds` its sink share
+    and kind; it opens on
+    `view` ("matrix": one head, or the head mean when `head` is None; "heads": a layer's
+    heads; "model": every layer and head) at `layer`."""
+    from attnviz.render.html import document, web_asset
+
+    L, H, n, n2 = pooled.shape
+    if n != n2 or len(labels) != n:
+        raise ValueError(f"pooled {pooled.shape} does not fit {len(labels)} block labels")
+    if view not in ("matrix", "heads", "model"):
+        raise ValueError(f"view must be matrix, heads or model, got {view!r}")
+    spec = {
+        "layers": L,
+        "heads": H,
+        "n": n,
+        "T": T,
+        **_encode_pooled(pooled),
+        "labels": list(labels),
+        "pool": pool,
+        "poolBy": pool_by,
+        "causal": causal,
+        "bins": list(bin_labels),
+        "shares": np.round(_shares(profile.astype(np.float64), widths), 4).tolist(),
+        "sink": np.round(sink.astype(np.float64), 4).tolist(),
+        "kinds": [list(k) for k in kinds],
+        "title": title,
+        "view": view,
+        "layer": layer,
+        "head": head,
+        "theme": theme,
+    }
+    root = f"attnviz-long-{uuid.uuid4().hex[:12]}"
+    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    body = (
+        f'<div id="{root}" class="attnviz av-long"></div>\n'
+        f"<style>{web_asset('attnviz.css')}\n{web_asset('long.css')}</style>\n"
+        f'<script type="application/json" id="{root}-data">{data}</script>\n'
+        "<script>(function () {\n"
+        f"{web_asset('long.js')}\n"
+        f'attnvizLong(document.getElementById("{root}"), '
+        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
+        "})();</script>\n"
+    )
+    return document(title, theme, body)

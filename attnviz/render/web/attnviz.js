@@ -20,6 +20,9 @@
  *   layerNames, headNames     how layers and heads are named (default: text.layer_n, text.head_n)
  *   lang, text                the language ("en", "pt") and every string the page shows, by
  *                             name, with {placeholders} this script fills (attnviz.lexicon)
+ *   renormalise               true when some pieces were left out (--exclude): each row of a
+ *                             matrix (after the head mean and the word merging) is divided
+ *                             by its sum, so it sums to 1 over the keys left, as the views do
  *
  * Rows are queries (the token that attends), columns keys. Words merge pieces as the
  * command line does: attention TO a word is the sum over its pieces, FROM a word the
@@ -157,6 +160,7 @@ function attnvizMount(root, spec) {
     }
     if (heads.length > 1) for (let i = 0; i < T * K; i++) mean[i] /= heads.length;
     const result = state.units === "words" ? mergeWords(mean) : mean;
+    if (spec.renormalise) renormaliseRows(result);
     if (cache.size > 400) cache.clear();
     cache.set(key, result);
     return result;
@@ -195,6 +199,16 @@ function attnvizMount(root, spec) {
     const hex = /^#([0-9a-f]{6})$/i.exec(value);
     if (!hex) return [217, 217, 217];
     return [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16));
+  }
+
+  // Each row of the square `m` divided by its sum (a row summing to 0 stays 0), in place.
+  function renormaliseRows(m) {
+    const N = Math.round(Math.sqrt(m.length));
+    for (let i = 0; i < N; i++) {
+      let sum = 0;
+      for (let j = 0; j < N; j++) sum += m[i * N + j];
+      if (sum > 0) for (let j = 0; j < N; j++) m[i * N + j] /= sum;
+    }
   }
 
   function mergeWords(m) {

@@ -1,0 +1,271 @@
+/* attnviz's page for long inputs: pooled attention, plain JavaScript, no library, no network.
+ *
+ * `attnvizLong(root, spec)` draws into `root` (and touches nothing outside it) the pooled maps
+ * `attnviz analyse_long` / `--pool N` computes: blocks of `pool` pieces are the units. `spec`:
+ *
+ *   layers, heads, n, T       the pooled array [layers, heads, n, n] over T pieces
+ *   data, dtype, compression  base64 of the array, deflated; "u16" (two bytes, low-byte plane
+ *                             then high-byte plane) or "u8"; each [n, n] matrix quantised
+ *                             against its own largest block: w = q / qmax * scales[l * heads + h]
+ *   scales                    the largest block of each matrix, layer by layer
+ *   labels                    each block's pieces ("0–63"); pool, poolBy: its size, mean or max
+ *   causal                    a decoder: a block of keys after the block of queries is masked
+ *   bins, shares, sink, kinds each head's share of weight per distance bin [L][H][bins], its
+ *                             sink share [L][H] and its kind in one word [L][H]
+ *   title, view, layer, head, theme   where the page opens ("matrix", "heads" or "model")
+ *
+ * Rows are blocks of queries, columns blocks of keys. Hovering a block shows its weight and,
+ * beside the map, that block of queries' row: its key blocks, largest first.
+ */
+function attnvizLong(root, spec) {
+  "use strict";
+
+  const VIRIDIS = [
+    [68, 1, 84], [71, 45, 123], [59, 82, 139], [44, 114, 142], [33, 145, 140],
+    [40, 174, 128], [94, 201, 98], [173, 220, 48], [253, 231, 37],
+  ];
+  const L = spec.layers, H = spec.heads, N = spec.n;
+  const ROW_TOP = 12; // key blocks listed for the hovered row
+  const state = {
+    view: spec.view || "matrix",
+    layer: clamp(spec.layer == null ? L - 1 : spec.layer, 0, L - 1),
+    head: spec.head == null ? null : clamp(spec.head, 0, H - 1), // null: the head mean
+  };
+  let weights = null; // Float32Array [L, H, N, N] once decoded
+  const means = new Map(); // layer -> its head mean [N * N]
+
+  function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
+  function range(n) { return Array.from({ length: n }, (_, i) => i); }
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const child of children || []) node.appendChild(child);
+    return node;
+  }
+  function colour(x) {
+    const s = clamp(x, 0, 1) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(s), VIRIDIS.length - 2), f = s - i;
+    return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
+  }
+  function fmt(w) { return w < 0.0001 && w > 0 ? w.toExponential(2) : w.toFixed(4); }
+  function masked(i, j) { return spec.causal && j > i; } // keys all after the queries
+
+  async function decode() {
+    const text = atob(spec.data);
+    let bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    if (spec.compression === "deflate") {
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+      bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+    }
+    const cells = N * N, n = L * H * cells, out = new Float32Array(n);
+    const wide = spec.dtype === "u16", top = wide ? 65535 : 255;
+    for (let m = 0; m < L * H; m++) {
+      const scale = spec.scales[m] / top;
+      for (let c = 0, i = m * cells; c < cells; c++, i++) {
+        out[i] = (wide ? bytes[i] | (bytes[n + i] << 8) : bytes[i]) * scale;
+      }
+    }
+    return out;
+  }
+
+  // One head's pooled matrix [N * N] (a view into the array), or the layer's head mean.
+  function matrix(layer, head) {
+    if (head != null) {
+      const base = (layer * H + head) * N * N;
+      return weights.subarray(base, base + N * N);
+    }
+    if (!means.has(layer)) {
+      const mean = new Float32Array(N * N);
+      for (let h = 0; h < H; h++) {
+        const base = (layer * H + h) * N * N;
+        for (let i = 0; i < N * N; i++) mean[i] += weights[base + i] / H;
+      }
+      means.set(layer, mean);
+    }
+    return means.get(layer);
+  }
+
+  function maskedColour() {
+    const value = getComputedStyle(root).getPropertyValue("--av-masked").trim() || "#d9d9d9";
+    const hex = /^#([0-9a-f]{6})$/i.exec(value);
+    return hex ? [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16)) : [217, 217, 217];
+  }
+
+  // `m` [N * N] drawn with `cell` pixels a block, scaled to its largest visible block.
+  function paint(canvas, m, cell) {
+    canvas.width = N * cell;
+    canvas.height = N * cell;
+    const ctx = canvas.getContext("2d");
+    const image = ctx.createImageData(N * cell, N * cell);
+    const grey = maskedColour();
+    let vmax = 0;
+    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j)) vmax = Math.max(vmax, m[i * N + j]);
+    for (let i = 0; i < N; i++) {
+      for (let j = 0; j < N; j++) {
+        const rgb = masked(i, j) ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        for (let y = i * cell; y < (i + 1) * cell; y++) {
+          for (let x = j * cell; x < (j + 1) * cell; x++) {
+            const p = (y * N * cell + x) * 4;
+            image.data[p] = rgb[0]; image.data[p + 1] = rgb[1]; image.data[p + 2] = rgb[2]; image.data[p + 3] = 255;
+          }
+        }
+      }
+    }
+    ctx.putImageData(image, 0, 0);
+    return vmax;
+  }
+
+  // ------------------------------------------------------------------ the frame
+
+  root.classList.add("attnviz", "av-long");
+  root.setAttribute("tabindex", "0");
+  root.dataset.theme = spec.theme || "auto";
+  root.textContent = "";
+  const title = el("div", { class: "av-title", text: spec.title });
+  const bar = el("div", { class: "av-bar" });
+  const main = el("div", { class: "av-main" });
+  const status = el("div", { class: "av-status", "aria-live": "polite" });
+  root.append(title, bar, main, status);
+  const viewButtons = {};
+  const views = el("div", { class: "av-group", role: "group", "aria-label": "views" });
+  for (const [name, text] of [["matrix", "Matrix"], ["heads", "Heads"], ["model", "Model"]]) {
+    viewButtons[name] = el("button", {
+      type: "button", text, "data-view": name, onclick: () => { state.view = name; render(); },
+    });
+    views.appendChild(viewButtons[name]);
+  }
+  const layerSelect = el("select", { "aria-label": "layer", class: "av-layer" },
+    range(L).map((l) => el("option", { value: String(l), text: "layer " + l })));
+  layerSelect.addEventListener("change", () => { state.layer = Number(layerSelect.value); render(); });
+  const headSelect = el("select", { "aria-label": "head", class: "av-head" }, [
+    el("option", { value: "mean", text: "mean of " + H + " heads" }),
+    ...range(H).map((h) => el("option", { value: String(h), text: "head " + h })),
+  ]);
+  headSelect.addEventListener("change", () => {
+    state.head = headSelect.value === "mean" ? null : Number(headSelect.value);
+    render();
+  });
+  bar.append(views, layerSelect, headSelect);
+  root.addEventListener("keydown", (event) => {
+    if (event.target.tagName === "SELECT") return;
+    const step = { ArrowUp: -1, ArrowDown: 1, ArrowLeft: -1, ArrowRight: 1 }[event.key];
+    if (step == null) return;
+    event.preventDefault();
+    if (event.key === "ArrowUp" || event.key === "ArrowDown") state.layer = clamp(state.layer + step, 0, L - 1);
+    else state.head = state.head == null ? (step > 0 ? 0 : H - 1) : clamp(state.head + step, 0, H - 1);
+    render();
+  });
+
+  function render() {
+    if (!weights) return;
+    for (const [name, button] of Object.entries(viewButtons)) {
+      button.setAttribute("aria-pressed", String(state.view === name));
+    }
+    layerSelect.value = String(state.layer);
+    headSelect.value = state.head == null ? "mean" : String(state.head);
+    layerSelect.style.display = state.view === "model" ? "none" : "";
+    headSelect.style.display = state.view === "matrix" ? "" : "none";
+    root.dataset.view = state.view;
+    main.textContent = "";
+    if (state.view === "matrix") matrixView();
+    else grid(state.view === "heads" ? [state.layer] : range(L));
+    if (state.view !== "model") main.appendChild(profileTable(state.layer));
+  }
+
+  // ------------------------------------------------------------------ views
+
+  function matrixView() {
+    const m = matrix(state.layer, state.head);
+    const cell = clamp(Math.floor(640 / N), 1, 24);
+    const canvas = el("canvas", { class: "av-heat", role: "img" });
+    const vmax = paint(canvas, m, cell);
+    const which = state.head == null ? "mean of " + H + " heads" : "head " + state.head;
+    canvas.setAttribute("aria-label", "layer " + state.layer + ", " + which + ", " + N + " × " + N + " blocks");
+    const tip = el("div", { class: "av-tip" });
+    const row = el("ol", { class: "av-row" });
+    const side = el("div", { class: "av-side" }, [el("div", { class: "av-legend", text: "hover a block: its row" }), row]);
+    const where = el("div", { class: "av-heatwrap" }, [canvas, tip]);
+    main.append(el("div", { class: "av-longmain" }, [where, side]),
+      el("div", { class: "av-legend", text: "rows are blocks of queries, columns blocks of keys; " +
+        spec.poolBy + " weight of each block of " + spec.pool + " pieces; brightest " + fmt(vmax) }));
+    function showRow(i) {
+      const order = range(N).filter((j) => !masked(i, j)).sort((a, b) => m[i * N + b] - m[i * N + a]);
+      row.textContent = "";
+      row.dataset.block = String(i);
+      row.setAttribute("start", "1");
+      for (const j of order.slice(0, ROW_TOP)) {
+        const w = m[i * N + j];
+        const bar = el("span", { class: "av-bar-fill", style: "width:" + (vmax > 0 ? (100 * w / vmax).toFixed(1) : 0) + "%" });
+        row.appendChild(el("li", { class: "av-key", "data-block": String(j), "data-weight": String(w) },
+          [el("span", { class: "av-key-name", text: spec.labels[j] + " " + fmt(w) }), bar]));
+      }
+      status.textContent = "queries " + spec.labels[i] + ": the " + Math.min(ROW_TOP, order.length) +
+        " largest of " + order.length + " key blocks";
+    }
+    canvas.addEventListener("mousemove", (event) => {
+      const box = canvas.getBoundingClientRect();
+      const j = Math.floor((event.clientX - box.left) / box.width * N);
+      const i = Math.floor((event.clientY - box.top) / box.height * N);
+      if (i < 0 || j < 0 || i >= N || j >= N) return;
+      tip.style.display = "block";
+      tip.style.left = (event.clientX - box.left + 12) + "px";
+      tip.style.top = (event.clientY - box.top + 12) + "px";
+      if (masked(i, j)) {
+        tip.textContent = "queries " + spec.labels[i] + " → keys " + spec.labels[j] + ": masked (after the queries)";
+        tip.dataset.masked = "true";
+        delete tip.dataset.weight;
+      } else {
+        tip.textContent = "queries " + spec.labels[i] + " → keys " + spec.labels[j] + ": " + fmt(m[i * N + j]);
+        tip.dataset.weight = String(m[i * N + j]);
+        delete tip.dataset.masked;
+      }
+      if (row.dataset.block !== String(i)) showRow(i);
+    });
+    canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+    showRow(N - 1);
+  }
+
+  function grid(layers) {
+    const wrap = el("div", { class: "av-grid", style: "grid-template-columns: repeat(" + H + ", auto)" });
+    const size = layers.length === 1 ? clamp(Math.floor(960 / H / N), 1, 8) : 1;
+    for (const l of layers) {
+      for (let h = 0; h < H; h++) {
+        const canvas = el("canvas", {
+          class: "av-thumb", tabindex: "0", "data-layer": String(l), "data-head": String(h),
+          title: "layer " + l + ", head " + h + ": sink " + spec.sink[l][h].toFixed(2) + ", " + spec.kinds[l][h],
+        });
+        paint(canvas, matrix(l, h), size);
+        canvas.style.width = Math.max(N * size, 48) + "px";
+        const open = () => { state.view = "matrix"; state.layer = l; state.head = h; render(); };
+        canvas.addEventListener("click", open);
+        canvas.addEventListener("keydown", (event) => { if (event.key === "Enter") open(); });
+        wrap.appendChild(el("figure", { class: "av-cell" }, [canvas,
+          el("figcaption", { text: (layers.length > 1 ? "L" + l + " " : "") + "H" + h + " " + spec.kinds[l][h] })]));
+      }
+    }
+    main.appendChild(wrap);
+    status.textContent = "click a head to open it";
+  }
+
+  function profileTable(layer) {
+    const head = el("tr", {}, [el("th", { text: "head" }), ...spec.bins.map((b) => el("th", { text: b })),
+      el("th", { text: "sink" }), el("th", { text: "kind" })]);
+    const rows = range(H).map((h) => el("tr", {}, [el("td", { text: String(h) }),
+      ...spec.shares[layer][h].map((s) => el("td", { text: (100 * s).toFixed(0) + "%" })),
+      el("td", { text: spec.sink[layer][h].toFixed(2) }), el("td", { text: spec.kinds[layer][h] })]));
+    return el("table", { class: "av-profile" }, [
+      el("caption", { text: "layer " + layer + ": share of each head's weight by query–key distance" }),
+      el("thead", {}, [head]), el("tbody", {}, rows)]);
+  }
+
+  decode().then((w) => {
+    weights = w;
+    render();
+    root.dataset.ready = "true";
+  }).catch((error) => { status.textContent = "could not read the weights: " + error; });
+}
