@@ -237,6 +237,9 @@ def test_a_rectangle_draws_in_every_view(tmp_path: Path) -> None:
     assert single.axes[0].get_images()[0].get_array().shape[:2] == (4, 5)
     back = attnviz.load_attentions(tmp_path / "data.npz")
     assert back.key_tokens == KEYS and text_of(back.view(1, 2)) == drawn
+    with pytest.raises(BadInput, match="rectangle") as refused:  # the page has no such cut
+        analysis.save(tmp_path / "cut.html", "heads", exclude="special")
+    assert "\n" not in str(refused.value) and not (tmp_path / "cut.html").exists()
 
 
 def test_a_batch_or_key_words_with_nothing_to_apply_to() -> None:
