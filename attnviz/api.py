@@ -667,7 +667,14 @@ def _query_index(query: object, labels: list[str], T: int) -> int:
     from attnviz.text.match import find_label
 
     if isinstance(query, str) and query.startswith("#") and query[1:].lstrip("-").isdigit():
-        query = int(query[1:])
+        index = int(query[1:])
+        if not -T <= index < T:  # named as it was given: `#N`, not a bare N (a word)
+            raise BadInput(
+                f"{{query}} {query} is out of range: the text has {T:,} pieces, use #0..#{T - 1} "
+                f"(or #-{T}..#-1 from the end)",
+                param="query",
+            )
+        return index % T
     if isinstance(query, str):
         return find_label(labels, query, "query")
     return resolve_index(query, T, "piece", "query")

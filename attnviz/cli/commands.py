@@ -244,13 +244,16 @@ def show(
     A query named by its piece index (`#12`), or of a text too long to read whole (past the
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
-    by_index = query is not None and query[:1] == "#" and query[1:].isdigit()  # #INDEX: a piece
+    by_index = (  # #INDEX (#-1 the last): a piece
+        query is not None and query[:1] == "#" and query[1:].lstrip("-").isdigit()
+    )
     loaded = request.load is not None
     if pool is not None and loaded:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
     if (query is not None and not loaded and not _encdec_model(request)
             and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
+        _refuse_unread(exclude, request.measure, by_index)
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -292,6 +295,32 @@ def show(
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
+
+
+def _refuse_unread(exclude: Sequence[str] | None, measure: str, by_index: bool) -> None:
+    """A row read a block at a time is the model's weights over every piece: refuse the
+    options it would otherwise drop without a word, saying what works."""
+    how = (
+        "name the query by its word (--query WORD) to use {option}"
+        if by_index
+        else "leave out {option}, or read a shorter text (--max-tokens N --truncate)"
+    )
+    if exclude:
+        raise BadInput(
+            "{query} "
+            + ("#INDEX" if by_index else "on a text this long")
+            + " reads a row of weights over every piece: "
+            + how.format(option="{exclude}"),
+            param=("query", "exclude"),
+        )
+    if measure != "weight":
+        raise BadInput(
+            "{query} "
+            + ("#INDEX" if by_index else "on a text this long")
+            + " reads attention weights only: "
+            + how.format(option="{measure} " + measure),
+            param=("query", "measure"),
+        )
 
 
 def _too_long(request: Request) -> bool:

@@ -1,0 +1,106 @@
+"""A reviewer's findings on the long-input features, each a test that failed before its fix.
+
+The ones marked xfail(strict=True) are bugs in files another engineer is rewriting
+(attnviz/measures/long.py): they fail today and pass once fixed (then drop the mark).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz.measures.long import BLOCK, LongReducer, pool_edges
+from attnviz.pipeline import compute_blocked
+from tests.conftest import TinyFactory
+
+TEXT = "Alice gave the book to Bob because she had finished reading it."
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from attnviz.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_piece_index_out_of_range_suggests_indices_that_work(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    T = len(attnviz.analyse(TEXT, model=folder, cache=False).pieces.labels)
+    code, _, err = _cli("show", TEXT, "--model", folder, "--query", "#99999")
+    assert code != 0 and "\n" not in err.strip() and f"{T} pieces" in err
+    last = re.search(r"\.\.(#\d+)", err)  # the last index it offers, as the option takes it
+    assert last, err
+    code, out, err = _cli("show", TEXT, "--model", folder, "--query", last.group(1), "--json")
+    assert code == 0, err
+    assert json.loads(out)["query_index"] == T - 1
+
+
+def test_a_negative_piece_index_counts_from_the_end_on_any_text(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    T = len(attnviz.analyse(TEXT, model=folder, cache=False).pieces.labels)
+    code, out, err = _cli("show", TEXT, "--model", folder, "--query", "#-1", "--json")
+    assert code == 0, err
+    code, last, err = _cli("show", TEXT, "--model", folder, "--query", f"#{T - 1}", "--json")
+    assert code == 0, err
+    assert json.loads(out) == json.loads(last)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [(["--exclude", "first"], "--exclude"), (["--measure", "norm"], "--measure")],
+)
+def test_a_piece_index_refuses_what_its_row_cannot_honour(
+    extra: list[str], named: str, tiny_decoder: TinyFactory
+) -> None:
+    """`--query '#3'` reads the weights over every piece a block at a time: an --exclude or
+    a --measure given with it was dropped without a word; it is refused, and the suggestion
+    (the query by its word) works."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    code, _, err = _cli("show", TEXT, "--model", folder, "--query", "#3", *extra)
+    assert code != 0 and "\n" not in err.strip() and named in err and "--query WORD" in err
+    code, _, err = _cli("show", TEXT, "--model", folder, "--query", "she", *extra)
+    assert code == 0, err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measures/long.py: LongReducer.block is `pool` itself past 256, so --pool 16384 "
+    "runs one block of 16,384 queries (9.7 GB of scores)",
+)
+def test_the_queries_per_block_stay_bounded_whatever_the_pool() -> None:
+    for pool in (300, 4_096, 16_384, 1_000_000):
+        assert LongReducer(30, 9, 16_384, pool=pool).block <= BLOCK
+
+
+@pytest.mark.xfail(strict=True, reason="measures/long.py: _pool refuses blocks of queries that "
+                   "do not start at a multiple of pool (what a bounded block needs)")  # fmt: skip
+def test_pooling_works_with_blocks_that_are_not_a_multiple_of_the_pool(
+    tiny_decoder: TinyFactory,
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    whole = attnviz.analyse(TEXT, model=folder, cache=False)
+    A = whole.attentions.astype(np.float64)  # (L, H, T, T)
+    L, H, T, _ = A.shape
+    pool = 5
+    reducer = LongReducer(L, H, T, pool=pool, causal=True)
+    compute_blocked(whole.prepared, reducer, block=4)
+    edges = pool_edges(T, pool)
+    cells = [[A[..., q0 : q1 + 1, k0 : k1 + 1] for k0, k1 in edges] for q0, q1 in edges]
+    expected = np.array([[c.mean(axis=(-2, -1)) for c in row] for row in cells])  # (n, n, L, H)
+    np.testing.assert_allclose(reducer.pooled(), expected.transpose(2, 3, 0, 1), atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="measures/long.py: LongResult.row gives no `masked`, so "
+                   "`show --query '#N'` lists a decoder's later keys as 0.00, not –")  # fmt: skip
+def test_a_long_row_marks_the_keys_a_decoder_cannot_see(tiny_decoder: TinyFactory) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    long = attnviz.analyse_long(TEXT, model=folder, query="#5")
+    row = long.row(-1, 0)
+    assert row.masked is not None
+    np.testing.assert_array_equal(row.masked, np.array(row.indices) > 5)
