@@ -104,3 +104,28 @@ def test_a_long_row_marks_the_keys_a_decoder_cannot_see(tiny_decoder: TinyFactor
     row = long.row(-1, 0)
     assert row.masked is not None
     np.testing.assert_array_equal(row.masked, np.array(row.indices) > 5)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["distance", "--layer", "99"],
+        ["show", "--pool", "4", "--head", "9"],
+        ["show", "--pool", "4", "--layer", "-9"],
+        ["heads", "--pool", "4", "--layer", "5"],
+        ["show", "--query", "#2", "--layer", "5"],
+    ],
+)
+def test_a_long_view_refuses_a_layer_or_head_before_the_model_runs(
+    args: list[str], tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a long input the run takes minutes: a --layer or --head the model lacks was refused
+    only after it."""
+
+    def ran(*_: object, **__: object) -> None:
+        raise AssertionError("the model ran before the layer and head were checked")
+
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))  # 2 layers, 4 heads
+    monkeypatch.setattr("attnviz.pipeline.compute_blocked", ran)
+    code, _, err = _cli(args[0], TEXT, "--model", folder, *args[1:])
+    assert code != 0 and "\n" not in err.strip() and "out of range" in err, err

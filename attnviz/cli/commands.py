@@ -254,6 +254,7 @@ def show(
     if (query is not None and not loaded and not _encdec_model(request)
             and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
         _refuse_unread(exclude, request.measure, by_index)
+        _check_long_shape(request, [layer], head)
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
@@ -268,6 +269,7 @@ def show(
         if query is not None or as_json:
             raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
                            param=("pool", "query", "json"))  # fmt: skip
+        _check_long_shape(request, [layer], head)
         result = _pooled(request, out, style, pool, pool_by, None, exclude)
         page = lambda: result.html("matrix", layer=layer, head=head, theme=style.theme)  # noqa: E731
         _draw_pooled(console, result.view(layer, head), out, style, page)
@@ -295,6 +297,22 @@ def show(
     elif out is not None:
         shown.save(out, **asdict(style))
     _show_result(console, shown, as_json, out)
+
+
+def _check_long_shape(
+    request: Request, layers: Sequence[int] = (), head: int | None = None
+) -> None:
+    """The layers and head a long view will show, checked against the model's config before
+    its weights are read: a long input takes minutes to run, then a bad --layer was refused."""
+    from attnviz.limits import resolve_index
+
+    if not layers and head is None:
+        return
+    shape = api.model_info(request.model, engine=request.engine).shape
+    for layer in layers:
+        resolve_index(layer, shape.layers, "layer")
+    if head is not None:
+        resolve_index(head, shape.heads, "head")
 
 
 def _refuse_unread(exclude: Sequence[str] | None, measure: str, by_index: bool) -> None:
@@ -351,6 +369,7 @@ def heads(
         if request.load is not None:
             raise BadInput("{pool} computes the attention a block at a time: leave it out "
                            "with {load}", param=("pool", "load"))  # fmt: skip
+        _check_long_shape(request, [layer])
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
         _draw_pooled(console, result.heads_view(layer), out, style,
                      lambda: result.html("heads", layer=layer, theme=style.theme))  # fmt: skip
@@ -494,6 +513,7 @@ def distance(
     """Each head's distance profile, sink share and kind, as a table (and an image)."""
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, ImageStyle(200, cmap, "light", False, False))
+    _check_long_shape(request, layers or ())
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
                               truncate=request.truncate, bos=request.bos,
                               engine=request.engine)  # fmt: skip
