@@ -129,3 +129,33 @@ def test_a_long_view_refuses_a_layer_or_head_before_the_model_runs(
     monkeypatch.setattr("attnviz.pipeline.compute_blocked", ran)
     code, _, err = _cli(args[0], TEXT, "--model", folder, *args[1:])
     assert code != 0 and "\n" not in err.strip() and "out of range" in err, err
+
+
+@pytest.mark.parametrize("command", ["show", "heads"])
+def test_a_text_past_the_whole_bound_is_refused_naming_pool_and_the_pool_works(
+    command: str, tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the decoder's bound the refusal named only --truncate (losing the rest of the
+    text), though `--pool N` reads it whole; the N it names works."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    monkeypatch.setattr("attnviz.model.families.DECODER_TOKENS", 30)  # TEXT is longer
+    code, _, err = _cli(command, TEXT, "--model", folder, "--no-cache")
+    assert code != 0 and "\n" not in err.strip()
+    found = re.search(r"--pool (\d+)", err)
+    assert found and "--truncate" in err, err
+    assert ("--query WORD" in err) == (command == "show")
+    code, out, err = _cli(command, TEXT, "--model", folder, "--no-cache", "--pool", found[1])
+    assert code == 0, err
+    assert f"blocks of {found[1]} pieces" in " ".join(out.split())
+
+
+def test_the_model_view_pools_a_text_past_the_whole_bound(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    T = len(attnviz.analyse(TEXT, model=folder, cache=False).pieces.labels)
+    monkeypatch.setattr("attnviz.model.families.DECODER_TOKENS", 30)
+    code, out, err = _cli("model", TEXT, "--model", folder, "--no-cache")
+    assert code == 0, err
+    pool = -(-T // 64)
+    assert f"blocks of {pool} pieces" in " ".join(out.split()) and f"--pool {pool}" in err

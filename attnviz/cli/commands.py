@@ -276,17 +276,18 @@ def show(
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
-    analysis = _analyse(
-        request,
-        out,
-        style,
-        allowed=allowed,
-        layer=layer,
-        head=head,
-        words=words,
-        units=units,
-        one_layer=True,
-    )
+    with _whole_or_pooled(request, query is None and not exclude, query=True):
+        analysis = _analyse(
+            request,
+            out,
+            style,
+            allowed=allowed,
+            layer=layer,
+            head=head,
+            words=words,
+            units=units,
+            one_layer=True,
+        )
     view = analysis.view(
         layer, head, units, exclude=exclude, measure=request.measure, lang=request.lang
     )
@@ -341,6 +342,45 @@ def _refuse_unread(exclude: Sequence[str] | None, measure: str, by_index: bool) 
         )
 
 
+def _long_pieces(request: Request) -> int | None:
+    """The pieces of a text refused for its length by the whole views (a decoder's 2,048)
+    that the views made for length read whole (up to `limits.LONG_TOKENS`); None when they
+    cannot read it either (then the usual refusal stands)."""
+    from attnviz.pipeline import prepare
+
+    if request.truncate or request.load is not None or _encdec_model(request):
+        return None
+    try:  # tokenized as `analyse_long` tokenizes (no weights, no torch)
+        tokenized = prepare(request.text, model=request.model, bos=request.bos,
+                            max_tokens=request.max_tokens, blocked=True,
+                            engine=request.engine)  # fmt: skip
+    except BadInput:
+        return None
+    return len(tokenized.pieces)
+
+
+@contextlib.contextmanager
+def _whole_or_pooled(request: Request, poolable: bool, *, query: bool) -> Iterator[None]:
+    """Around the whole view of `show` (`query`: it has --query) or `heads`: a text refused
+    for its length that the views made for length read is refused naming them (`--pool N`,
+    `--query WORD`) besides --truncate, which keeps only its start. `poolable`: no option
+    the pooled view refuses. Only a refusal tokenizes again."""
+    try:
+        yield
+    except BadInput as exc:
+        T = None
+        if poolable and request.measure == "weight" and "pieces long" in exc.template:
+            T = _long_pieces(request)
+        if T is None:
+            raise
+        row = ", read one row ({query} WORD)" if query else ""
+        raise BadInput(
+            f"the text is {T:,} pieces long, more than the whole views read: draw it in blocks "
+            f"({{pool}} {-(-T // 64)}){row}, or keep its start ({{truncate}})",
+            param=("pool", "query", "truncate") if query else ("pool", "truncate"),
+        ) from None
+
+
 def _too_long(request: Request) -> bool:
     """Whether the text is refused for its length (its pieces past the bound)."""
     try:
@@ -374,9 +414,9 @@ def heads(
         _draw_pooled(console, result.heads_view(layer), out, style,
                      lambda: result.html("heads", layer=layer, theme=style.theme))  # fmt: skip
         return
-    analysis = _analyse(
-        request, out, style, allowed=PAGES, layer=layer, heads=subset, view="heads", one_layer=True
-    )
+    with _whole_or_pooled(request, not subset and not exclude, query=False):
+        analysis = _analyse(request, out, style, allowed=PAGES, layer=layer, heads=subset,
+                            view="heads", one_layer=True)  # fmt: skip
     view = analysis.heads(
         layer, subset, units, exclude=exclude, measure=request.measure, lang=request.lang
     )
@@ -416,7 +456,18 @@ def model_view(
                        "{load}", param=("pool", "load"))  # fmt: skip
     plain = not (subset or exclude or _encdec_model(request))
     if pool is None and request.load is None and request.measure == "weight" and plain:
-        prepared, hit = _prepare(request, cached=True)
+        try:
+            prepared, hit = _prepare(request, cached=True)
+        except BadInput as exc:  # past the whole views' bound: the long views may read it
+            long = _long_pieces(request) if "pieces long" in exc.template else None
+            if long is None:
+                raise
+            pool = -(-long // 64)
+            if not request.quiet:
+                defer_note(f"note: the text is {long:,} pieces long, more than the whole views "
+                           f"read: drawing blocks of {pool} pieces, computed a block at a time "
+                           f"(--pool {pool})")  # fmt: skip
+    if pool is None and request.load is None and request.measure == "weight" and plain:
         whole = prepared.shape.layers * prepared.shape.heads * len(prepared.pieces) ** 2 * 4
         if hit is None and whole > attention_budget():
             pool = -(-len(prepared.pieces) // 64)
