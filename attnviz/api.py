@@ -666,17 +666,18 @@ def _query_index(query: object, labels: list[str], T: int) -> int:
     from attnviz.limits import resolve_index
     from attnviz.text.match import find_label
 
+    mark = ""  # how the index was given: `#N` on the command line (a bare N is a word)
     if isinstance(query, str) and query.startswith("#") and query[1:].lstrip("-").isdigit():
-        index = int(query[1:])
-        if not -T <= index < T:  # named as it was given: `#N`, not a bare N (a word)
-            raise BadInput(
-                f"{{query}} {query} is out of range: the text has {T:,} pieces, use #0..#{T - 1} "
-                f"(or #-{T}..#-1 from the end)",
-                param="query",
-            )
-        return index % T
+        query, mark = int(query[1:]), "#"
     if isinstance(query, str):
         return find_label(labels, query, "query")
+    whole = isinstance(query, numbers.Integral) and not isinstance(query, bool)
+    if whole and not -T <= int(query) < T:  # type: ignore[call-overload]
+        raise BadInput(
+            f"{{query}} {mark}{query} is out of range: the text has {T:,} pieces, use "
+            f"{mark}0..{mark}{T - 1} (or {mark}-{T}..{mark}-1 from the end)",
+            param="query",
+        )
     return resolve_index(query, T, "piece", "query")
 
 

@@ -159,3 +159,11 @@ def test_the_model_view_pools_a_text_past_the_whole_bound(
     assert code == 0, err
     pool = -(-T // 64)
     assert f"blocks of {pool} pieces" in " ".join(out.split()) and f"--pool {pool}" in err
+
+
+def test_a_piece_index_out_of_range_in_python_names_the_text_not_the_model(
+    tiny_decoder: TinyFactory,
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    with pytest.raises(attnviz.BadInput, match=r"the text has \d+ pieces, use 0\.\.\d+ "):
+        attnviz.analyse_long(TEXT, model=folder, query=-999)
