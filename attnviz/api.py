@@ -625,6 +625,8 @@ def analyse_long(
     T = len(pieces)
     index = None if query is None else _query_index(query, list(pieces.labels), T)
     shape = prepared.model
+    if pool is not None:
+        _check_pooled_size(T, shape.layers, shape.heads, pool)
     if page:
         from attnviz.render.long import check_long_page
 
@@ -658,6 +660,33 @@ def analyse_long(
         rows=reducer.rows,
         labels=list(pieces.labels) if index is not None else None,
         causal=shape.decoder,
+    )
+
+
+POOLED_SIDE = 64  # blocks a side of a pooled map kept whatever the attention budget
+
+
+def _check_pooled_size(T: int, layers: int, heads: int, pool: int) -> None:
+    """Refuse, before the model runs, a pooled map (L, H, n, n) larger than the attention
+    budget (its float64 sums and float32 means: 12 bytes a block), naming the smallest
+    `pool` that fits: blocks of 1 piece at 8,192 pieces on 30 × 9 heads would be 203 GB.
+    A map of at most `POOLED_SIDE` blocks a side (what `attnviz model` draws by itself) is
+    always kept: 13 MB on 30 × 9 heads."""
+    import math
+
+    from attnviz.limits import amount, attention_budget
+
+    n = -(-T // pool)
+    need = layers * heads * n * n * 12
+    budget = attention_budget()
+    if need <= budget or n <= POOLED_SIDE:
+        return
+    side = max(POOLED_SIDE, math.isqrt(budget // (layers * heads * 12)))  # most blocks a side
+    raise BadInput(
+        f"{{pool}} {pool}: the pooled map of {layers} layers × {heads} heads at {T:,} pieces "
+        f"in blocks of {pool} takes {amount(need)}, more than attnviz keeps for one input "
+        f"({amount(budget)}; ATTNVIZ_ATTENTION_MB raises it): use {{pool}} {-(-T // side)} or more",
+        param="pool",
     )
 
 

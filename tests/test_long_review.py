@@ -167,3 +167,29 @@ def test_a_piece_index_out_of_range_in_python_names_the_text_not_the_model(
     folder = str(tiny_decoder("llama", num_hidden_layers=2))
     with pytest.raises(attnviz.BadInput, match=r"the text has \d+ pieces, use 0\.\.\d+ "):
         attnviz.analyse_long(TEXT, model=folder, query=-999)
+
+
+def test_a_pooled_map_over_the_budget_is_refused_before_the_run_naming_a_pool_that_fits(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--pool 1` on a long text kept L·H·T·T float64 sums (6.7 GB on 1,493 pieces of a
+    SmolLM2-shaped decoder): only a page was bounded. Refused first; the pool named works."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    twice = f"{TEXT} {TEXT}"  # past 64 pieces: a map of 64 blocks a side is always kept
+    monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 50_000)
+    real = compute_blocked
+
+    def guarded(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model ran before the pooled map's size was checked")
+
+    monkeypatch.setattr("attnviz.pipeline.compute_blocked", guarded)
+    code, _, err = _cli("show", twice, "--model", folder, "--pool", "1")
+    assert code != 0 and "\n" not in err.strip(), err
+    found = re.search(r"use --pool (\d+) or more", err)
+    assert found, err
+    monkeypatch.setattr("attnviz.pipeline.compute_blocked", real)
+    code, out, err = _cli("show", twice, "--model", folder, "--pool", found[1])
+    assert code == 0, err
+    assert f"blocks of {found[1]} pieces" in " ".join(out.split())
+    with pytest.raises(attnviz.BadInput, match="pool 1: the pooled map"):
+        attnviz.analyse_long(twice, model=folder, pool=1)
