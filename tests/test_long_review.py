@@ -193,3 +193,29 @@ def test_a_pooled_map_over_the_budget_is_refused_before_the_run_naming_a_pool_th
     assert f"blocks of {found[1]} pieces" in " ".join(out.split())
     with pytest.raises(attnviz.BadInput, match="pool 1: the pooled map"):
         attnviz.analyse_long(twice, model=folder, pool=1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="render/long.py: past about 9 distance bins (over 256 pieces) the table is wider "
+    "than 80 columns and rich cuts every share to '0.…' (attnviz distance on 702 pieces of "
+    "Gemma 3 270M in a pipe or an 80-column terminal)",
+)
+def test_the_distance_table_stays_readable_in_80_columns() -> None:
+    import io
+
+    from rich.console import Console
+
+    from attnviz.measures.long import LongResult, bin_label, distance_bins
+
+    T, L, H = 702, 2, 4
+    bins = distance_bins(T)
+    profile = np.random.default_rng(0).random((L, H, len(bins))) / T  # (L, H, bins)
+    result = LongResult(
+        model="m", T=T, layers=L, heads=H, pool=None, pool_by="mean", pooled=None,
+        pool_labels=[], profile=profile.astype(np.float32),
+        bin_labels=[bin_label(a, b) for a, b in bins], sink=np.zeros((L, H), np.float32),
+    )  # fmt: skip
+    out = io.StringIO()
+    Console(file=out, width=80).print(result.profile_table())
+    assert "…" not in out.getvalue(), out.getvalue()
