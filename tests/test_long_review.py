@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,3 +220,16 @@ def test_the_distance_table_stays_readable_in_80_columns() -> None:
     out = io.StringIO()
     Console(file=out, width=80).print(result.profile_table())
     assert "…" not in out.getvalue(), out.getvalue()
+
+
+def test_distance_refuses_a_layer_its_image_would_drop(
+    tiny_decoder: TinyFactory, tmp_path: Path
+) -> None:
+    """`distance --layer 1 --out d.png` printed layer 1's table but drew every layer."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    image = tmp_path / "d.png"
+    code, _, err = _cli("distance", TEXT, "--model", folder, "--layer", "1", "--out", str(image))
+    assert code != 0 and "\n" not in err.strip() and "--layer" in err and "--out" in err
+    assert not image.exists()
+    code, out, err = _cli("distance", TEXT, "--model", folder, "--layer", "1")
+    assert code == 0 and "kind" in out, err

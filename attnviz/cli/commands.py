@@ -564,6 +564,12 @@ def distance(
     """Each head's distance profile, sink share and kind, as a table (and an image)."""
     if out is not None:
         check_output(out, IMAGE_SUFFIXES, ImageStyle(200, cmap, "light", False, False))
+        if layers:  # the image was drawn of every layer, the --layer given dropped unsaid
+            raise BadInput(
+                "{out} draws every layer's heads: leave out {layer} (the table without {out} "
+                "shows only those layers)",
+                param=("out", "layer"),
+            )
     _check_long_shape(request, layers or ())
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
                               truncate=request.truncate, bos=request.bos,
