@@ -251,3 +251,11 @@ def test_a_pooled_view_marks_the_blocks_a_decoder_cannot_see(tiny_decoder: TinyF
         np.testing.assert_array_equal(view.masked, hidden)
     grid = long.model_view()
     assert grid.masked is not None
+
+
+def test_a_piece_index_with_pool_is_refused_as_a_word_is(tiny_decoder: TinyFactory) -> None:
+    """`show --query '#3' --pool 4` printed the row and dropped --pool without a word."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    for query in ("#3", "she"):
+        code, _, err = _cli("show", TEXT, "--model", folder, "--query", query, "--pool", "4")
+        assert code != 0 and "\n" not in err.strip() and "--pool" in err and "--query" in err

@@ -251,6 +251,9 @@ def show(
     if pool is not None and loaded:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
+    if pool is not None and (query is not None or as_json):  # first: a '#N' query read pooled
+        raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
+                       param=("pool", "query", "json"))  # fmt: skip
     if (query is not None and not loaded and not _encdec_model(request)
             and (by_index or (not request.truncate and _too_long(request)))):  # fmt: skip
         _refuse_unread(exclude, request.measure, by_index)
@@ -266,9 +269,6 @@ def show(
         _show_result(console, row, as_json, out)
         return
     if pool is not None:
-        if query is not None or as_json:
-            raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
-                           param=("pool", "query", "json"))  # fmt: skip
         _check_long_shape(request, [layer], head)
         result = _pooled(request, out, style, pool, pool_by, None, exclude)
         page = lambda: result.html("matrix", layer=layer, head=head, theme=style.theme)  # noqa: E731
