@@ -259,3 +259,12 @@ def test_a_piece_index_with_pool_is_refused_as_a_word_is(tiny_decoder: TinyFacto
     for query in ("#3", "she"):
         code, _, err = _cli("show", TEXT, "--model", folder, "--query", query, "--pool", "4")
         assert code != 0 and "\n" not in err.strip() and "--pool" in err and "--query" in err
+
+
+def test_show_json_past_the_whole_bound_names_no_pool_it_would_refuse(
+    tiny_decoder: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    monkeypatch.setattr("attnviz.model.families.DECODER_TOKENS", 30)
+    code, _, err = _cli("show", TEXT, "--model", folder, "--no-cache", "--json")
+    assert code != 0 and "\n" not in err.strip() and "--pool" not in err and "--truncate" in err

@@ -276,7 +276,7 @@ def show(
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
-    with _whole_or_pooled(request, query is None and not exclude, query=True):
+    with _whole_or_pooled(request, query is None and not exclude and not as_json, query=True):
         analysis = _analyse(
             request,
             out,
