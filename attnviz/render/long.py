@@ -11,7 +11,9 @@ is imported inside the function.
 The page holds the pooled array (L, H, n, n), each matrix quantised against its own largest
 block (16 bits up to LONG_PAGE_U16 blocks in all, else 8), deflated and base64-encoded;
 `check_long_page` refuses, before any work, more than LONG_PAGE_BLOCKS blocks, naming the
-smallest `pool` that fits.
+smallest `pool` that fits. The page speaks `lang` ("en" or "pt"): its words are the
+lexicon's `long_` labels, carried in its data (`long_texts`); the data's own keys (a head's
+kind, "mean" or "max") stay in English.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import LABELS, label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,6 +39,8 @@ __all__ = [
     "LONG_PAGE_U16",
     "check_long_page",
     "long_page",
+    "long_page_title",
+    "long_texts",
     "profile_figure",
     "profile_table",
 ]
@@ -155,6 +160,30 @@ def _encode_pooled(pooled: np.ndarray) -> dict[str, object]:
     }
 
 
+def _check_lang(lang: str) -> None:
+    """`lang` is resolved by the caller (`attnviz.lexicon.resolve_lang`): a slip is a bug."""
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {', '.join(LABELS)}, got {lang!r}")
+
+
+def long_texts(lang: str) -> dict[str, str]:
+    """The pooled page's strings in `lang` (resolved), keyed without their `long_` prefix;
+    web/long.js fills their `{placeholders}` itself."""
+    _check_lang(lang)
+    return {key[5:]: text for key, text in LABELS[lang].items() if key.startswith("long_")}
+
+
+def long_page_title(
+    model: str, T: int, layers: int, heads: int, pool: int, pool_by: str, lang: str = "en"
+) -> str:
+    """The pooled page's title in `lang`: "MODEL · 8,192 pieces · 30 layers × 9 heads ·
+    blocks of 128 pieces, mean"."""
+    _check_lang(lang)
+    how = label(lang, f"long_by_{pool_by}")
+    return label(lang, "long_title", model=model, pieces=f"{T:,}", layers=layers, heads=heads,
+                 pool=pool, how=how)  # fmt: skip
+
+
 def long_page(
     pooled: np.ndarray,
     labels: Sequence[str],
@@ -173,13 +202,15 @@ def long_page(
     layer: int | None = None,
     head: int | None = None,
     theme: str = "auto",
+    lang: str = "en",
 ) -> str:
     """A whole offline HTML document of a long input's pooled attention (`web/long.js`):
     `pooled` (L, H, n, n) over blocks named `labels`; `profile` (L, H, bins) each head's mean
     weight per distance bin (of `widths` distances), `sink` (L, H) and `kinds` its sink share
     and kind; it opens on
     `view` ("matrix": one head, or the head mean when `head` is None; "heads": a layer's
-    heads; "model": every layer and head) at `layer`."""
+    heads; "model": every layer and head) at `layer`; its controls, captions, hover texts
+    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.lexicon.resolve_lang`)."""
     from attnviz.render.html import document, web_asset
 
     L, H, n, n2 = pooled.shape
@@ -187,6 +218,7 @@ def long_page(
         raise ValueError(f"pooled {pooled.shape} does not fit {len(labels)} block labels")
     if view not in ("matrix", "heads", "model"):
         raise ValueError(f"view must be matrix, heads or model, got {view!r}")
+    _check_lang(lang)
     spec = {
         "layers": L,
         "heads": H,
@@ -206,11 +238,14 @@ def long_page(
         "layer": layer,
         "head": head,
         "theme": theme,
+        "lang": lang,
+        "text": long_texts(lang),
     }
     root = f"attnviz-long-{uuid.uuid4().hex[:12]}"
+    tag = "pt-BR" if lang == "pt" else "en"
     data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     body = (
-        f'<div id="{root}" class="attnviz av-long"></div>\n'
+        f'<div id="{root}" class="attnviz av-long" lang="{tag}"></div>\n'
         f"<style>{web_asset('attnviz.css')}\n{web_asset('long.css')}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
         "<script>(function () {\n"
@@ -219,4 +254,4 @@ def long_page(
         f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
         "})();</script>\n"
     )
-    return document(title, theme, body)
+    return document(title, theme, body, lang)
