@@ -230,6 +230,10 @@ _EN: dict[str, str] = {
     "long_row_status": "queries {queries}: the {shown} largest of {n} key blocks",
     "long_tip": "queries {queries} → keys {keys}: {weight}",
     "long_tip_masked": "queries {queries} → keys {keys}: masked (after the queries)",
+    "long_tip_window": (
+        "queries {queries} → keys {keys}: masked ({window} or more pieces back, outside the "
+        "layer's sliding window)"
+    ),
     "long_thumb": "layer {layer}, head {head}: sink {sink}, {kind}",
     "long_panel": "L{layer} H{head}",
     "long_panel_head": "H{head}",
@@ -459,6 +463,10 @@ _PT: dict[str, str] = {
     "long_row_status": "consultas {queries}: os {shown} maiores de {n} blocos de chaves",
     "long_tip": "consultas {queries} → chaves {keys}: {weight}",
     "long_tip_masked": "consultas {queries} → chaves {keys}: mascaradas (depois das consultas)",
+    "long_tip_window": (
+        "consultas {queries} → chaves {keys}: mascaradas ({window} peças ou mais para trás, "
+        "fora da janela deslizante da camada)"
+    ),
     "long_thumb": "camada {layer}, cabeça {head}: sumidouro {sink}, {kind}",
     "long_panel": "C{layer} c{head}",
     "long_panel_head": "c{head}",

@@ -28,8 +28,15 @@ KINDS = ("sink", "self", "previous", "local", "global")  # LongResult.head_kinds
 WEB = Path(attnviz.__file__).parent / "render" / "web"
 
 
-def _page(long: LongResult, lang: str, view: str = "matrix", **where: int | None) -> str:
-    """The pooled page of `long` in `lang`, drawn from its arrays as `LongResult.html` draws it."""
+def _page(
+    long: LongResult,
+    lang: str,
+    view: str = "matrix",
+    windows: list[int | None] | None = None,
+    **where: int | None,
+) -> str:
+    """The pooled page of `long` in `lang`, drawn from its arrays as `LongResult.html` draws it
+    (and with the model's sliding `windows`, which it does not pass yet)."""
     assert long.pooled is not None and long.pool is not None
     return long_page(
         long.pooled,
@@ -50,6 +57,7 @@ def _page(long: LongResult, lang: str, view: str = "matrix", **where: int | None
         layer=where.get("layer", long.layers - 1),
         head=where.get("head"),
         lang=lang,
+        windows=windows,
     )
 
 

@@ -203,6 +203,7 @@ def long_page(
     head: int | None = None,
     theme: str = "auto",
     lang: str = "en",
+    windows: Sequence[int | None] | None = None,
 ) -> str:
     """A whole offline HTML document of a long input's pooled attention (`web/long.js`):
     `pooled` (L, H, n, n) over blocks named `labels`; `profile` (L, H, bins) each head's mean
@@ -210,7 +211,10 @@ def long_page(
     and kind; it opens on
     `view` ("matrix": one head, or the head mean when `head` is None; "heads": a layer's
     heads; "model": every layer and head) at `layer`; its controls, captions, hover texts
-    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.lexicon.resolve_lang`)."""
+    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.lexicon.resolve_lang`).
+    `windows` (a decoder's sliding window of each layer, in pieces, None where a layer sees
+    every earlier piece): a block whose every key is that far or farther behind every query
+    of its block is drawn masked, as the blocks after the queries are."""
     from attnviz.render.html import document, web_asset
 
     L, H, n, n2 = pooled.shape
@@ -219,6 +223,10 @@ def long_page(
     if view not in ("matrix", "heads", "model"):
         raise ValueError(f"view must be matrix, heads or model, got {view!r}")
     _check_lang(lang)
+    if windows is not None and (
+        len(windows) != L or any(w is not None and (type(w) is not int or w < 1) for w in windows)
+    ):
+        raise ValueError(f"windows must be {L} positive ints or None, got {windows!r}")
     spec = {
         "layers": L,
         "heads": H,
@@ -229,6 +237,7 @@ def long_page(
         "pool": pool,
         "poolBy": pool_by,
         "causal": causal,
+        "windows": None if windows is None else list(windows),
         "bins": list(bin_labels),
         "shares": np.round(_shares(profile.astype(np.float64), widths), 4).tolist(),
         "sink": np.round(sink.astype(np.float64), 4).tolist(),

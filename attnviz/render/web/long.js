@@ -10,6 +10,9 @@
  *   scales                    the largest block of each matrix, layer by layer
  *   labels                    each block's pieces ("0–63"); pool, poolBy: its size, mean or max
  *   causal                    a decoder: a block of keys after the block of queries is masked
+ *   windows                   null, or each layer's sliding window in pieces (null: none): a
+ *                             block whose keys are all that far or farther behind all its
+ *                             queries is masked too
  *   bins, shares, sink, kinds each head's share of weight per distance bin [L][H][bins], its
  *                             sink share [L][H] and its kind in one word [L][H]
  *   title, view, layer, head, theme   where the page opens ("matrix", "heads" or "model")
@@ -63,7 +66,15 @@ function attnvizLong(root, spec) {
     return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
   }
   function fmt(w) { return w < 0.0001 && w > 0 ? w.toExponential(2) : w.toFixed(4); }
-  function masked(i, j) { return spec.causal && j > i; } // keys all after the queries
+  // Why block (i, j) of `layer` is hidden from the model: "after" (its keys all come after
+  // its queries), "window" (all at least the layer's window behind them), or "" (not hidden).
+  function hiddenBy(i, j, layer) {
+    if (spec.causal && j > i) return "after";
+    const w = spec.windows ? spec.windows[layer] : null;
+    const lastKey = Math.min(spec.T, (j + 1) * spec.pool) - 1;
+    return w != null && i * spec.pool - lastKey >= w ? "window" : "";
+  }
+  function masked(i, j, layer) { return hiddenBy(i, j, layer) !== ""; }
 
   async function decode() {
     const text = atob(spec.data);
@@ -107,18 +118,18 @@ function attnvizLong(root, spec) {
     return hex ? [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16)) : [217, 217, 217];
   }
 
-  // `m` [N * N] drawn with `cell` pixels a block, scaled to its largest visible block.
-  function paint(canvas, m, cell) {
+  // `m` [N * N] of `layer` drawn with `cell` pixels a block, scaled to its largest visible block.
+  function paint(canvas, m, cell, layer) {
     canvas.width = N * cell;
     canvas.height = N * cell;
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(N * cell, N * cell);
     const grey = maskedColour();
     let vmax = 0;
-    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j)) vmax = Math.max(vmax, m[i * N + j]);
+    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j, layer)) vmax = Math.max(vmax, m[i * N + j]);
     for (let i = 0; i < N; i++) {
       for (let j = 0; j < N; j++) {
-        const rgb = masked(i, j) ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        const rgb = masked(i, j, layer) ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
         for (let y = i * cell; y < (i + 1) * cell; y++) {
           for (let x = j * cell; x < (j + 1) * cell; x++) {
             const p = (y * N * cell + x) * 4;
@@ -194,7 +205,8 @@ function attnvizLong(root, spec) {
     const m = matrix(state.layer, state.head);
     const cell = clamp(Math.floor(640 / N), 1, 24);
     const canvas = el("canvas", { class: "av-heat", role: "img" });
-    const vmax = paint(canvas, m, cell);
+    const layer = state.layer;
+    const vmax = paint(canvas, m, cell, layer);
     const which = state.head == null ? t("mean_n", { n: H }) : t("head_n", { head: state.head });
     canvas.setAttribute("aria-label", t("heat_label", { layer: t("layer_n", { layer: state.layer }), which, n: N }));
     const tip = el("div", { class: "av-tip" });
@@ -204,7 +216,7 @@ function attnvizLong(root, spec) {
     main.append(el("div", { class: "av-longmain" }, [where, side]),
       el("div", { class: "av-legend", text: t("legend", { how: t("by_" + spec.poolBy), pool: spec.pool, vmax: fmt(vmax) }) }));
     function showRow(i) {
-      const order = range(N).filter((j) => !masked(i, j)).sort((a, b) => m[i * N + b] - m[i * N + a]);
+      const order = range(N).filter((j) => !masked(i, j, layer)).sort((a, b) => m[i * N + b] - m[i * N + a]);
       row.textContent = "";
       row.dataset.block = String(i);
       row.setAttribute("start", "1");
@@ -224,8 +236,10 @@ function attnvizLong(root, spec) {
       tip.style.display = "block";
       tip.style.left = (event.clientX - box.left + 12) + "px";
       tip.style.top = (event.clientY - box.top + 12) + "px";
-      if (masked(i, j)) {
-        tip.textContent = t("tip_masked", { queries: spec.labels[i], keys: spec.labels[j] });
+      const why = hiddenBy(i, j, layer);
+      if (why) {
+        tip.textContent = t(why === "after" ? "tip_masked" : "tip_window",
+          { queries: spec.labels[i], keys: spec.labels[j], window: why === "window" ? spec.windows[layer] : "" });
         tip.dataset.masked = "true";
         delete tip.dataset.weight;
       } else {
@@ -248,7 +262,7 @@ function attnvizLong(root, spec) {
           class: "av-thumb", tabindex: "0", "data-layer": String(l), "data-head": String(h),
           title: t("thumb", { layer: l, head: h, sink: spec.sink[l][h].toFixed(2), kind: kindName(spec.kinds[l][h]) }),
         });
-        paint(canvas, matrix(l, h), size);
+        paint(canvas, matrix(l, h), size, l);
         canvas.style.width = Math.max(N * size, 48) + "px";
         const open = () => { state.view = "matrix"; state.layer = l; state.head = h; render(); };
         canvas.addEventListener("click", open);
