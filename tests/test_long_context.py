@@ -322,12 +322,14 @@ def test_blocked_reductions_equal_the_whole_array_on_gpt2_and_qwen2(
     assert _windowed(A) == windowed
 
 
+@pytest.mark.parametrize("exclude", [None, ["first", "punct"]], ids=["all", "exclude"])
 def test_stats_through_blocks_equal_the_whole_on_a_sliding_window_family(
-    new_family: TinyFactory, monkeypatch: pytest.MonkeyPatch
+    exclude: list[str] | None, new_family: TinyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`exclude`: the pieces kept, rows renormalised, cross the blocks' edges."""
     folder = str(new_family("gemma2"))
     short = "he found a seat."
-    whole = attnviz.head_stats([TEXT, short], model=folder)
+    whole = attnviz.head_stats([TEXT, short], model=folder, exclude=exclude)
     # a budget below the long sentence's whole attention (4 layers × 4 heads × T × T floats)
     monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 4 * 4 * 30 * 30 * 4)
     blocked_runs: list[int] = []
@@ -338,7 +340,7 @@ def test_stats_through_blocks_equal_the_whole_on_a_sliding_window_family(
         run(prepared, reduce, **{**options, "block": 6})  # several blocks, not one of 256
 
     monkeypatch.setattr("attnviz.pipeline.compute_blocked", in_blocks_of_6)
-    blocked = attnviz.head_stats([TEXT, short], model=folder)
+    blocked = attnviz.head_stats([TEXT, short], model=folder, exclude=exclude)
     assert len(blocked_runs) == 1 and blocked_runs[0] > 2 * 6 + 5  # the long one, in blocks
     assert blocked.queries == whole.queries and blocked.sentences == 2
     for a, b in zip(whole.sorted(), blocked.sorted(), strict=True):
