@@ -562,6 +562,7 @@ def _long_sums(
         kinds=kinds,
         keep=keep,
         first_forced=shape.causal,
+        profile=False,
     )
     compute_blocked(prepared, reducer, block=reducer.block, encoder=encoder)
     assert reducer.stats_sums is not None

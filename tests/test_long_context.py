@@ -137,6 +137,7 @@ def test_stats_of_a_long_input_accumulate_layer_by_layer(
     whole = attnviz.head_stats([TEXT, short], model=folder)
     # a budget so small that the long sentence's whole attention is over it: blocks instead
     monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 3 * 8 * 30 * 30 * 4)
+    monkeypatch.setattr("attnviz.measures.long.BLOCK", 7)  # several blocks of queries
     blocked = attnviz.head_stats([TEXT, short], model=folder)
     assert blocked.queries == whole.queries and blocked.sentences == 2
     for a, b in zip(whole.sorted(), blocked.sorted(), strict=True):

@@ -100,7 +100,7 @@ def test_exclusion_on_a_long_input_equals_the_whole_array(
     whole = head_stats(texts, model=folder, exclude=["first", "punct"])
     plain = head_stats(texts, model=folder)
     monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 3 * 8 * 30 * 30 * 4)  # blocks
-    monkeypatch.setattr("attnviz.measures.long.STATS_ROWS", 5)  # several row chunks a block
+    monkeypatch.setattr("attnviz.measures.long.BLOCK", 5)  # several blocks of queries
     blocked = head_stats(texts, model=folder, exclude=["first", "punct"])
     for a, b in zip(plain.records, head_stats(texts, model=folder).records, strict=True):
         for column in ("entropy", "first", "punct", "self", "prev"):

@@ -40,9 +40,8 @@ if TYPE_CHECKING:
 
 POOL = (1, 1_000_000)  # --pool: pieces per block
 POOL_BY = ("mean", "max")
-# Rows of a block the statistics widen to float64 at a time: at 8,192 keys and 9 heads, 64
-# rows are 38 MB an array (p, log p, p·log p), where the block's 256 rows were 151 MB each.
-STATS_ROWS = 64
+# Queries per block: 9 heads × 256 queries × 8,192 keys is 75 MB of float32 weights.
+BLOCK = 256
 
 
 def distance_bins(T: int) -> list[tuple[int, int]]:
@@ -87,6 +86,7 @@ class LongReducer:
         kinds: TokenKinds | None = None,
         keep: np.ndarray | None = None,
         first_forced: bool = False,
+        profile: bool = True,
     ) -> None:
         self.L, self.H, self.T, self.causal = layers, heads, T, causal
         self.pool, self.pool_by, self.query = pool, pool_by, query
@@ -95,8 +95,9 @@ class LongReducer:
         self.distance_sums = np.zeros((layers, heads, nb))  # (L, H, bins)
         self.sink_queries = np.zeros((layers, heads))  # (L, H)
         n = 0 if pool is None else -(-T // pool)
-        start = -np.inf if pool_by == "max" else 0.0
-        self.pooled_acc = np.full((layers, heads, n, n), start)  # (L, H, n, n)
+        # (L, H, n, n); weights are ≥ 0, so a max starts at 0 as a sum does: blocks of keys
+        # a causal block of queries never reaches stay 0
+        self.pooled_acc = np.zeros((layers, heads, n, n))
         self.rows = np.zeros((layers, heads, T), dtype=np.float32) if query is not None else None
         self.kinds = kinds
         # The statistics without the pieces `keep` (T,) marks False, rows renormalised, the
@@ -104,15 +105,17 @@ class LongReducer:
         self.kept = None if keep is None else np.flatnonzero(keep)  # (n,) positions kept
         self.first_forced = first_forced
         self.stats_sums = np.zeros((7, layers, heads)) if kinds is not None else None
+        self.distances = profile
         self._key_kinds: Any = None
-        self._bin_of: Any = None
+        self._edges: Any = None
+        self._buffer: Any = None
 
     @property
     def block(self) -> int:
-        """Queries per block the model should use: a multiple of `pool`, about 256."""
+        """Queries per block the model should use: a multiple of `pool`, about `BLOCK`."""
         if self.pool is None:
-            return 256
-        return self.pool * max(1, 256 // self.pool)
+            return BLOCK
+        return self.pool * max(1, BLOCK // self.pool)
 
     def __call__(self, layer: int, start: int, weights: torch.Tensor) -> None:
         """Take rows start.. of `layer`: weights (H, b, K) float32, keys past K weigh 0."""
@@ -120,39 +123,73 @@ class LongReducer:
 
         _H, b, K = weights.shape
         rows = torch.arange(start, start + b)  # (b,) the queries' positions
-        self._distances(layer, weights, rows, K)
+        # Each row's running sum from its second key on (one pass), C[j] = w[1] + .. + w[j]
+        # and C[0] = 0: any span of keys j0..j1 of a row is then C[j1] − C[j0 − 1], plus w[0]
+        # when it starts at 0, for the distance bins and the blocks of keys alike. Leaving
+        # the first key out keeps the sums exact where a sink holds nearly all of a row.
+        running = None
+        if self.distances or (self.pool is not None and self.pool_by == "mean"):
+            running = self._scratch(weights)  # (H, b, K)
+            running[:, :, 0] = 0.0
+            torch.cumsum(weights[:, :, 1:], dim=-1, out=running[:, :, 1:])
+        if self.distances:
+            self._distances(layer, weights, running, rows)  # type: ignore[arg-type]
         self.sink_queries[layer] += (weights[:, :, 0] > 0.5).sum(dim=1).double().numpy()
         if self.pool is not None:
-            self._pool(layer, start, weights)
+            self._pool(layer, start, weights, running)
         if self.rows is not None and start <= self.query < start + b:  # type: ignore[operator]
             self.rows[layer, :, :K] = weights[:, self.query - start].numpy()  # type: ignore[operator]
-        if self.stats_sums is not None:  # in float64, STATS_ROWS rows at a time
-            for first in range(0, b, STATS_ROWS):
-                self._stats(layer, start + first, weights[:, first : first + STATS_ROWS])
+        if self.stats_sums is not None:  # last: it writes over the running sums
+            self._stats(layer, start, weights)
 
-    def _distances(self, layer: int, w: torch.Tensor, rows: torch.Tensor, K: int) -> None:
-        """Per bin, the sum of the weights at those distances: each row turned so that its
-        column d holds the key at distance d, then summed per bin with one matmul."""
+    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
+        """A float32 tensor shaped as `like` (H, b, K) to write into, the same memory for
+        every block: a new one per block would be fresh pages from the system each time."""
         import torch
 
-        H = w.shape[0]
-        if self._bin_of is None:
-            bin_of = torch.zeros(self.T, len(self.bins))  # (T, bins): distance d is in bin
-            for k, (first, last) in enumerate(self.bins):
-                bin_of[first : last + 1, k] = 1
-            self._bin_of = bin_of
-        d = torch.arange(K)  # distances 0..K-1
-        sides = [rows[:, None] - d[None]]  # (b, K): the key at distance d before the query
+        size = like.numel()
+        if self._buffer is None or self._buffer.numel() < size:
+            self._buffer = torch.empty(size)
+        return self._buffer[:size].view(like.shape)
+
+    def _distances(
+        self, layer: int, w: torch.Tensor, running: torch.Tensor, rows: torch.Tensor
+    ) -> None:
+        """Per bin, the sum of the weights at those distances, from the rows' running sums
+        (H, b, K) (see `__call__`): a bin of distances first..last is the keys
+        i − last..i − first before query i (and i + first..i + last after it, in an
+        encoder)."""
+        import torch
+
+        H, _b, K = running.shape
+        first, last = self._bin_edges  # (bins,) each
+        i = rows[:, None]  # (b, 1)
+        spans = [(i - last, i - first)]  # (b, bins) each: the keys before the query
         if not self.causal:
-            sides.append(rows[:, None] + d[None])  # and after it (d ≥ 1)
-        for n, keys in enumerate(sides):
-            inside = (keys >= 0) & (keys < K)  # (b, K)
+            spans.append((i + first, i + last))  # and after it
+        for n, (low, high) in enumerate(spans):
+            low, high = low.clamp(min=0), high.clamp(max=K - 1)  # (b, bins): inside the row
+            empty = high < low
             if n:
-                inside[:, 0] = False  # distance 0 is counted once
-            turned = w.gather(2, keys.clamp(0, K - 1)[None].expand(H, -1, -1))  # (H, b, K)
-            turned.masked_fill_(~inside[None], 0.0)
-            per_bin = turned.sum(dim=1) @ self._bin_of[:K]  # (H, bins)
-            self.distance_sums[layer] += per_bin.double().numpy()
+                empty[:, 0] = True  # distance 0 is counted once
+            upto_high = running.gather(2, high.clamp(0, K - 1)[None].expand(H, -1, -1))
+            before_low = running.gather(2, (low - 1).clamp(0, K - 1)[None].expand(H, -1, -1))
+            # a span from key 0: nothing before it, and the first key's own weight added
+            before_low = torch.where((low == 0)[None], -w[:, :, :1], before_low)
+            spans_sum = upto_high.double() - before_low.double()  # (H, b, bins)
+            spans_sum.masked_fill_(empty[None], 0.0)
+            self.distance_sums[layer] += spans_sum.sum(dim=1).numpy()
+
+    @property
+    def _bin_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        if self._edges is None:
+            self._edges = (
+                torch.tensor([f for f, _ in self.bins]),
+                torch.tensor([last for _, last in self.bins]),
+            )
+        return self._edges
 
     def _pairs(self) -> np.ndarray:
         """(bins,): the (query, key) pairs at each distance bin: T − d pairs at distance d
@@ -164,45 +201,53 @@ class LongReducer:
             counts[k] = per.sum() if self.causal else (per * np.where(d > 0, 2, 1)).sum()
         return counts
 
-    def _pool(self, layer: int, start: int, w: torch.Tensor) -> None:
-        """Blocks of `pool` queries × `pool` keys: their sum (mean) or their max."""
+    def _pool(self, layer: int, start: int, w: torch.Tensor, running: torch.Tensor | None) -> None:
+        """Blocks of `pool` queries × `pool` keys: their sum (mean, from the rows' running
+        sums `running`) or their max."""
         import torch
 
         H, b, K = w.shape
         p = self.pool or 1
         if start % p:
             raise ValueError(f"blocks of queries must start at multiples of pool {p}: {start}")
-        n = self.pooled_acc.shape[-1]
-        reduce_max = self.pool_by == "max"
-        keys = torch.zeros(H, b, n)  # (H, b, n): key blocks past K weigh 0
-        whole = K // p
-        grouped = w[:, :, : whole * p].reshape(H, b, whole, p)  # (H, b, whole, p)
-        keys[:, :, :whole] = grouped.amax(dim=-1) if reduce_max else grouped.sum(dim=-1)
-        if K % p:  # the last key block, cut short by K
-            rest = w[:, :, whole * p :]  # (H, b, K % p)
-            keys[:, :, whole] = rest.amax(dim=-1) if reduce_max else rest.sum(dim=-1)
+        used = -(-K // p)  # key blocks with a key before K; those after weigh 0
+        if self.pool_by == "mean":  # a row's sum over keys k0..k1 is C[k1] − C[k0 − 1]
+            assert running is not None
+            ends = torch.arange(used) * p + p - 1  # (used,)
+            upto = running.index_select(2, ends.clamp(max=K - 1))  # (H, b, used)
+            keys = upto.clone()
+            keys[:, :, 1:] -= upto[:, :, :-1]  # (H, b, used): each row's sum per key block
+            keys[:, :, 0] += w[:, :, 0]  # the running sums start at the second key
+        else:
+            keys = torch.empty(H, b, used)  # (H, b, used): each row's max per key block
+            whole = K // p
+            grouped = w[:, :, : whole * p].reshape(H, b, whole, p)  # (H, b, whole, p)
+            keys[:, :, :whole] = grouped.amax(dim=-1)
+            if K % p:  # the last key block, cut short by K
+                keys[:, :, whole] = w[:, :, whole * p :].amax(dim=-1)
         q_blocks = -(-b // p)
         first = start // p
-        target = self.pooled_acc[layer, :, first : first + q_blocks]  # (H, q, n)
+        target = self.pooled_acc[layer, :, first : first + q_blocks, :used]  # (H, q, used)
         for r in range(q_blocks):
-            part = keys[:, r * p : (r + 1) * p]  # (H, ≤p, n)
-            if reduce_max:
+            part = keys[:, r * p : (r + 1) * p]  # (H, ≤p, used)
+            if self.pool_by == "max":
                 np.maximum(target[:, r], part.amax(dim=1).double().numpy(), out=target[:, r])
             else:
-                target[:, r] += part.sum(dim=1).double().numpy()
+                target[:, r] += part.double().sum(dim=1).numpy()
 
     def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
         """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows:
-        over the pieces kept, each row renormalised, when some are excluded."""
+        over the pieces kept, each row renormalised, when some are excluded. Each row's sums
+        are float32 (at most T terms), added up over rows and blocks in float64."""
         import torch
 
         assert self.kinds is not None and self.stats_sums is not None
         _H, b, K = w.shape
         if self._key_kinds is None:
             kinds = self.kinds
-            stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float64)
+            stacked = np.stack([kinds.cls, kinds.sep, kinds.punct], axis=-1).astype(np.float32)
             self._key_kinds = torch.from_numpy(stacked)  # (T, 3)
-        A = w.double()  # (H, b, K)
+        A = w  # (H, b, K)
         rows = torch.arange(b) + start  # (b,): each row's query position
         keys = torch.arange(K)  # (K,): each column's key position
         key_kinds = self._key_kinds[:K]  # (K, 3)
@@ -211,22 +256,25 @@ class LongReducer:
             rows = kept[(kept >= start) & (kept < start + b)]  # (b',): queries kept here
             keys = kept[kept < K]  # (K',): a prefix of `kept`
             A = A[:, rows - start][:, :, keys]  # (H, b', K')
-            A = torch.where(A.sum(-1, keepdim=True) > 0, A / A.sum(-1, keepdim=True), 0.0)
+            total = A.sum(-1, keepdim=True)  # (H, b', 1)
+            A = torch.where(total > 0, A / total, 0.0)
             if self.first_forced and len(rows) and rows[0] == kept[0]:
                 A[:, 0] = 0  # sees only itself once the rest is dropped: left out
             key_kinds = key_kinds[keys]  # (K', 3)
             rows = torch.searchsorted(kept, rows)  # (b',): as positions among the kept
             keys = torch.arange(len(keys))  # (K',)
-        tiny = torch.finfo(torch.float64).tiny
         sums = self.stats_sums[:, layer]  # (7, H)
-        sums[0] -= (A * A.clamp_min(tiny).log()).sum(dim=(1, 2)).numpy()  # entropy
-        to_key = A.sum(dim=1)  # (H, K)
-        sums[1:4] += (to_key @ key_kinds).T.numpy()  # (3, H): cls, sep, punct
+        # −Σ p·log p; a weight of 0 adds 0 (its log is taken of the smallest float instead)
+        logs = torch.clamp(A, min=torch.finfo(torch.float32).tiny, out=self._scratch(A))
+        terms = torch.mul(logs.log_(), A, out=logs)  # (H, b', K')
+        sums[0] -= terms.sum(dim=-1).double().sum(dim=1).numpy()  # entropy
+        to_key = A.sum(dim=1).double()  # (H, K)
+        sums[1:4] += (to_key @ key_kinds.double()).T.numpy()  # (3, H): cls, sep, punct
         local = torch.arange(len(rows))
         for s, offset in ((4, 0), (5, -1), (6, 1)):  # self, prev, next: key = query + offset
             at = rows + offset  # (b,): the key's column
             ok = (at >= 0) & (at < len(keys))
-            sums[s] += A[:, local[ok], at[ok]].sum(dim=1).numpy()
+            sums[s] += A[:, local[ok], at[ok]].double().sum(dim=1).numpy()
 
     # ------------------------------------------------------------ results
 

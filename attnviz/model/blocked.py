@@ -49,6 +49,7 @@ def run_blocked(
     """Run `model` (an Encoder or a Decoder) on `input_ids` (1, T), calling `reduce` with
     every layer's weights, `block` queries at a time, and keeping none of them."""
     attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    spans = _HiddenSpans()
     counter = [0]  # the layer now running: layers run in order, and ALBERT shares one module
 
     def forward(
@@ -66,7 +67,7 @@ def run_blocked(
         layer = counter[0]
         counter[0] += 1
         out = _blocked_forward(
-            attn, queries, mask, rotary, lambda s, w: reduce(layer, s, w), block, causal
+            attn, queries, mask, rotary, lambda s, w: reduce(layer, s, w), block, causal, spans
         )
         # The slot the layer loop reserved (for the last layer only) is handed back as it
         # came, never written: a tensor from new_empty takes no memory until written.
@@ -100,6 +101,7 @@ def _blocked_forward(
     reduce: Callable[[int, torch.Tensor], None],
     block: int,
     causal: bool,
+    spans: _HiddenSpans,
 ) -> torch.Tensor:
     """Self-attention of `x` (1, T, C) as `MultiHeadAttention.forward` computes it, `block`
     queries at a time; each block's weights go to `reduce(start, weights (nh, block, K))`.
@@ -120,21 +122,53 @@ def _blocked_forward(
         v = v.repeat_interleave(attn.groups, dim=1)  # (B, nh, T, hs)
     q = q * attn.scale
     heads = torch.empty_like(q)  # (B, nh, T, hs)
+    nh = q.shape[1]
+    kt = k.transpose(-2, -1)  # (B, nh, hs, T)
+    # Every block's scores and weights are written into this one buffer: a new tensor of
+    # this size per block is fresh pages from the system each time (the commands return
+    # freed memory to it), and filling those cost more than the softmax.
+    buffer = q.new_empty(B * nh * min(block, T) * T)
     for start in range(0, T, block):
         end = min(T, start + block)
+        b = end - start
         K = end if causal else T  # the keys any query of the block may see
-        scores = q[:, :, start:end] @ k[:, :, :K].transpose(-2, -1)  # (B, nh, b, K)
+        scores = buffer[: B * nh * b * K].view(B, nh, b, K)
+        torch.matmul(q[:, :, start:end], kt[..., :K], out=scores)  # (B, nh, b, K)
         if attn.softcap is not None:  # soft-capping (Gemma 2)
-            scores = torch.tanh(scores / attn.softcap) * attn.softcap
-        hidden = None
+            scores.div_(attn.softcap).tanh_().mul_(attn.softcap)
+        empty_rows = False
         if mask is not None:
-            hidden = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b or 1, T)
-            hidden = hidden[..., :K]
-            scores.masked_fill_(hidden, -math.inf)
+            first, last, empty_rows = spans.of(mask, start, end, K)
+            if first < last:  # the keys hidden from some query of the block: −∞
+                hidden = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b|1, T)
+                scores[..., first:last].masked_fill_(hidden[..., first:last], -math.inf)
         weights = torch.softmax(scores, dim=-1, out=scores)  # (B, nh, b, K): rows sum to 1
-        if hidden is not None and bool(hidden.all(dim=-1).any()):
+        if empty_rows:
             weights.nan_to_num_(0.0)  # a query that may see no key gets zeros, not NaN
         reduce(start, weights[0].float())  # (nh, b, K)
         heads[:, :, start:end] = weights @ v[:, :, :K]  # (B, nh, b, hs)
     joined = heads.transpose(1, 2).reshape(B, T, -1)  # (B, T, nh·hs)
     return attn.out_proj(joined)  # (B, T, C)
+
+
+class _HiddenSpans:
+    """Where a mask hides keys from each block of queries, worked out once per mask: every
+    layer of a decoder (each layer with the same sliding window) passes the same one."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, int, int], tuple[torch.Tensor, int, int, bool]] = {}
+
+    def of(self, mask: torch.Tensor, start: int, end: int, K: int) -> tuple[int, int, bool]:
+        """(first, last, empty) for queries start..end−1 and keys 0..K−1 of `mask`
+        (.., T or 1, T): the keys hidden from any of them lie in first..last−1 (first ==
+        last when none is), and `empty` says whether some query may see no key at all."""
+        key = (id(mask), start, K)
+        if key not in self._seen:
+            hidden = mask if mask.shape[-2] == 1 else mask[..., start:end, :]  # (.., b|1, T)
+            hidden = hidden[..., :K].reshape(-1, K)  # (rows, K)
+            columns = torch.nonzero(hidden.any(dim=0))  # (n, 1): hidden from some query
+            first, last = (int(columns[0]), int(columns[-1]) + 1) if len(columns) else (0, 0)
+            # the mask is kept with its answer, so that its id is never another tensor's
+            self._seen[key] = (mask, first, last, bool(hidden.all(dim=-1).any()))
+        _, first, last, empty = self._seen[key]
+        return first, last, empty
