@@ -213,27 +213,27 @@ class LongReducer:
         used = -(-K // p)  # key blocks with a key before K; those after weigh 0
         if self.pool_by == "mean":  # a row's sum over keys k0..k1 is C[k1] − C[k0 − 1]
             assert running is not None
-            ends = torch.arange(used) * p + p - 1  # (used,)
-            upto = running.index_select(2, ends.clamp(max=K - 1))  # (H, b, used)
-            keys = upto.clone()
-            keys[:, :, 1:] -= upto[:, :, :-1]  # (H, b, used): each row's sum per key block
-            keys[:, :, 0] += w[:, :, 0]  # the running sums start at the second key
+            ends = [running[:, :, p - 1 :: p]]  # (H, b, K // p): at each block's last key
+            if K % p:  # the last key block, cut short by K
+                ends.append(running[:, :, K - 1 :])  # (H, b, 1)
+            upto = torch.cat(ends, dim=2).double().numpy()  # (H, b, used)
+            keys = np.diff(upto, axis=2, prepend=0.0)  # (H, b, used): each row's sum per block
+            keys[:, :, 0] += w[:, :, 0].double().numpy()  # the running sums start at key 1
         else:
-            keys = torch.empty(H, b, used)  # (H, b, used): each row's max per key block
             whole = K // p
             grouped = w[:, :, : whole * p].reshape(H, b, whole, p)  # (H, b, whole, p)
-            keys[:, :, :whole] = grouped.amax(dim=-1)
+            maxima = [grouped.amax(dim=-1)]  # (H, b, whole): each row's max per key block
             if K % p:  # the last key block, cut short by K
-                keys[:, :, whole] = w[:, :, whole * p :].amax(dim=-1)
-        q_blocks = -(-b // p)
+                maxima.append(w[:, :, whole * p :].amax(dim=-1, keepdim=True))  # (H, b, 1)
+            keys = torch.cat(maxima, dim=2).double().numpy()  # (H, b, used)
+        # the rows of each block of queries together (the last block may be shorter)
+        starts = np.arange(0, b, p)  # (q,)
         first = start // p
-        target = self.pooled_acc[layer, :, first : first + q_blocks, :used]  # (H, q, used)
-        for r in range(q_blocks):
-            part = keys[:, r * p : (r + 1) * p]  # (H, ≤p, used)
-            if self.pool_by == "max":
-                np.maximum(target[:, r], part.amax(dim=1).double().numpy(), out=target[:, r])
-            else:
-                target[:, r] += part.double().sum(dim=1).numpy()
+        target = self.pooled_acc[layer, :, first : first + len(starts), :used]  # (H, q, used)
+        if self.pool_by == "max":
+            np.maximum(target, np.maximum.reduceat(keys, starts, axis=1), out=target)
+        else:
+            target += np.add.reduceat(keys, starts, axis=1)
 
     def _stats(self, layer: int, start: int, w: torch.Tensor) -> None:
         """The head statistics' sums (entropy, cls, sep, punct, self, prev, next) of these rows:
