@@ -248,6 +248,10 @@ _EN: dict[str, str] = {
     "long_kind_local": "local",
     "long_kind_global": "global",
     "long_unreadable": "could not read the weights: {error}",
+    # the distance profiles (`attnviz distance`: its table and figure)
+    "distance_title": "{model} · {pieces} pieces · share of each head's weight by distance",
+    "distance_axis": "query − key distance (pieces)",
+    "distance_bar": "share of the head's weight",
 }
 
 _PT: dict[str, str] = {
@@ -483,6 +487,10 @@ _PT: dict[str, str] = {
     "long_kind_local": "local",
     "long_kind_global": "global",
     "long_unreadable": "não foi possível ler os pesos: {error}",
+    # os perfis de distância (`attnviz distance`: a sua tabela e a sua figura)
+    "distance_title": "{model} · {pieces} peças · fração do peso de cada cabeça por distância",
+    "distance_axis": "distância consulta − chave (peças)",
+    "distance_bar": "fração do peso da cabeça",
 }
 
 LABELS: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}

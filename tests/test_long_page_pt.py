@@ -17,7 +17,14 @@ import attnviz
 from attnviz.cli import app
 from attnviz.lexicon import LABELS, label
 from attnviz.measures.long import POOL_BY, LongResult
-from attnviz.render.long import long_page, long_page_title, long_texts
+from attnviz.render.long import (
+    long_page,
+    long_page_title,
+    long_profile_title,
+    long_texts,
+    profile_figure,
+    profile_table,
+)
 from tests.conftest import TinyFactory
 
 TEXT = (
@@ -108,6 +115,42 @@ def test_the_script_hard_codes_none_of_the_pages_english() -> None:
     for key in long_texts("en"):  # and every word the data carries is one the script asks for
         asked = key.startswith(("kind_", "by_", "view_", "title")) or f'"{key}"' in script
         assert asked, key
+
+
+def _printed(table: object) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=200).print(table)
+    return out.getvalue()
+
+
+def test_the_distance_table_and_figure_in_portuguese(tiny_decoder: TinyFactory) -> None:
+    """`attnviz distance`'s table and figure (render.long.profile_table, profile_figure)."""
+    folder = str(tiny_decoder("mistral", num_hidden_layers=2, sliding_window=2))
+    long = attnviz.analyse_long(TEXT, model=folder)
+    kinds = [long.head_kinds(x) for x in range(long.layers)]
+    parts = (long.profile, long.bin_labels, long.bin_widths)
+
+    def table(lang: str) -> str:
+        title = long_profile_title(long.model, long.T, lang)
+        return _printed(profile_table(title, *parts, long.sink, kinds, range(2), lang=lang))
+
+    portuguese = " ".join(table("pt").split())  # the title wraps at the table's width
+    for words in ("camada", "cabeça", "sumidouro", "tipo", "anterior", "si-mesma",
+                  f"{long.T} peças · fração do peso de cada cabeça por distância"):  # fmt: skip
+        assert words in portuguese, words
+    for english in ("layer", "head", "sink", "kind", "previous", "self", "pieces"):
+        assert english not in portuguese, english
+    assert table("en") == _printed(long.profile_table())  # English as LongResult draws it
+    title = long_profile_title(long.model, long.T, "pt")
+    figure = profile_figure(title, *parts, lang="pt")
+    axes, bar = figure.axes
+    assert axes.get_xlabel() == "distância consulta − chave (peças)"
+    assert bar.get_ylabel() == "fração do peso da cabeça"
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["C0 c0", "C1 c0"]  # a tick a layer
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ __all__ = [
     "check_long_page",
     "long_page",
     "long_page_title",
+    "long_profile_title",
     "long_texts",
     "profile_figure",
     "profile_table",
@@ -64,19 +65,21 @@ def profile_table(
     sink: np.ndarray,
     kinds: Sequence[Sequence[str]],
     layers: Sequence[int],
+    lang: str = "en",
 ) -> Any:
     """A rich Table: one row per head of `layers`, the share of its weight at each distance
-    (shaded by size), its sink share and its kind."""
+    (shaded by size), its sink share and its kind; its headers and kinds in `lang`."""
     from rich.table import Table
     from rich.text import Text
 
+    _check_lang(lang)
     table = Table(title=title, title_justify="left", pad_edge=False, box=None)
-    table.add_column("layer", justify="right")
-    table.add_column("head", justify="right")
+    table.add_column(label(lang, "col_layer"), justify="right")
+    table.add_column(label(lang, "col_head"), justify="right")
     for name in bin_labels:
         table.add_column(name, justify="right")
-    table.add_column("sink", justify="right")
-    table.add_column("kind")
+    table.add_column(label(lang, "long_col_sink"), justify="right")
+    table.add_column(label(lang, "long_col_kind"))
     shares = _shares(profile, widths)  # (L, H, bins)
     for layer in layers:
         for head in range(profile.shape[1]):
@@ -89,7 +92,7 @@ def profile_table(
                 str(head),
                 *cells,
                 f"{sink[layer, head]:.0%}",
-                kinds[layer][head],
+                label(lang, f"long_kind_{kinds[layer][head]}"),
             )
     return table
 
@@ -101,10 +104,13 @@ def profile_figure(
     widths: np.ndarray,
     *,
     cmap: str = "viridis",
+    lang: str = "en",
 ) -> Figure:
-    """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight."""
+    """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight;
+    its labels in `lang`."""
     from attnviz.render.inline import InlineFigure
 
+    _check_lang(lang)
     L, H, B = profile.shape
     shares = _shares(profile, widths).reshape(L * H, B)  # (L·H, bins)
     height = min(30.0, 1.5 + 0.12 * L * H)
@@ -113,11 +119,12 @@ def profile_figure(
     image = axes.imshow(shares, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="none")
     axes.set_xticks(range(B), list(bin_labels), rotation=90, fontsize=7)
     step = max(1, H * max(1, L // 30))
-    axes.set_yticks(range(0, L * H, step), [f"L{r // H} H{r % H}" for r in range(0, L * H, step)])
+    rows = range(0, L * H, step)
+    axes.set_yticks(rows, [label(lang, "long_panel", layer=r // H, head=r % H) for r in rows])
     axes.tick_params(axis="y", labelsize=6)
-    axes.set_xlabel("query − key distance (pieces)")
+    axes.set_xlabel(label(lang, "distance_axis"))
     axes.set_title(title, fontsize=9, loc="left")
-    figure.colorbar(image, ax=axes, label="share of the head's weight", fraction=0.04)
+    figure.colorbar(image, ax=axes, label=label(lang, "distance_bar"), fraction=0.04)
     figure.tight_layout()
     return figure
 
@@ -171,6 +178,13 @@ def long_texts(lang: str) -> dict[str, str]:
     web/long.js fills their `{placeholders}` itself."""
     _check_lang(lang)
     return {key[5:]: text for key, text in LABELS[lang].items() if key.startswith("long_")}
+
+
+def long_profile_title(model: str, T: int, lang: str = "en") -> str:
+    """The distance profiles' title in `lang`: "MODEL · 8,192 pieces · share of each head's
+    weight by distance"."""
+    _check_lang(lang)
+    return label(lang, "distance_title", model=model, pieces=f"{T:,}")
 
 
 def long_page_title(
