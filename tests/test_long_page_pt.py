@@ -227,11 +227,6 @@ def test_the_pooled_page_reads_in_portuguese_in_chromium(
         chromium.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LongResult.html (measures/long.py, being rewritten) does not take lang yet: "
-    "once it does and the command line passes --lang, remove this mark",
-)
 def test_lang_reaches_the_pooled_page_from_the_command_line_and_the_api(
     tiny_decoder: TinyFactory, tmp_path: Path
 ) -> None:
@@ -243,4 +238,4 @@ def test_lang_reaches_the_pooled_page_from_the_command_line_and_the_api(
     spec = _spec(out.read_text(encoding="utf-8"))
     assert spec["lang"] == "pt" and "camadas" in spec["title"]
     long = attnviz.analyse_long(TEXT, model=folder, pool=8)
-    assert _spec(long.html(lang="pt"))["text"] == long_texts("pt")  # type: ignore[call-arg]
+    assert _spec(long.html(lang="pt"))["text"] == long_texts("pt")

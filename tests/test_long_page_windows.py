@@ -90,11 +90,6 @@ def test_the_page_greys_exactly_the_blocks_the_model_cannot_see(
         chromium.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LongResult (measures/long.py, being rewritten) does not carry the windows yet: "
-    "once analyse_long fills them and LongResult.html passes them on, remove this mark",
-)
 def test_analyse_long_hands_its_windows_to_the_page(gemma2_folder: Path) -> None:
     long = attnviz.analyse_long(TEXT, model=str(gemma2_folder), pool=3)
     assert _spec(long.html())["windows"] == [5, None, 5, 5]

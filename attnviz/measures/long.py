@@ -316,6 +316,7 @@ class LongResult:
     rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
     labels: list[str] | None = None  # the pieces, for `rows`
     causal: bool = True  # a decoder's: keys after the query are masked
+    windows: tuple[int | None, ...] = ()  # a decoder's sliding window per layer; (): none
 
     def head_kinds(self, layer: int) -> list[str]:
         """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
@@ -470,7 +471,13 @@ class LongResult:
         return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
 
     def html(
-        self, view: str = "matrix", *, layer: int = -1, head: int | None = None, theme: str = "auto"
+        self,
+        view: str = "matrix",
+        *,
+        layer: int = -1,
+        head: int | None = None,
+        theme: str = "auto",
+        lang: str | None = None,
     ) -> str:
         """One self-contained offline HTML page of the pooled map: blocks of `pool` pieces are
         its units; hovering a block shows its weight and its block of queries' row, largest
@@ -478,8 +485,11 @@ class LongResult:
         It opens on `view`: "matrix" (one head, or the head mean when `head` is None), "heads"
         (the heads of `layer`) or "model" (every layer and head). Refused past
         `attnviz.render.long.LONG_PAGE_BLOCKS` blocks, naming the `pool` that fits."""
+        from attnviz.lexicon import resolve_lang
         from attnviz.limits import check_choice, resolve_index
-        from attnviz.render.long import check_long_page, long_page
+        from attnviz.render.long import check_long_page, long_page, long_page_title
+
+        lang = resolve_lang(lang)
 
         pooled = self._pooled_or_refuse()
         check_choice(view, ("matrix", "heads", "model"), "view")
@@ -500,11 +510,15 @@ class LongResult:
             widths=self.bin_widths,
             sink=self.sink,
             kinds=[self.head_kinds(x) for x in range(self.layers)],
-            title=self._title(f"{self.layers} layers × {self.heads} heads"),
+            title=long_page_title(
+                self.model, self.T, self.layers, self.heads, self.pool or 1, self.pool_by, lang
+            ),
             view=view,
             layer=layer,
             head=head,
             theme=theme,
+            lang=lang,
+            windows=list(self.windows) or None,
         )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
