@@ -93,3 +93,32 @@ def test_the_page_greys_exactly_the_blocks_the_model_cannot_see(
 def test_analyse_long_hands_its_windows_to_the_page(gemma2_folder: Path) -> None:
     long = attnviz.analyse_long(TEXT, model=str(gemma2_folder), pool=3)
     assert _spec(long.html())["windows"] == [5, None, 5, 5]
+
+
+def test_pooled_views_mask_the_blocks_the_model_cannot_see(gemma2_folder: Path) -> None:
+    """The terminal and image views of the pooled map mark as masked exactly the blocks no head
+    puts weight on: after the queries, and behind the window on layers 0, 2 and 3."""
+    import io
+
+    from rich.console import Console
+
+    from attnviz.measures.long import hidden_blocks
+
+    long = attnviz.analyse_long(TEXT, model=str(gemma2_folder), pool=3)
+    assert long.pooled is not None
+    n = len(long.pool_labels)
+    unseen = long.pooled.max(axis=1) == 0  # (L, n, n): no head of the layer puts weight there
+    for layer in range(long.layers):
+        for head in (None, 2):
+            masked = long.view(layer, head).masked
+            assert masked is not None and np.array_equal(masked, unseen[layer])
+        heads = long.heads_view(layer).masked
+        assert heads is not None and heads.shape == (long.heads, n, n)
+        assert (heads == unseen[layer]).all()
+    model = long.model_view().masked
+    assert model is not None and np.array_equal(model, np.repeat(unseen, long.heads, axis=0))
+    assert unseen[0].sum() > unseen[1].sum()  # the window hides more than the causal mask
+    out = io.StringIO()
+    Console(file=out, width=200).print(long.view(0, 1))
+    assert "masked" in out.getvalue()
+    assert hidden_blocks(long.T, 3, causal=False, window=None) is None  # an encoder's

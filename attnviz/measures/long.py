@@ -65,6 +65,21 @@ def pool_edges(T: int, pool: int) -> list[tuple[int, int]]:
     return [(s, min(T, s + pool) - 1) for s in range(0, T, pool)]
 
 
+def hidden_blocks(T: int, pool: int, causal: bool, window: int | None) -> np.ndarray | None:
+    """(n, n) True where no query of a block of `pool` queries may see any key of a block of
+    keys: keys all after the queries (`causal`), or all `window` or more pieces behind them
+    (a sliding window); None when no block is hidden. web/long.js greys the same blocks."""
+    edges = np.array(pool_edges(T, pool))  # (n, 2): first and last piece of each block
+    first_query, last_key = edges[:, 0][:, None], edges[:, 1][None, :]  # (n, 1), (1, n)
+    n = len(edges)
+    hidden = np.zeros((n, n), dtype=bool)  # (n, n)
+    if causal:
+        hidden |= np.arange(n)[None, :] > np.arange(n)[:, None]  # key blocks after the queries
+    if window is not None:
+        hidden |= first_query - last_key >= window
+    return hidden if hidden.any() else None
+
+
 def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
     """`pool` and `pool_by` checked, in the caller's words."""
     return check_range(pool, "pool", POOL), check_choice(pool_by, POOL_BY, "pool_by")
@@ -365,6 +380,7 @@ class LongResult:
         if head is not None:
             head = resolve_index(head, self.heads, "head")
         matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
+        hidden = self._hidden(layer)
         which = "head mean" if head is None else f"head {head}"
         return AttentionView(
             matrix=matrix,
@@ -376,7 +392,13 @@ class LongResult:
             head=head,
             units="tokens",
             pair_start=None,
+            masked=hidden,
         )
+
+    def _hidden(self, layer: int) -> np.ndarray | None:
+        """(n, n): the blocks of `layer` the model cannot see (see `hidden_blocks`)."""
+        window = self.windows[layer] if self.windows else None
+        return hidden_blocks(self.T, self.pool or 1, self.causal, window)
 
     def heads_view(self, layer: int = -1) -> HeadsView:
         """Every head of one layer, pooled."""
@@ -396,7 +418,17 @@ class LongResult:
             heads=list(range(self.heads)),
             units="tokens",
             pair_start=None,
+            masked=self._stacked_hidden([layer]),
         )
+
+    def _stacked_hidden(self, layers: Sequence[int]) -> np.ndarray | None:
+        """(len(layers)·H, n, n): each panel's hidden blocks, heads of a layer alike."""
+        per_layer = [self._hidden(layer) for layer in layers]
+        if all(h is None for h in per_layer):
+            return None
+        n = len(self.pool_labels)
+        none = np.zeros((n, n), dtype=bool)
+        return np.stack([none if h is None else h for h in per_layer for _ in range(self.heads)])
 
     def model_view(self) -> HeadsView:
         """Every layer (rows) and head (columns), pooled."""
@@ -416,6 +448,7 @@ class LongResult:
             units="tokens",
             pair_start=None,
             columns=H,
+            masked=self._stacked_hidden(range(L)),
         )
 
     def row(self, layer: int = -1, head: int | None = None) -> QueryRow:
