@@ -239,3 +239,15 @@ def test_lang_reaches_the_pooled_page_from_the_command_line_and_the_api(
     assert spec["lang"] == "pt" and "camadas" in spec["title"]
     long = attnviz.analyse_long(TEXT, model=folder, pool=8)
     assert _spec(long.html(lang="pt"))["text"] == long_texts("pt")
+
+
+def test_distance_speaks_the_commands_language(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
+    folder = str(tiny_decoder("mistral", num_hidden_layers=2, sliding_window=2))
+    out = tmp_path / "d.png"
+    result = CliRunner().invoke(app, ["distance", TEXT, "--model", folder, "--lang", "pt",
+                                      "--out", str(out)], env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    shown = " ".join(result.stdout.split())
+    for words in ("fração do peso de cada cabeça por distância", "sumidouro", "tipo", "anterior"):
+        assert words in shown, words
+    assert "kind" not in shown and out.stat().st_size > 0

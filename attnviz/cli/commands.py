@@ -473,11 +473,12 @@ def distance(
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
                               truncate=request.truncate, bos=request.bos,
                               engine=request.engine)  # fmt: skip
-    table = result.profile_table(layers or None)
+    table = result.profile_table(layers or None, lang=request.lang)
     if out is not None:
         from attnviz.render.saving import save_figure
 
-        save_figure(result.profile_figure(cmap), out, dpi=200, transparent=False)
+        figure = result.profile_figure(cmap, lang=request.lang)
+        save_figure(figure, out, dpi=200, transparent=False)
     console.print(table)
     _wrote(out)
 

@@ -479,29 +479,34 @@ class LongResult:
             units="tokens",
         )
 
-    def profile_table(self, layers: Sequence[int] | None = None) -> Any:
+    def profile_table(self, layers: Sequence[int] | None = None, *, lang: str | None = None) -> Any:
         """A rich Table of each head's distance profile (the share of its weight at each
-        distance), sink share and kind; `layers` (default: all)."""
+        distance), sink share and kind; `layers` (default: all); `lang` "en" or "pt"."""
+        from attnviz.lexicon import resolve_lang
         from attnviz.limits import resolve_index
-        from attnviz.render.long import profile_table
+        from attnviz.render.long import long_profile_title, profile_table
 
+        lang = resolve_lang(lang)
         chosen = (
             list(range(self.layers))
             if layers is None
             else [resolve_index(x, self.layers, "layer") for x in layers]
         )
         kinds = [self.head_kinds(x) if x in chosen else [] for x in range(self.layers)]
-        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        title = long_profile_title(self.model, self.T, lang)
         return profile_table(
-            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen
+            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen, lang
         )
 
-    def profile_figure(self, cmap: str = "viridis") -> Figure:
-        """The distance profiles as one heatmap: heads × distance bins."""
-        from attnviz.render.long import profile_figure
+    def profile_figure(self, cmap: str = "viridis", *, lang: str | None = None) -> Figure:
+        """The distance profiles as one heatmap: heads × distance bins; `lang` "en" or "pt"."""
+        from attnviz.lexicon import resolve_lang
+        from attnviz.render.long import long_profile_title, profile_figure
 
-        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
-        return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+        lang = resolve_lang(lang)
+        title = long_profile_title(self.model, self.T, lang)
+        widths = self.bin_widths
+        return profile_figure(title, self.profile, self.bin_labels, widths, cmap=cmap, lang=lang)
 
     def html(
         self,
