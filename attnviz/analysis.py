@@ -174,6 +174,8 @@ class Analysis(TokenizedInput):
             num_layers=self.prepared.num_layers,
             lang=lang,
             keys=self.key_pieces,
+            engine=self.engine,
+            stack=None if self.sides is None else self.sides.stack,
             **self._mask,
         )
 

@@ -660,6 +660,7 @@ def analyse_long(
         rows=reducer.rows,
         labels=list(pieces.labels) if index is not None else None,
         causal=shape.decoder,
+        windows=prepared.shape.decoder.sliding_windows if prepared.shape.decoder else (),
     )
 
 

@@ -207,6 +207,51 @@ _EN: dict[str, str] = {
         "Firefox 113, Safari 16.4 or later)"
     ),
     "page_unreadable": "cannot read the attention data: {error}",
+    # the pooled page of a long input (render/long.py, web/long.js): blocks of pieces
+    "long_title": "{model} · {pieces} pieces · {layers} layers × {heads} heads · blocks of "
+    "{pool} pieces, {how}",
+    "long_view_matrix": "Matrix",
+    "long_view_heads": "Heads",
+    "long_view_model": "Model",
+    "long_views": "views",
+    "long_layer": "layer",
+    "long_head": "head",
+    "long_layer_n": "layer {layer}",
+    "long_head_n": "head {head}",
+    "long_mean_n": "mean of {n} heads",
+    "long_heat_label": "{layer}, {which}, {n} × {n} blocks",
+    "long_hover": "hover a block: its row",
+    "long_legend": (
+        "rows are blocks of queries, columns blocks of keys; {how} weight of each block of "
+        "{pool} pieces; brightest {vmax}"
+    ),
+    "long_by_mean": "mean",
+    "long_by_max": "max",
+    "long_row_status": "queries {queries}: the {shown} largest of {n} key blocks",
+    "long_tip": "queries {queries} → keys {keys}: {weight}",
+    "long_tip_masked": "queries {queries} → keys {keys}: masked (after the queries)",
+    "long_tip_window": (
+        "queries {queries} → keys {keys}: masked ({window} or more pieces back, outside the "
+        "layer's sliding window)"
+    ),
+    "long_thumb": "layer {layer}, head {head}: sink {sink}, {kind}",
+    "long_panel": "L{layer} H{head}",
+    "long_panel_head": "H{head}",
+    "long_grid_status": "click a head to open it",
+    "long_col_head": "head",
+    "long_col_sink": "sink",
+    "long_col_kind": "kind",
+    "long_profile_caption": "layer {layer}: share of each head's weight by query–key distance",
+    "long_kind_sink": "sink",
+    "long_kind_self": "self",
+    "long_kind_previous": "previous",
+    "long_kind_local": "local",
+    "long_kind_global": "global",
+    "long_unreadable": "could not read the weights: {error}",
+    # the distance profiles (`attnviz distance`: its table and figure)
+    "distance_title": "{model} · {pieces} pieces · share of each head's weight by distance",
+    "distance_axis": "query − key distance (pieces)",
+    "distance_bar": "share of the head's weight",
 }
 
 _PT: dict[str, str] = {
@@ -399,6 +444,53 @@ _PT: dict[str, str] = {
         "Chrome 80, Firefox 113, Safari 16.4 ou mais recente)"
     ),
     "page_unreadable": "não foi possível ler os dados de atenção: {error}",
+    # a página agrupada de uma entrada longa (render/long.py, web/long.js): blocos de peças
+    "long_title": "{model} · {pieces} peças · {layers} camadas × {heads} cabeças · blocos de "
+    "{pool} peças, {how}",
+    "long_view_matrix": "Matriz",
+    "long_view_heads": "Cabeças",
+    "long_view_model": "Modelo",
+    "long_views": "visões",
+    "long_layer": "camada",
+    "long_head": "cabeça",
+    "long_layer_n": "camada {layer}",
+    "long_head_n": "cabeça {head}",
+    "long_mean_n": "média das {n} cabeças",
+    "long_heat_label": "{layer}, {which}, {n} × {n} blocos",
+    "long_hover": "passe o mouse sobre um bloco: a sua linha",
+    "long_legend": (
+        "linhas são blocos de consultas, colunas blocos de chaves; peso {how} de cada bloco "
+        "de {pool} peças; o mais claro {vmax}"
+    ),
+    "long_by_mean": "médio",
+    "long_by_max": "máximo",
+    "long_row_status": "consultas {queries}: os {shown} maiores de {n} blocos de chaves",
+    "long_tip": "consultas {queries} → chaves {keys}: {weight}",
+    "long_tip_masked": "consultas {queries} → chaves {keys}: mascaradas (depois das consultas)",
+    "long_tip_window": (
+        "consultas {queries} → chaves {keys}: mascaradas ({window} peças ou mais para trás, "
+        "fora da janela deslizante da camada)"
+    ),
+    "long_thumb": "camada {layer}, cabeça {head}: sumidouro {sink}, {kind}",
+    "long_panel": "C{layer} c{head}",
+    "long_panel_head": "c{head}",
+    "long_grid_status": "clique numa cabeça para abri-la",
+    "long_col_head": "cabeça",
+    "long_col_sink": "sumidouro",
+    "long_col_kind": "tipo",
+    "long_profile_caption": (
+        "camada {layer}: fração do peso de cada cabeça por distância consulta–chave"
+    ),
+    "long_kind_sink": "sumidouro",
+    "long_kind_self": "si-mesma",
+    "long_kind_previous": "anterior",
+    "long_kind_local": "local",
+    "long_kind_global": "global",
+    "long_unreadable": "não foi possível ler os pesos: {error}",
+    # os perfis de distância (`attnviz distance`: a sua tabela e a sua figura)
+    "distance_title": "{model} · {pieces} peças · fração do peso de cada cabeça por distância",
+    "distance_axis": "distância consulta − chave (peças)",
+    "distance_bar": "fração do peso da cabeça",
 }
 
 LABELS: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}

@@ -133,6 +133,7 @@ def test_the_engine_note_is_on_stderr_never_in_json_stdout(tiny_model) -> None:
         assert "transformers' eager DebertaV2Model" in err and len(err.splitlines()) == 1
         assert "note" not in out
         assert record["model"].endswith("· transformers engine")
+        assert record["engine"] == "transformers" and "stack" not in record
     code, out, err = _run("show", TEXT, "--model", folder, "--json", "--quiet")
     assert code == 0 and err == ""
     code, out, err = _run("show", TEXT, "--json")  # the default model: no note

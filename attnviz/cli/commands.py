@@ -271,7 +271,11 @@ def show(
     if pool is not None:
         _check_long_shape(request, [layer], head)
         result = _pooled(request, out, style, pool, pool_by, None, exclude)
-        page = lambda: result.html("matrix", layer=layer, head=head, theme=style.theme)  # noqa: E731
+
+        def page() -> str:
+            return result.html("matrix", layer=layer, head=head, theme=style.theme,
+                               lang=request.lang)  # fmt: skip
+
         _draw_pooled(console, result.view(layer, head), out, style, page)
         return
     words = {"query": query} if query is not None else {}
@@ -412,7 +416,8 @@ def heads(
         _check_long_shape(request, [layer])
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
         _draw_pooled(console, result.heads_view(layer), out, style,
-                     lambda: result.html("heads", layer=layer, theme=style.theme))  # fmt: skip
+                     lambda: result.html("heads", layer=layer, theme=style.theme,
+                                         lang=request.lang))  # fmt: skip
         return
     with _whole_or_pooled(request, not subset and not exclude, query=False):
         analysis = _analyse(request, out, style, allowed=PAGES, layer=layer, heads=subset,
@@ -550,7 +555,7 @@ def _pooled_model_view(
     """The model view in blocks of `pool` pieces."""
     result = _pooled(request, out, style, pool, pool_by, subset, exclude)
     _draw_pooled(console, result.model_view(), out, style,
-                 lambda: result.html("model", theme=style.theme))  # fmt: skip
+                 lambda: result.html("model", theme=style.theme, lang=request.lang))  # fmt: skip
 
 
 def distance(
@@ -574,11 +579,12 @@ def distance(
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
                               truncate=request.truncate, bos=request.bos,
                               engine=request.engine)  # fmt: skip
-    table = result.profile_table(layers or None)
+    table = result.profile_table(layers or None, lang=request.lang)
     if out is not None:
         from attnviz.render.saving import save_figure
 
-        save_figure(result.profile_figure(cmap), out, dpi=200, transparent=False)
+        figure = result.profile_figure(cmap, lang=request.lang)
+        save_figure(figure, out, dpi=200, transparent=False)
     console.print(table)
     _wrote(out)
 

@@ -65,6 +65,21 @@ def pool_edges(T: int, pool: int) -> list[tuple[int, int]]:
     return [(s, min(T, s + pool) - 1) for s in range(0, T, pool)]
 
 
+def hidden_blocks(T: int, pool: int, causal: bool, window: int | None) -> np.ndarray | None:
+    """(n, n) True where no query of a block of `pool` queries may see any key of a block of
+    keys: keys all after the queries (`causal`), or all `window` or more pieces behind them
+    (a sliding window); None when no block is hidden. web/long.js greys the same blocks."""
+    edges = np.array(pool_edges(T, pool))  # (n, 2): first and last piece of each block
+    first_query, last_key = edges[:, 0][:, None], edges[:, 1][None, :]  # (n, 1), (1, n)
+    n = len(edges)
+    hidden = np.zeros((n, n), dtype=bool)  # (n, n)
+    if causal:
+        hidden |= np.arange(n)[None, :] > np.arange(n)[:, None]  # key blocks after the queries
+    if window is not None:
+        hidden |= first_query - last_key >= window
+    return hidden if hidden.any() else None
+
+
 def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
     """`pool` and `pool_by` checked, in the caller's words."""
     return check_range(pool, "pool", POOL), check_choice(pool_by, POOL_BY, "pool_by")
@@ -316,6 +331,7 @@ class LongResult:
     rows: np.ndarray | None = None  # (L, H, T): the query's weights, every layer and head
     labels: list[str] | None = None  # the pieces, for `rows`
     causal: bool = True  # a decoder's: keys after the query are masked
+    windows: tuple[int | None, ...] = ()  # a decoder's sliding window per layer; (): none
 
     def head_kinds(self, layer: int) -> list[str]:
         """Each head of `layer` in one word, by where most of its weight lies: "sink" (over
@@ -364,6 +380,7 @@ class LongResult:
         if head is not None:
             head = resolve_index(head, self.heads, "head")
         matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
+        hidden = self._hidden(layer)
         which = "head mean" if head is None else f"head {head}"
         return AttentionView(
             matrix=matrix,
@@ -375,7 +392,13 @@ class LongResult:
             head=head,
             units="tokens",
             pair_start=None,
+            masked=hidden,
         )
+
+    def _hidden(self, layer: int) -> np.ndarray | None:
+        """(n, n): the blocks of `layer` the model cannot see (see `hidden_blocks`)."""
+        window = self.windows[layer] if self.windows else None
+        return hidden_blocks(self.T, self.pool or 1, self.causal, window)
 
     def heads_view(self, layer: int = -1) -> HeadsView:
         """Every head of one layer, pooled."""
@@ -395,7 +418,17 @@ class LongResult:
             heads=list(range(self.heads)),
             units="tokens",
             pair_start=None,
+            masked=self._stacked_hidden([layer]),
         )
+
+    def _stacked_hidden(self, layers: Sequence[int]) -> np.ndarray | None:
+        """(len(layers)·H, n, n): each panel's hidden blocks, heads of a layer alike."""
+        per_layer = [self._hidden(layer) for layer in layers]
+        if all(h is None for h in per_layer):
+            return None
+        n = len(self.pool_labels)
+        none = np.zeros((n, n), dtype=bool)
+        return np.stack([none if h is None else h for h in per_layer for _ in range(self.heads)])
 
     def model_view(self) -> HeadsView:
         """Every layer (rows) and head (columns), pooled."""
@@ -415,6 +448,7 @@ class LongResult:
             units="tokens",
             pair_start=None,
             columns=H,
+            masked=self._stacked_hidden(range(L)),
         )
 
     def row(self, layer: int = -1, head: int | None = None) -> QueryRow:
@@ -445,32 +479,43 @@ class LongResult:
             units="tokens",
         )
 
-    def profile_table(self, layers: Sequence[int] | None = None) -> Any:
+    def profile_table(self, layers: Sequence[int] | None = None, *, lang: str | None = None) -> Any:
         """A rich Table of each head's distance profile (the share of its weight at each
-        distance), sink share and kind; `layers` (default: all)."""
+        distance), sink share and kind; `layers` (default: all); `lang` "en" or "pt"."""
+        from attnviz.lexicon import resolve_lang
         from attnviz.limits import resolve_index
-        from attnviz.render.long import profile_table
+        from attnviz.render.long import long_profile_title, profile_table
 
+        lang = resolve_lang(lang)
         chosen = (
             list(range(self.layers))
             if layers is None
             else [resolve_index(x, self.layers, "layer") for x in layers]
         )
         kinds = [self.head_kinds(x) if x in chosen else [] for x in range(self.layers)]
-        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
+        title = long_profile_title(self.model, self.T, lang)
         return profile_table(
-            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen
+            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen, lang
         )
 
-    def profile_figure(self, cmap: str = "viridis") -> Figure:
-        """The distance profiles as one heatmap: heads × distance bins."""
-        from attnviz.render.long import profile_figure
+    def profile_figure(self, cmap: str = "viridis", *, lang: str | None = None) -> Figure:
+        """The distance profiles as one heatmap: heads × distance bins; `lang` "en" or "pt"."""
+        from attnviz.lexicon import resolve_lang
+        from attnviz.render.long import long_profile_title, profile_figure
 
-        title = f"{self.model} · {self.T:,} pieces · share of each head's weight by distance"
-        return profile_figure(title, self.profile, self.bin_labels, self.bin_widths, cmap=cmap)
+        lang = resolve_lang(lang)
+        title = long_profile_title(self.model, self.T, lang)
+        widths = self.bin_widths
+        return profile_figure(title, self.profile, self.bin_labels, widths, cmap=cmap, lang=lang)
 
     def html(
-        self, view: str = "matrix", *, layer: int = -1, head: int | None = None, theme: str = "auto"
+        self,
+        view: str = "matrix",
+        *,
+        layer: int = -1,
+        head: int | None = None,
+        theme: str = "auto",
+        lang: str | None = None,
     ) -> str:
         """One self-contained offline HTML page of the pooled map: blocks of `pool` pieces are
         its units; hovering a block shows its weight and its block of queries' row, largest
@@ -478,8 +523,11 @@ class LongResult:
         It opens on `view`: "matrix" (one head, or the head mean when `head` is None), "heads"
         (the heads of `layer`) or "model" (every layer and head). Refused past
         `attnviz.render.long.LONG_PAGE_BLOCKS` blocks, naming the `pool` that fits."""
+        from attnviz.lexicon import resolve_lang
         from attnviz.limits import check_choice, resolve_index
-        from attnviz.render.long import check_long_page, long_page
+        from attnviz.render.long import check_long_page, long_page, long_page_title
+
+        lang = resolve_lang(lang)
 
         pooled = self._pooled_or_refuse()
         check_choice(view, ("matrix", "heads", "model"), "view")
@@ -500,11 +548,15 @@ class LongResult:
             widths=self.bin_widths,
             sink=self.sink,
             kinds=[self.head_kinds(x) for x in range(self.layers)],
-            title=self._title(f"{self.layers} layers × {self.heads} heads"),
+            title=long_page_title(
+                self.model, self.T, self.layers, self.heads, self.pool or 1, self.pool_by, lang
+            ),
             view=view,
             layer=layer,
             head=head,
             theme=theme,
+            lang=lang,
+            windows=list(self.windows) or None,
         )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

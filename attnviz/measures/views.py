@@ -94,6 +94,8 @@ class AttentionView(Drawn):
     masked: np.ndarray | None = field(default=None, repr=False)
     key_labels: list[str] | None = None  # (M,) the columns, when the keys are not the queries
     key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
+    engine: str = "attnviz"  # what computed the weights: "attnviz", "transformers", "given"
+    stack: str | None = None  # an encoder-decoder's stack: "encoder", "decoder", "cross"
 
     @property
     def columns(self) -> list[str]:
@@ -140,6 +142,7 @@ class AttentionView(Drawn):
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
             "measure": self.measure,
+            **_provenance_record(self.engine, self.stack),
             "weights": self.matrix.tolist(),
             "masked": masked_list(self.masked),
         }
@@ -273,6 +276,8 @@ class HeadsView(Drawn):
     masked: np.ndarray | None = field(default=None, repr=False)
     key_labels: list[str] | None = None  # (M,) the columns, when the keys are not the queries
     key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
+    engine: str = "attnviz"  # what computed the weights (see AttentionView)
+    stack: str | None = None  # an encoder-decoder's stack (see AttentionView)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -285,6 +290,7 @@ class HeadsView(Drawn):
             "pair_start": self.pair_start,
             "excluded": list(self.excluded),
             "measure": self.measure,
+            **_provenance_record(self.engine, self.stack),
             "weights": self.matrices.tolist(),
             "masked": masked_list(self.masked),
         }
@@ -394,6 +400,12 @@ def _keys_record(key_tokens: list[str] | None) -> dict[str, Any]:
     return {} if key_tokens is None else {"key_tokens": key_tokens}
 
 
+def _provenance_record(engine: str, stack: str | None) -> dict[str, Any]:
+    """What a record says of how its weights were computed: the engine, and an
+    encoder-decoder's stack (nothing for a model of one stack)."""
+    return {"engine": engine} | ({} if stack is None else {"stack": stack})
+
+
 def masked_list(masked: np.ndarray | None) -> list[Any] | None:
     """A view's mask as JSON lists of booleans, the shape of its weights; None when none."""
     return None if masked is None else np.asarray(masked, dtype=bool).tolist()
@@ -422,6 +434,8 @@ class Source:
     # A rectangle (L, H, Tq, Tk): the keys' pieces, from another input than the queries'
     # (cross-attention, or arrays given so). None: the keys are the queries.
     keys: Pieces | None = None
+    engine: str = "attnviz"  # what computed `attentions` (the views' data records say it)
+    stack: str | None = None  # an encoder-decoder's stack `attentions` is from
 
     def units(self, units: str, exclude: str | Sequence[str] | None) -> UnitMap:
         """The map of this source's pieces (queries and keys) to `units` without `exclude`."""
@@ -526,6 +540,8 @@ def layer_view(
         measure=src.measure,
         lang=lang,
         masked=_masked(unit_map, src.hidden(layer)),
+        engine=src.engine,
+        stack=src.stack,
     )
 
 
@@ -587,6 +603,8 @@ def heads_view(
         measure=src.measure,
         lang=lang,
         masked=_panels_masked(src, unit_map, [layer], len(shown)),
+        engine=src.engine,
+        stack=src.stack,
     )
 
 
@@ -637,6 +655,8 @@ def model_view(
         measure=src.measure,
         lang=lang,
         masked=_panels_masked(src, unit_map, range(L), 1 if src.per_layer else len(shown)),
+        engine=src.engine,
+        stack=src.stack,
     )
 
 

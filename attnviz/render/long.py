@@ -11,7 +11,9 @@ is imported inside the function.
 The page holds the pooled array (L, H, n, n), each matrix quantised against its own largest
 block (16 bits up to LONG_PAGE_U16 blocks in all, else 8), deflated and base64-encoded;
 `check_long_page` refuses, before any work, more than LONG_PAGE_BLOCKS blocks, naming the
-smallest `pool` that fits.
+smallest `pool` that fits. The page speaks `lang` ("en" or "pt"): its words are the
+lexicon's `long_` labels, carried in its data (`long_texts`); the data's own keys (a head's
+kind, "mean" or "max") stay in English.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import BadInput
+from attnviz.lexicon import LABELS, label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,6 +39,9 @@ __all__ = [
     "LONG_PAGE_U16",
     "check_long_page",
     "long_page",
+    "long_page_title",
+    "long_profile_title",
+    "long_texts",
     "profile_figure",
     "profile_table",
 ]
@@ -59,19 +65,21 @@ def profile_table(
     sink: np.ndarray,
     kinds: Sequence[Sequence[str]],
     layers: Sequence[int],
+    lang: str = "en",
 ) -> Any:
     """A rich Table: one row per head of `layers`, the share of its weight at each distance
-    (shaded by size), its sink share and its kind."""
+    (shaded by size), its sink share and its kind; its headers and kinds in `lang`."""
     from rich.table import Table
     from rich.text import Text
 
+    _check_lang(lang)
     table = Table(title=title, title_justify="left", pad_edge=False, box=None)
-    table.add_column("layer", justify="right")
-    table.add_column("head", justify="right")
+    table.add_column(label(lang, "col_layer"), justify="right")
+    table.add_column(label(lang, "col_head"), justify="right")
     for name in bin_labels:
         table.add_column(name, justify="right")
-    table.add_column("sink", justify="right")
-    table.add_column("kind")
+    table.add_column(label(lang, "long_col_sink"), justify="right")
+    table.add_column(label(lang, "long_col_kind"))
     shares = _shares(profile, widths)  # (L, H, bins)
     for layer in layers:
         for head in range(profile.shape[1]):
@@ -84,7 +92,7 @@ def profile_table(
                 str(head),
                 *cells,
                 f"{sink[layer, head]:.0%}",
-                kinds[layer][head],
+                label(lang, f"long_kind_{kinds[layer][head]}"),
             )
     return table
 
@@ -96,10 +104,13 @@ def profile_figure(
     widths: np.ndarray,
     *,
     cmap: str = "viridis",
+    lang: str = "en",
 ) -> Figure:
-    """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight."""
+    """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight;
+    its labels in `lang`."""
     from attnviz.render.inline import InlineFigure
 
+    _check_lang(lang)
     L, H, B = profile.shape
     shares = _shares(profile, widths).reshape(L * H, B)  # (L·H, bins)
     height = min(30.0, 1.5 + 0.12 * L * H)
@@ -108,11 +119,12 @@ def profile_figure(
     image = axes.imshow(shares, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="none")
     axes.set_xticks(range(B), list(bin_labels), rotation=90, fontsize=7)
     step = max(1, H * max(1, L // 30))
-    axes.set_yticks(range(0, L * H, step), [f"L{r // H} H{r % H}" for r in range(0, L * H, step)])
+    rows = range(0, L * H, step)
+    axes.set_yticks(rows, [label(lang, "long_panel", layer=r // H, head=r % H) for r in rows])
     axes.tick_params(axis="y", labelsize=6)
-    axes.set_xlabel("query − key distance (pieces)")
+    axes.set_xlabel(label(lang, "distance_axis"))
     axes.set_title(title, fontsize=9, loc="left")
-    figure.colorbar(image, ax=axes, label="share of the head's weight", fraction=0.04)
+    figure.colorbar(image, ax=axes, label=label(lang, "distance_bar"), fraction=0.04)
     figure.tight_layout()
     return figure
 
@@ -155,6 +167,37 @@ def _encode_pooled(pooled: np.ndarray) -> dict[str, object]:
     }
 
 
+def _check_lang(lang: str) -> None:
+    """`lang` is resolved by the caller (`attnviz.lexicon.resolve_lang`): a slip is a bug."""
+    if lang not in LABELS:
+        raise ValueError(f"lang must be one of {', '.join(LABELS)}, got {lang!r}")
+
+
+def long_texts(lang: str) -> dict[str, str]:
+    """The pooled page's strings in `lang` (resolved), keyed without their `long_` prefix;
+    web/long.js fills their `{placeholders}` itself."""
+    _check_lang(lang)
+    return {key[5:]: text for key, text in LABELS[lang].items() if key.startswith("long_")}
+
+
+def long_profile_title(model: str, T: int, lang: str = "en") -> str:
+    """The distance profiles' title in `lang`: "MODEL · 8,192 pieces · share of each head's
+    weight by distance"."""
+    _check_lang(lang)
+    return label(lang, "distance_title", model=model, pieces=f"{T:,}")
+
+
+def long_page_title(
+    model: str, T: int, layers: int, heads: int, pool: int, pool_by: str, lang: str = "en"
+) -> str:
+    """The pooled page's title in `lang`: "MODEL · 8,192 pieces · 30 layers × 9 heads ·
+    blocks of 128 pieces, mean"."""
+    _check_lang(lang)
+    how = label(lang, f"long_by_{pool_by}")
+    return label(lang, "long_title", model=model, pieces=f"{T:,}", layers=layers, heads=heads,
+                 pool=pool, how=how)  # fmt: skip
+
+
 def long_page(
     pooled: np.ndarray,
     labels: Sequence[str],
@@ -173,13 +216,19 @@ def long_page(
     layer: int | None = None,
     head: int | None = None,
     theme: str = "auto",
+    lang: str = "en",
+    windows: Sequence[int | None] | None = None,
 ) -> str:
     """A whole offline HTML document of a long input's pooled attention (`web/long.js`):
     `pooled` (L, H, n, n) over blocks named `labels`; `profile` (L, H, bins) each head's mean
     weight per distance bin (of `widths` distances), `sink` (L, H) and `kinds` its sink share
     and kind; it opens on
     `view` ("matrix": one head, or the head mean when `head` is None; "heads": a layer's
-    heads; "model": every layer and head) at `layer`."""
+    heads; "model": every layer and head) at `layer`; its controls, captions, hover texts
+    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.lexicon.resolve_lang`).
+    `windows` (a decoder's sliding window of each layer, in pieces, None where a layer sees
+    every earlier piece): a block whose every key is that far or farther behind every query
+    of its block is drawn masked, as the blocks after the queries are."""
     from attnviz.render.html import document, web_asset
 
     L, H, n, n2 = pooled.shape
@@ -187,6 +236,11 @@ def long_page(
         raise ValueError(f"pooled {pooled.shape} does not fit {len(labels)} block labels")
     if view not in ("matrix", "heads", "model"):
         raise ValueError(f"view must be matrix, heads or model, got {view!r}")
+    _check_lang(lang)
+    if windows is not None and (
+        len(windows) != L or any(w is not None and (type(w) is not int or w < 1) for w in windows)
+    ):
+        raise ValueError(f"windows must be {L} positive ints or None, got {windows!r}")
     spec = {
         "layers": L,
         "heads": H,
@@ -197,6 +251,7 @@ def long_page(
         "pool": pool,
         "poolBy": pool_by,
         "causal": causal,
+        "windows": None if windows is None else list(windows),
         "bins": list(bin_labels),
         "shares": np.round(_shares(profile.astype(np.float64), widths), 4).tolist(),
         "sink": np.round(sink.astype(np.float64), 4).tolist(),
@@ -206,11 +261,14 @@ def long_page(
         "layer": layer,
         "head": head,
         "theme": theme,
+        "lang": lang,
+        "text": long_texts(lang),
     }
     root = f"attnviz-long-{uuid.uuid4().hex[:12]}"
+    tag = "pt-BR" if lang == "pt" else "en"
     data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     body = (
-        f'<div id="{root}" class="attnviz av-long"></div>\n'
+        f'<div id="{root}" class="attnviz av-long" lang="{tag}"></div>\n'
         f"<style>{web_asset('attnviz.css')}\n{web_asset('long.css')}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
         "<script>(function () {\n"
@@ -219,4 +277,4 @@ def long_page(
         f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
         "})();</script>\n"
     )
-    return document(title, theme, body)
+    return document(title, theme, body, lang)

@@ -10,9 +10,15 @@
  *   scales                    the largest block of each matrix, layer by layer
  *   labels                    each block's pieces ("0–63"); pool, poolBy: its size, mean or max
  *   causal                    a decoder: a block of keys after the block of queries is masked
+ *   windows                   null, or each layer's sliding window in pieces (null: none): a
+ *                             block whose keys are all that far or farther behind all its
+ *                             queries is masked too
  *   bins, shares, sink, kinds each head's share of weight per distance bin [L][H][bins], its
  *                             sink share [L][H] and its kind in one word [L][H]
  *   title, view, layer, head, theme   where the page opens ("matrix", "heads" or "model")
+ *   lang, text                the page's language ("en", "pt") and its words, keyed as the
+ *                             lexicon's long_ labels without the prefix; {name} is filled
+ *                             here. kinds and poolBy stay English keys: text names them
  *
  * Rows are blocks of queries, columns blocks of keys. Hovering a block shows its weight and,
  * beside the map, that block of queries' row: its key blocks, largest first.
@@ -25,6 +31,14 @@ function attnvizLong(root, spec) {
     [40, 174, 128], [94, 201, 98], [173, 220, 48], [253, 231, 37],
   ];
   const L = spec.layers, H = spec.heads, N = spec.n;
+  const TEXT = spec.text || {};
+  // The page's string `key` in its language, with {name} filled from `values`.
+  function t(key, values) {
+    const template = Object.prototype.hasOwnProperty.call(TEXT, key) ? TEXT[key] : key;
+    return template.replace(/\{(\w+)\}/g, (whole, name) =>
+      values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole);
+  }
+  const kindName = (kind) => t("kind_" + kind); // a head's kind (an English key), in the page's words
   const ROW_TOP = 12; // key blocks listed for the hovered row
   const state = {
     view: spec.view || "matrix",
@@ -52,7 +66,15 @@ function attnvizLong(root, spec) {
     return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
   }
   function fmt(w) { return w < 0.0001 && w > 0 ? w.toExponential(2) : w.toFixed(4); }
-  function masked(i, j) { return spec.causal && j > i; } // keys all after the queries
+  // Why block (i, j) of `layer` is hidden from the model: "after" (its keys all come after
+  // its queries), "window" (all at least the layer's window behind them), or "" (not hidden).
+  function hiddenBy(i, j, layer) {
+    if (spec.causal && j > i) return "after";
+    const w = spec.windows ? spec.windows[layer] : null;
+    const lastKey = Math.min(spec.T, (j + 1) * spec.pool) - 1;
+    return w != null && i * spec.pool - lastKey >= w ? "window" : "";
+  }
+  function masked(i, j, layer) { return hiddenBy(i, j, layer) !== ""; }
 
   async function decode() {
     const text = atob(spec.data);
@@ -96,18 +118,18 @@ function attnvizLong(root, spec) {
     return hex ? [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16)) : [217, 217, 217];
   }
 
-  // `m` [N * N] drawn with `cell` pixels a block, scaled to its largest visible block.
-  function paint(canvas, m, cell) {
+  // `m` [N * N] of `layer` drawn with `cell` pixels a block, scaled to its largest visible block.
+  function paint(canvas, m, cell, layer) {
     canvas.width = N * cell;
     canvas.height = N * cell;
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(N * cell, N * cell);
     const grey = maskedColour();
     let vmax = 0;
-    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j)) vmax = Math.max(vmax, m[i * N + j]);
+    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j, layer)) vmax = Math.max(vmax, m[i * N + j]);
     for (let i = 0; i < N; i++) {
       for (let j = 0; j < N; j++) {
-        const rgb = masked(i, j) ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
+        const rgb = masked(i, j, layer) ? grey : colour(vmax > 0 ? m[i * N + j] / vmax : 0);
         for (let y = i * cell; y < (i + 1) * cell; y++) {
           for (let x = j * cell; x < (j + 1) * cell; x++) {
             const p = (y * N * cell + x) * 4;
@@ -132,19 +154,19 @@ function attnvizLong(root, spec) {
   const status = el("div", { class: "av-status", "aria-live": "polite" });
   root.append(title, bar, main, status);
   const viewButtons = {};
-  const views = el("div", { class: "av-group", role: "group", "aria-label": "views" });
-  for (const [name, text] of [["matrix", "Matrix"], ["heads", "Heads"], ["model", "Model"]]) {
+  const views = el("div", { class: "av-group", role: "group", "aria-label": t("views") });
+  for (const name of ["matrix", "heads", "model"]) {
     viewButtons[name] = el("button", {
-      type: "button", text, "data-view": name, onclick: () => { state.view = name; render(); },
+      type: "button", text: t("view_" + name), "data-view": name, onclick: () => { state.view = name; render(); },
     });
     views.appendChild(viewButtons[name]);
   }
-  const layerSelect = el("select", { "aria-label": "layer", class: "av-layer" },
-    range(L).map((l) => el("option", { value: String(l), text: "layer " + l })));
+  const layerSelect = el("select", { "aria-label": t("layer"), class: "av-layer" },
+    range(L).map((l) => el("option", { value: String(l), text: t("layer_n", { layer: l }) })));
   layerSelect.addEventListener("change", () => { state.layer = Number(layerSelect.value); render(); });
-  const headSelect = el("select", { "aria-label": "head", class: "av-head" }, [
-    el("option", { value: "mean", text: "mean of " + H + " heads" }),
-    ...range(H).map((h) => el("option", { value: String(h), text: "head " + h })),
+  const headSelect = el("select", { "aria-label": t("head"), class: "av-head" }, [
+    el("option", { value: "mean", text: t("mean_n", { n: H }) }),
+    ...range(H).map((h) => el("option", { value: String(h), text: t("head_n", { head: h }) })),
   ]);
   headSelect.addEventListener("change", () => {
     state.head = headSelect.value === "mean" ? null : Number(headSelect.value);
@@ -183,18 +205,18 @@ function attnvizLong(root, spec) {
     const m = matrix(state.layer, state.head);
     const cell = clamp(Math.floor(640 / N), 1, 24);
     const canvas = el("canvas", { class: "av-heat", role: "img" });
-    const vmax = paint(canvas, m, cell);
-    const which = state.head == null ? "mean of " + H + " heads" : "head " + state.head;
-    canvas.setAttribute("aria-label", "layer " + state.layer + ", " + which + ", " + N + " × " + N + " blocks");
+    const layer = state.layer;
+    const vmax = paint(canvas, m, cell, layer);
+    const which = state.head == null ? t("mean_n", { n: H }) : t("head_n", { head: state.head });
+    canvas.setAttribute("aria-label", t("heat_label", { layer: t("layer_n", { layer: state.layer }), which, n: N }));
     const tip = el("div", { class: "av-tip" });
     const row = el("ol", { class: "av-row" });
-    const side = el("div", { class: "av-side" }, [el("div", { class: "av-legend", text: "hover a block: its row" }), row]);
+    const side = el("div", { class: "av-side" }, [el("div", { class: "av-legend", text: t("hover") }), row]);
     const where = el("div", { class: "av-heatwrap" }, [canvas, tip]);
     main.append(el("div", { class: "av-longmain" }, [where, side]),
-      el("div", { class: "av-legend", text: "rows are blocks of queries, columns blocks of keys; " +
-        spec.poolBy + " weight of each block of " + spec.pool + " pieces; brightest " + fmt(vmax) }));
+      el("div", { class: "av-legend", text: t("legend", { how: t("by_" + spec.poolBy), pool: spec.pool, vmax: fmt(vmax) }) }));
     function showRow(i) {
-      const order = range(N).filter((j) => !masked(i, j)).sort((a, b) => m[i * N + b] - m[i * N + a]);
+      const order = range(N).filter((j) => !masked(i, j, layer)).sort((a, b) => m[i * N + b] - m[i * N + a]);
       row.textContent = "";
       row.dataset.block = String(i);
       row.setAttribute("start", "1");
@@ -204,8 +226,7 @@ function attnvizLong(root, spec) {
         row.appendChild(el("li", { class: "av-key", "data-block": String(j), "data-weight": String(w) },
           [el("span", { class: "av-key-name", text: spec.labels[j] + " " + fmt(w) }), bar]));
       }
-      status.textContent = "queries " + spec.labels[i] + ": the " + Math.min(ROW_TOP, order.length) +
-        " largest of " + order.length + " key blocks";
+      status.textContent = t("row_status", { queries: spec.labels[i], shown: Math.min(ROW_TOP, order.length), n: order.length });
     }
     canvas.addEventListener("mousemove", (event) => {
       const box = canvas.getBoundingClientRect();
@@ -215,12 +236,14 @@ function attnvizLong(root, spec) {
       tip.style.display = "block";
       tip.style.left = (event.clientX - box.left + 12) + "px";
       tip.style.top = (event.clientY - box.top + 12) + "px";
-      if (masked(i, j)) {
-        tip.textContent = "queries " + spec.labels[i] + " → keys " + spec.labels[j] + ": masked (after the queries)";
+      const why = hiddenBy(i, j, layer);
+      if (why) {
+        tip.textContent = t(why === "after" ? "tip_masked" : "tip_window",
+          { queries: spec.labels[i], keys: spec.labels[j], window: why === "window" ? spec.windows[layer] : "" });
         tip.dataset.masked = "true";
         delete tip.dataset.weight;
       } else {
-        tip.textContent = "queries " + spec.labels[i] + " → keys " + spec.labels[j] + ": " + fmt(m[i * N + j]);
+        tip.textContent = t("tip", { queries: spec.labels[i], keys: spec.labels[j], weight: fmt(m[i * N + j]) });
         tip.dataset.weight = String(m[i * N + j]);
         delete tip.dataset.masked;
       }
@@ -237,29 +260,31 @@ function attnvizLong(root, spec) {
       for (let h = 0; h < H; h++) {
         const canvas = el("canvas", {
           class: "av-thumb", tabindex: "0", "data-layer": String(l), "data-head": String(h),
-          title: "layer " + l + ", head " + h + ": sink " + spec.sink[l][h].toFixed(2) + ", " + spec.kinds[l][h],
+          title: t("thumb", { layer: l, head: h, sink: spec.sink[l][h].toFixed(2), kind: kindName(spec.kinds[l][h]) }),
         });
-        paint(canvas, matrix(l, h), size);
+        paint(canvas, matrix(l, h), size, l);
         canvas.style.width = Math.max(N * size, 48) + "px";
         const open = () => { state.view = "matrix"; state.layer = l; state.head = h; render(); };
         canvas.addEventListener("click", open);
         canvas.addEventListener("keydown", (event) => { if (event.key === "Enter") open(); });
         wrap.appendChild(el("figure", { class: "av-cell" }, [canvas,
-          el("figcaption", { text: (layers.length > 1 ? "L" + l + " " : "") + "H" + h + " " + spec.kinds[l][h] })]));
+          el("figcaption", { text: (layers.length > 1 ? t("panel", { layer: l, head: h }) : t("panel_head", { head: h })) +
+            " " + kindName(spec.kinds[l][h]), "data-kind": spec.kinds[l][h] })]));
       }
     }
     main.appendChild(wrap);
-    status.textContent = "click a head to open it";
+    status.textContent = t("grid_status");
   }
 
   function profileTable(layer) {
-    const head = el("tr", {}, [el("th", { text: "head" }), ...spec.bins.map((b) => el("th", { text: b })),
-      el("th", { text: "sink" }), el("th", { text: "kind" })]);
+    const head = el("tr", {}, [el("th", { text: t("col_head") }), ...spec.bins.map((b) => el("th", { text: b })),
+      el("th", { text: t("col_sink") }), el("th", { text: t("col_kind") })]);
     const rows = range(H).map((h) => el("tr", {}, [el("td", { text: String(h) }),
       ...spec.shares[layer][h].map((s) => el("td", { text: (100 * s).toFixed(0) + "%" })),
-      el("td", { text: spec.sink[layer][h].toFixed(2) }), el("td", { text: spec.kinds[layer][h] })]));
+      el("td", { text: spec.sink[layer][h].toFixed(2) }),
+      el("td", { text: kindName(spec.kinds[layer][h]), "data-kind": spec.kinds[layer][h] })]));
     return el("table", { class: "av-profile" }, [
-      el("caption", { text: "layer " + layer + ": share of each head's weight by query–key distance" }),
+      el("caption", { text: t("profile_caption", { layer }) }),
       el("thead", {}, [head]), el("tbody", {}, rows)]);
   }
 
@@ -267,5 +292,5 @@ function attnvizLong(root, spec) {
     weights = w;
     render();
     root.dataset.ready = "true";
-  }).catch((error) => { status.textContent = "could not read the weights: " + error; });
+  }).catch((error) => { status.textContent = t("unreadable", { error }); });
 }
