@@ -235,12 +235,6 @@ def test_distance_refuses_a_layer_its_image_would_drop(
     assert code == 0 and "kind" in out, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measures/long.py: LongResult.view/heads_view/model_view give no `masked`, so a "
-    "decoder's blocks of keys after every query of the block are drawn and annotated as a "
-    "real 0.00 in the terminal and the image (the page greys them)",
-)
 def test_a_pooled_view_marks_the_blocks_a_decoder_cannot_see(tiny_decoder: TinyFactory) -> None:
     folder = str(tiny_decoder("llama", num_hidden_layers=2))
     long = attnviz.analyse_long(TEXT, model=folder, pool=8)
