@@ -590,8 +590,8 @@ _PT: dict[str, str] = {
     ),
     "f_step8_decoder": "saída = concat·W_O{bias}    (1 × {qw})·({qw} × {C}) → 1 × {C}",
     "step8_after_decoder": (
-        "Depois a camada soma essa saída à linha da consulta na sua entrada, antes da "
-        "normalização (o fluxo residual); o bloco de propagação direta (feed-forward) lê "
+        "Depois a camada soma essa saída à linha da consulta na sua entrada ainda não "
+        "normalizada (o fluxo residual); o bloco de propagação direta (feed-forward) lê "
         "uma cópia normalizada dessa soma e soma a ela a sua própria saída."
     ),
     # tabelas
