@@ -310,7 +310,9 @@ _PT: dict[str, str] = {
     "title": "Como a cabeça {head} da camada {layer} monta o novo vetor de {label} (peça {index})",
     "model_line": "modelo {model} · {layers} camadas · {heads} cabeças por camada",
     "causal_model": "{model} (modificado: máscara causal)",
-    # 1. peças
+    # 1. peças. As palavras são as de attnviz.lexicon: consulta (query), chave (key), valor
+    # (value); score é pontuação. O termo em inglês vem entre parênteses só na primeira
+    # menção da lição.
     "step1": "1. As peças e o que a camada lê",
     "step1_body": (
         "O tokenizador dividiu o texto em T = {T} peças (tokens especiais incluídos). A "
@@ -320,26 +322,29 @@ _PT: dict[str, str] = {
     "f_step1": "X: T × C = {T} × {C}",
     "step1_first_layer": (
         "Na camada 0 cada linha de X é o embedding da peça: o vetor da peça, mais o vetor "
-        "da sua posição, mais o vetor do seu segmento, normalizados."
+        "da sua posição, mais o vetor do seu segmento, com a soma normalizada."
     ),
     "step1_later_layer": (
         "Na camada {layer} cada linha de X é o que a camada {previous} escreveu para aquela "
         "peça: o seu embedding, já misturado com o contexto pelas camadas anteriores."
     ),
     "step1_query": (
-        "A query é a peça cujo novo vetor acompanhamos: a peça {index}, {label}. Toda "
-        "peça, inclusive a query, também é uma key."
+        "A consulta (query) é a peça cujo novo vetor acompanhamos: a peça {index}, {label}. "
+        "Toda peça, inclusive a consulta, também é uma chave (key)."
     ),
-    "step1_word": "{word} tem {count} peças ({pieces}); a query é a primeira, {label}.",
-    "step1_word_nth": "{word} tem {count} peças ({pieces}); a query é a peça {n} delas, {label}.",
+    "step1_word": "{word} tem {count} peças ({pieces}); a consulta é a primeira, {label}.",
+    "step1_word_nth": (
+        "{word} tem {count} peças ({pieces}); a consulta é a peça {n} delas, {label}."
+    ),
     "pieces_heading": "peças:",
     "piece_of": "{label} de {word}",
     # 2. projeções e cabeças
-    "step2": "2. Queries, keys e values, divididas em cabeças",
+    "step2": "2. Consultas, chaves e valores (values), divididos em cabeças",
     "step2_body": (
         "Três mapas lineares aprendidos (cada W é {C} × {C}, cada b tem {C} números) "
-        "transformam X em queries, keys e values, cada uma {T} × {C}. A query pergunta, "
-        "cada key diz o quanto combina, cada value é o que aquela peça repassa:"
+        "transformam X nas matrizes de consultas, chaves e valores, cada uma {T} × {C}. A "
+        "consulta pergunta, cada chave diz o quanto combina, cada valor é o que aquela "
+        "peça repassa:"
     ),
     "f_step2": "Q = X·W_Q + b_Q    K = X·W_K + b_K    V = X·W_V + b_V",
     "step2_split": (
@@ -348,105 +353,108 @@ _PT: dict[str, str] = {
         "de cada uma."
     ),
     "f_step2_split": "d_k = d / h = {C} / {h} = {dk}    {T} × {C} → {h} × {T} × {dk}",
-    "step2_q": "O vetor query q da cabeça {head} é a linha {index} da sua fatia de Q:",
+    "step2_q": "O vetor de consulta q da cabeça {head} é a linha {index} da sua fatia de Q:",
     "f_step2_q": "q = ({values})    ‖q‖ = {norm}",
-    # 3. scores brutos
-    "step3": "3. Scores brutos q·kⱼ",
+    # 3. pontuações brutas
+    "step3": "3. Pontuações brutas q·kⱼ",
     "step3_body": (
-        "q é comparado com a key kⱼ de cada peça j por um produto interno: quanto mais os "
-        "dois vetores apontam na mesma direção, maior o score. O maior score bruto é "
-        "{score}, de {label}."
+        "q é comparado com a chave kⱼ de cada peça j por um produto interno: quanto mais "
+        "os dois vetores apontam na mesma direção, maior a pontuação. A maior pontuação "
+        "bruta é {score}, de {label}."
     ),
     "f_step3": "q·kⱼ = Σᵢ qᵢ·kⱼᵢ    (i = 1…{dk})",
     # 4. escala
     "step4": "4. Escala por 1/√d_k",
     "step4_body": (
-        "Uma soma de d_k produtos cresce com d_k, e scores grandes fariam o softmax dar "
-        "quase tudo a uma só key. Por isso cada score é multiplicado por 1/√d_k, ou seja, "
-        "dividido por √{dk} = {root}; o maior passa a {scaled}."
+        "Uma soma de d_k produtos cresce com d_k, e pontuações grandes fariam o softmax "
+        "dar quase tudo a uma só chave. Por isso cada pontuação é multiplicada por 1/√d_k, "
+        "ou seja, dividida por √{dk} = {root}; a maior passa a {scaled}."
     ),
     "f_step4": "sⱼ = q·kⱼ × 1/√d_k    1/√d_k = 1/√{dk} = {scale}",
     # 5. máscara
     "step5": "5. Máscara",
     "step5_none": (
-        "Sem máscara: este encoder deixa cada peça olhar para todas as {T} peças, antes e "
-        "depois dela. (O padding seria mascarado aqui; um texto sozinho não tem padding.)"
+        "Sem máscara: este codificador deixa cada peça olhar para todas as {T} peças, antes "
+        "e depois dela. (As peças de preenchimento, o padding, seriam mascaradas aqui; um "
+        "texto sozinho não tem nenhuma.)"
     ),
     "step5_causal": (
         "Máscara causal hipotética, com a qual este modelo não foi treinado: as {count} "
-        "keys depois da query (peças {first}–{last}) recebem score −∞, então o peso delas "
-        "será exatamente 0."
+        "chaves depois da consulta (peças {first}–{last}) recebem a pontuação −∞, então o "
+        "peso delas será exatamente 0."
     ),
     "step5_causal_last": (
-        "Máscara causal hipotética, com a qual este modelo não foi treinado: a query é a "
-        "última peça, então nenhuma key vem depois dela e nada fica escondido."
+        "Máscara causal hipotética, com a qual este modelo não foi treinado: a consulta é "
+        "a última peça, então nenhuma chave vem depois dela e nada fica escondido."
     ),
     # 6. softmax
-    "step6": "6. Softmax: dos scores aos pesos",
+    "step6": "6. Softmax: das pontuações aos pesos",
     "step6_body": (
-        "O softmax transforma os scores escalados em pesos entre 0 e 1 que mantêm a ordem "
-        "deles e somam 1. O maior, {weight}, vai para {label}."
+        "O softmax transforma as pontuações escaladas em pesos entre 0 e 1 que mantêm a "
+        "ordem delas e somam 1. O maior, {weight}, vai para {label}."
     ),
     "f_step6": "wⱼ = exp(sⱼ) / Σᵢ exp(sᵢ)    Σ wⱼ = {total} ({exact})",
     # 7. soma ponderada e contribuições
     "step7": "7. A saída da cabeça: o = Σ wⱼ vⱼ",
     "step7_body": (
-        "A saída da cabeça para a query é a soma dos vetores value, cada um multiplicado "
-        "pelo seu peso: {dk} números."
+        "A saída da cabeça para a consulta é a soma dos vetores de valor, cada um "
+        "multiplicado pelo seu peso: {dk} números."
     ),
     "f_step7": "o = Σⱼ wⱼ·vⱼ    ‖o‖ = {norm}",
     "step7_contribution": (
-        "Um peso diz o quanto a query olha para uma key, não o quanto essa key muda a "
-        "saída. A key j soma wⱼ·f(xⱼ) à saída da atenção, onde f fica com as {dk} colunas "
-        "de value desta cabeça e as suas {dk} linhas da projeção de saída (Kobayashi et al. "
-        "2020, “Attention is Not Only a Weight”). Um peso grande sobre um f(xⱼ) pequeno "
-        "acrescenta pouco:"
+        "Um peso diz o quanto a consulta olha para uma chave, não o quanto essa chave muda "
+        "a saída. A chave j soma wⱼ·f(xⱼ) à saída da atenção, onde f fica com as {dk} "
+        "colunas de valor desta cabeça e as suas {dk} linhas da projeção de saída "
+        "(Kobayashi et al. 2020, “Attention is Not Only a Weight”). Um peso grande sobre "
+        "um f(xⱼ) pequeno acrescenta pouco:"
     ),
     "f_step7_contribution": "f(x) = (x·W_V + b_V)·W_O    ‖wⱼ·f(xⱼ)‖ = wⱼ·‖f(xⱼ)‖",
     "step7_differ": (
-        "Aqui eles discordam: o maior peso, {weight}, está em {weight_label}, mas a maior "
-        "contribuição, {contribution}, vem de {contribution_label}."
+        "Aqui os dois discordam: o maior peso, {weight}, está em {weight_label}, mas a "
+        "maior contribuição, {contribution}, vem de {contribution_label}."
     ),
     "step7_agree": (
-        "Aqui peso e contribuição concordam sobre a key principal, {label}: peso {weight}, "
-        "contribuição {contribution}."
+        "Aqui peso e contribuição concordam quanto à chave principal, {label}: peso "
+        "{weight}, contribuição {contribution}."
     ),
     "step7_sink": (
-        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas o "
-        "seu value transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} nas "
-        "outras keys); a cabeça estaciona ali e acrescenta pouco: leia as contribuições, não "
-        "o peso, ou retire-o com --exclude first."
+        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas "
+        "o seu valor transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} "
+        "nas outras chaves); a cabeça estaciona ali e acrescenta pouco: leia as "
+        "contribuições, não o peso, ou retire essa peça com --exclude first."
     ),
     "step7_top": (
-        "As {n} maiores por peso: {by_weight}. As {n} maiores por contribuição: {by_contribution}."
+        "As {n} chaves de maior peso: {by_weight}. As {n} de maior contribuição: {by_contribution}."
     ),
     # 8. junção e projeção de saída
     "step8": "8. Juntar as cabeças e a projeção de saída",
     "step8_body": (
         "As {h} cabeças fazem os passos 2–7 ao mesmo tempo, cada uma na sua fatia. As "
-        "saídas delas para a query são concatenadas lado a lado, de volta a d números:"
+        "saídas delas para a consulta são concatenadas lado a lado, de volta a d números:"
     ),
     "f_step8_join": "concat: h × d_k = {h} × {dk} = {C} = d",
     "step8_projection": (
-        "A projeção de saída W_O ({C} × {C}) e o seu bias b_O misturam as cabeças na saída "
-        "da atenção para a query. A parte da cabeça {head}, o vezes as suas {dk} linhas "
-        "de W_O, tem norma {share}."
+        "A projeção de saída W_O ({C} × {C}) e o seu viés b_O misturam as cabeças na saída "
+        "da atenção para a consulta. A parte da cabeça {head}, o vetor o vezes as suas "
+        "{dk} linhas de W_O, tem norma {share}."
     ),
     "f_step8": "saída = concat·W_O + b_O    (1 × {C})·({C} × {C}) → 1 × {C}",
     "f_step8_norm": "‖saída‖ = {norm}",
     "step8_after": (
-        "Depois a camada soma essa saída à linha da query em X (a conexão residual) e "
-        "normaliza a soma antes do bloco feed-forward."
+        "Depois a camada soma essa saída à linha da consulta em X (a conexão residual) e "
+        "normaliza a soma antes do bloco de propagação direta (feed-forward)."
     ),
-    # decoders (GPT-2, Llama, Mistral, Qwen2): o que muda em relação aos passos do encoder
+    # decodificadores (GPT-2, Llama, Mistral, Qwen2): o que muda em relação aos passos do
+    # codificador. A linha do modelo vem antes do passo 1: é um cabeçalho, como os rótulos
+    # do lexicon, e os termos em inglês entram no passo 1.
     "model_line_decoder": (
-        "modelo {model} · decoder, causal · {layers} camadas · {heads} cabeças de query e "
-        "{kv} cabeças de key/value por camada"
+        "modelo {model} · decodificador, causal · {layers} camadas · por camada, {heads} "
+        "cabeças de consulta e {kv} de chave/valor"
     ),
     "step1_first_layer_gpt2": (
         "Na camada 0 cada linha de X é o embedding da peça: o vetor da peça mais o vetor da "
-        "sua posição. Este decoder normaliza antes da atenção, não depois: a atenção lê X "
-        "através da {norm} da camada."
+        "sua posição. Este decodificador normaliza antes da atenção, não depois: a atenção "
+        "lê X através da {norm} da camada."
     ),
     "step1_first_layer_rotary": (
         "Na camada 0 cada linha de X é o vetor da peça, normalizado pela {norm} da camada. "
@@ -458,15 +466,17 @@ _PT: dict[str, str] = {
         "camada: a atenção lê a cópia normalizada."
     ),
     "step2_body_decoder": (
-        "Três mapas lineares aprendidos transformam X em queries ({T} × {qw}), keys e "
-        "values ({T} × {kvw} cada): W_Q é {C} × {qw}, W_K e W_V são {C} × {kvw}. A query "
-        "pergunta, cada key diz o quanto combina, cada value é o que aquela peça repassa:"
+        "Três mapas lineares aprendidos transformam X em consultas ({T} × {qw}), chaves e "
+        "valores ({T} × {kvw} cada): W_Q é {C} × {qw}, W_K e W_V são {C} × {kvw}. A "
+        "consulta pergunta, cada chave diz o quanto combina, cada valor é o que aquela "
+        "peça repassa:"
     ),
     "f_step2_no_bias": "Q = X·W_Q    K = X·W_K    V = X·W_V",
     "step3_body_masked": (
-        "q é comparado com a key kⱼ de cada peça j por um produto interno: quanto mais os "
-        "dois vetores apontam na mesma direção, maior o score. Das keys que a máscara "
-        "(passo 5) deixa a query ver, o maior score bruto é {score}, de {label}."
+        "q é comparado com a chave kⱼ de cada peça j por um produto interno: quanto mais "
+        "os dois vetores apontam na mesma direção, maior a pontuação. Das chaves que a "
+        "máscara (passo 5) deixa a consulta ver, a maior pontuação bruta é {score}, de "
+        "{label}."
     ),
     "f_step7_contribution_no_bias": "f(x) = (x·W_V)·W_O    ‖wⱼ·f(xⱼ)‖ = wⱼ·‖f(xⱼ)‖",
     "step2_split_decoder": (
@@ -477,112 +487,116 @@ _PT: dict[str, str] = {
         "Q: {T} × {qw} → {h} × {T} × {dk}    K, V: {T} × {kvw} → {n_kv} × {T} × {dk}"
     ),
     "step2_groups": (
-        "Atenção com queries agrupadas (grouped-query): K e V têm só {n_kv} cabeças, cada "
-        "uma compartilhada por {g} cabeças de query. A cabeça de query {head} lê a cabeça "
-        "de key/value {kv} = {head} // {g}, colunas {first}–{last} de K e V."
+        "Atenção com consultas agrupadas (grouped-query attention): K e V têm menos "
+        "cabeças, só {n_kv}, e cada uma é compartilhada por {g} cabeças de consulta. A "
+        "cabeça de consulta {head} lê a cabeça de chave/valor {kv} = {head} // {g}, "
+        "colunas {first}–{last} de K e V."
     ),
     "step2b": "2b. Posições rotativas: q e k girados pelo seu lugar no texto",
     "step2b_body": (
         "Os {dk} números da cabeça formam {pairs} pares (o número i com o i + {pairs}), e "
-        "cada par de q e de cada key kⱼ é girado por um ângulo que cresce com a posição p "
-        "da peça. Na posição da query, {p}, o primeiro par gira {first} rad e o mais lento, "
-        "o par {last}, gira {slowest} rad:"
+        "cada par de q e de cada chave kⱼ é girado por um ângulo que cresce com a posição "
+        "p da peça. Na posição da consulta, {p}, o primeiro par gira {first} rad e o mais "
+        "lento, o par {last}, gira {slowest} rad:"
     ),
     "f_step2b": "ânguloᵢ = p · θ^(−2i/d_k)    θ = {theta}    i = 0…{last}",
     "step2b_scaling": (
-        "A config também reescala esses ângulos (rope scaling {kind}), para textos mais "
-        "longos do que os do treino original do modelo."
+        "A configuração também reescala esses ângulos (rope_scaling do tipo {kind}), para "
+        "textos mais longos do que os do treino original do modelo."
     ),
     "step2b_turn": (
-        "Uma rotação gira um vetor sem esticá-lo, então as normas não mudam. O q da query "
-        "e a sua própria key, antes e depois:"
+        "Uma rotação gira um vetor sem esticá-lo, então as normas não mudam. O q da "
+        "consulta e a sua própria chave, antes e depois:"
     ),
     "f_step2b_q_before": "q antes   ({values})    ‖q‖ = {norm}",
     "f_step2b_q_after": "q depois  ({values})    ‖q‖ = {norm}",
     "f_step2b_k_before": "k antes   ({values})    ‖k‖ = {norm}",
     "f_step2b_k_after": "k depois  ({values})    ‖k‖ = {norm}",
     "step2b_why": (
-        "Cada key é girada pelos ângulos da sua própria posição, então q·kⱼ depende da "
-        "distância entre a query e a peça j, não de onde elas estão. Os scores abaixo usam "
-        "q e kⱼ já girados."
+        "Cada chave é girada pelos ângulos da sua própria posição, então q·kⱼ depende da "
+        "distância entre a consulta e a peça j, não de onde elas estão. As pontuações "
+        "abaixo usam q e kⱼ já girados."
     ),
     "step2a": "2a. QK-norm: q e k normalizados, cabeça por cabeça",
     "step2a_body": (
-        "Antes de girá-los, este modelo normaliza o q de cada cabeça e cada key kⱼ "
+        "Antes de girá-los, este modelo normaliza o q de cada cabeça e cada chave kⱼ "
         "separadamente ({norm} sobre os {dk} números da cabeça: divididos pela raiz da "
-        "média dos quadrados, depois vezes um ganho aprendido), para que seus tamanhos "
-        "fiquem numa faixa estreita, seja o que for que a camada lê. O q da query e a sua "
-        "própria key, antes e depois:"
+        "média dos quadrados, depois vezes um ganho aprendido), para que os seus tamanhos "
+        "fiquem numa faixa estreita, seja o que for que a camada leia. O q da consulta e a "
+        "sua própria chave, antes e depois:"
     ),
     "step2b_local": (
-        "A camada {layer} tem janela deslizante, e o Gemma 3 gira as camadas com janela com "
-        "uma base própria, θ = {theta}; as camadas completas usam θ = {full}."
+        "A camada {layer} usa uma janela deslizante, e nessas camadas o Gemma 3 gira q e k "
+        "com uma base própria, θ = {theta}; as camadas completas usam θ = {full}."
     ),
     "step2b_partial": (
         "Este modelo gira só os primeiros {r} dos {dk} números da cabeça ({pairs} pares); "
         "os outros {rest} passam sem girar."
     ),
     "step4_scalar": (
-        "O Gemma escala por 1/√query_pre_attn_scalar, definido na sua config, em vez de "
-        "1/√d_k (d_k é {dk}): 1/√{scalar} = {scale}; o maior score passa a {scaled}."
+        "O Gemma escala por 1/√query_pre_attn_scalar, definido na sua configuração, em vez "
+        "de 1/√d_k (d_k é {dk}): 1/√{scalar} = {scale}; a maior pontuação passa a {scaled}."
     ),
     "step4_softcap": (
-        "Depois os scores são limitados suavemente (attn_logit_softcapping = {cap}): cada um "
-        "vira tanh(sⱼ / {cap}) × {cap}, o que deixa os scores pequenos quase iguais e "
-        "espreme os grandes abaixo de {cap}. O maior, {before}, vira {after}."
+        "Depois as pontuações são limitadas suavemente (attn_logit_softcapping = {cap}): "
+        "cada uma vira tanh(sⱼ / {cap}) × {cap}, o que deixa as pontuações pequenas quase "
+        "iguais e espreme as grandes abaixo de {cap}. A maior, {before}, vira {after}."
     ),
     "f_step4_softcap": "s'ⱼ = tanh(sⱼ / {cap}) × {cap}",
-    "col_capped": "limitado",
+    "col_capped": "limitada",
     "step4_off": (
-        "A config deste modelo desliga a escala 1/√d_k (scale_attn_weights é false): os "
-        "scores não são divididos por √{dk}."
+        "A configuração deste modelo desliga a escala 1/√d_k (scale_attn_weights é false): "
+        "as pontuações não são divididas por √{dk}."
     ),
     "step4_layer": (
-        "A config (scale_attn_by_inverse_layer_idx) também divide os scores da camada "
-        "{layer} por camada + 1 = {n}; o maior passa a {scaled}."
+        "A configuração (scale_attn_by_inverse_layer_idx) também divide as pontuações da "
+        "camada {layer} por camada + 1 = {n}; a maior passa a {scaled}."
     ),
     "f_step4_factor": "sⱼ = q·kⱼ × {scale}",
     "step5_decoder": (
         "A máscara causal do próprio modelo, com a qual ele foi treinado: uma peça vê a si "
-        "mesma e as peças antes dela, nunca as depois. As {count} keys depois da query "
-        "(peças {first}–{last}) recebem score −∞, então o peso delas é exatamente 0."
+        "mesma e as peças antes dela, nunca as que vêm depois. As {count} chaves depois da "
+        "consulta (peças {first}–{last}) recebem a pontuação −∞, então o peso delas é "
+        "exatamente 0."
     ),
     "step5_decoder_last": (
         "A máscara causal do próprio modelo, com a qual ele foi treinado: uma peça vê a si "
-        "mesma e as peças antes dela, nunca as depois. A query é a última peça, então "
-        "nenhuma key vem depois dela."
+        "mesma e as peças antes dela, nunca as que vêm depois. A consulta é a última peça, "
+        "então nenhuma chave vem depois dela."
     ),
     "step5_only_self": (
-        "A query é a primeira peça: a única key que ela pode ver é ela mesma, então o peso "
-        "dela em si mesma é 1, sejam quais forem os scores."
+        "A consulta é a primeira peça: a única chave que ela pode ver é ela mesma, então o "
+        "peso dela em si mesma é 1, sejam quais forem as pontuações."
     ),
     "step5_window": (
         "Esta camada também olha no máximo {window} tokens para trás (uma janela "
-        "deslizante): as {count} keys mais distantes (peças {first}–{last}) também recebem −∞."
+        "deslizante): as {count} chaves mais distantes (peças {first}–{last}) também "
+        "recebem −∞."
     ),
     "step5_window_none": (
         "Esta camada também olha no máximo {window} tokens para trás (uma janela "
-        "deslizante); a query está perto o bastante do início para a janela não esconder nada."
+        "deslizante); a consulta está perto o bastante do início para a janela não "
+        "esconder nada."
     ),
     "step7_shared_values": (
-        "Os values são os da cabeça de key/value {kv}, compartilhada por {g} cabeças de "
-        "query; as {dk} linhas de W_O são desta cabeça."
+        "Os valores são os da cabeça de chave/valor {kv}, compartilhada por {g} cabeças de "
+        "consulta; as {dk} linhas de W_O são desta cabeça."
     ),
     "f_step8_join_decoder": "concat: h × d_k = {h} × {dk} = {qw}",
     "step8_projection_decoder": (
         "A projeção de saída W_O ({qw} × {C}) mistura as cabeças na saída da atenção para "
-        "a query. A parte da cabeça {head}, o vezes as suas {dk} linhas de W_O, tem norma "
-        "{share}."
+        "a consulta. A parte da cabeça {head}, o vetor o vezes as suas {dk} linhas de W_O, "
+        "tem norma {share}."
     ),
     "f_step8_decoder": "saída = concat·W_O{bias}    (1 × {qw})·({qw} × {C}) → 1 × {C}",
     "step8_after_decoder": (
-        "Depois a camada soma essa saída à linha da query na sua entrada antes da norma (o "
-        "fluxo residual); o bloco feed-forward lê uma cópia normalizada dessa soma e também "
-        "soma a ela a sua saída."
+        "Depois a camada soma essa saída à linha da consulta na sua entrada ainda não "
+        "normalizada (o fluxo residual); o bloco de propagação direta (feed-forward) lê "
+        "uma cópia normalizada dessa soma e soma a ela a sua própria saída."
     ),
     # tabelas
     "col_index": "j",
-    "col_key": "key",
+    "col_key": "chave",
     "col_raw": "q·kⱼ",
     "col_scaled": "× {scale}",
     "col_weight": "peso",
@@ -590,8 +604,10 @@ _PT: dict[str, str] = {
     "col_contribution": "‖wⱼf(xⱼ)‖",
     "hidden": "oculta",
     "sum_row": "soma",
-    "rows_shown": "{shown} de {T} keys mostradas: os maiores pesos e contribuições, e a query.",
-    "legend_query": "▶ marca a query.",
+    "rows_shown": (
+        "{shown} de {T} chaves mostradas: os maiores pesos e contribuições, e a consulta."
+    ),
+    "legend_query": "▶ marca a consulta.",
 }
 
 CATALOGUE: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}

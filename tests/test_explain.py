@@ -330,7 +330,7 @@ def test_view_fits_80_columns_and_shows_the_numbers(explained: dict, lang: str) 
 def test_view_language_and_contribution_remark(explained: dict) -> None:
     e = explained[(-1, 0, 14, False)]
     en, pt = render(e, "en"), render(e, "pt")
-    assert "Softmax: from scores to weights" in en and "Softmax: dos scores aos pesos" in pt
+    assert "Softmax: from scores to weights" in en and "Softmax: das pontuações aos pesos" in pt
     assert "'el' of 'ele'" in en and "'el' de 'ele'" in pt
     assert "the query is its first piece" in en
     w, c = e.top_weight, e.top_contribution

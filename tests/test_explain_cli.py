@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -28,6 +30,26 @@ def test_explain_language_follows_lang() -> None:
     english = run("explain", PT_SENTENCE, "--index", "6", env={"LANG": "C.UTF-8"})
     assert portuguese.exit_code == 0 and english.exit_code == 0
     assert "Máscara" in portuguese.stdout and "Máscara" not in english.stdout
+
+
+def test_portuguese_lesson_says_consulta_chave_valor_not_query_key_value() -> None:
+    """The Portuguese lesson uses the labels' words (consulta, chave, valor, pontuação); the
+    English term appears once, in parentheses, where each word is first used."""
+    result = run("explain", PT_SENTENCE, "--token", "ele", "--lang", "pt", "--quiet")
+    assert result.exit_code == 0, result.stderr
+    flat = " ".join(result.stdout.split())
+    for english in (" query", " queries", " key ", " keys", " value ", " values", " score"):
+        assert english not in flat, english
+    glosses = ("consulta (query)", "chave (key)", "valores (values)")
+    for gloss in glosses:
+        assert flat.count(gloss) == 1, gloss
+        word = gloss.split()[0][:5]  # the first mention of consulta, chave, valor carries it
+        assert flat.lower().index(word) == flat.index(gloss), gloss
+    rest = flat
+    for gloss in glosses:
+        rest = rest.replace(gloss, "")
+    assert not re.search(r"\b(quer(y|ies)|keys?|values?|scores?)\b", rest, re.IGNORECASE)
+    assert "Pontuações brutas q·kⱼ" in flat and "A consulta pergunta, cada chave" in flat
 
 
 def test_explain_causal_mask_hides_later_keys() -> None:
