@@ -643,6 +643,7 @@ def analyse_long(
         query=index,
     )
     compute_blocked(prepared, reducer, block=reducer.block, dtype=dtype)
+    windows = prepared.shape.decoder.sliding_windows if prepared.shape.decoder else ()
     return LongResult(
         model=source.name,
         T=T,
@@ -650,7 +651,7 @@ def analyse_long(
         heads=shape.heads,
         pool=pool,
         pool_by=pool_by,
-        pooled=reducer.pooled() if pool is not None else None,
+        pooled=reducer.pooled(windows) if pool is not None else None,
         pool_labels=[_bin_label(a, b) for a, b in pool_edges(T, pool or T)],
         profile=reducer.profile(),
         bin_labels=[_bin_label(a, b) for a, b in reducer.bins],
@@ -660,7 +661,7 @@ def analyse_long(
         rows=reducer.rows,
         labels=list(pieces.labels) if index is not None else None,
         causal=shape.decoder,
-        windows=prepared.shape.decoder.sliding_windows if prepared.shape.decoder else (),
+        windows=windows,
     )
 
 

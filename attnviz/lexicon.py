@@ -241,6 +241,11 @@ _EN: dict[str, str] = {
     "long_col_head": "head",
     "long_col_sink": "sink",
     "long_col_kind": "kind",
+    "distance_percent": "shares in %",
+    "distance_short_bins": (
+        "shares in %; each distance column runs from the distance it names to the next "
+        "one's less 1 (1k: 1,025)"
+    ),
     "long_profile_caption": "layer {layer}: share of each head's weight by query–key distance",
     "long_kind_sink": "sink",
     "long_kind_self": "self",
@@ -478,6 +483,11 @@ _PT: dict[str, str] = {
     "long_col_head": "cabeça",
     "long_col_sink": "sumidouro",
     "long_col_kind": "tipo",
+    "distance_percent": "frações em %",
+    "distance_short_bins": (
+        "frações em %; cada coluna de distância vai da distância que indica até a da "
+        "seguinte menos 1 (1k: 1.025)"
+    ),
     "long_profile_caption": (
         "camada {layer}: fração do peso de cada cabeça por distância consulta–chave"
     ),

@@ -1,7 +1,8 @@
 """A reviewer's findings on the long-input features, each a test that failed before its fix.
 
-The ones marked xfail(strict=True) are bugs in files another engineer is rewriting
-(attnviz/measures/long.py): they fail today and pass once fixed (then drop the mark).
+Four were first written as strict xfails (a huge --pool's unbounded block, pooling blocks
+of queries that start inside a block of the map, a long row's masked keys, the distance
+table at 80 columns) and pass since their fixes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import attnviz
 from attnviz.measures.long import BLOCK, LongReducer, pool_edges
 from attnviz.pipeline import compute_blocked
 from tests.conftest import TinyFactory
+from tests.test_long_context import _pooled
 
 TEXT = "Alice gave the book to Bob because she had finished reading it."
 
@@ -69,18 +71,11 @@ def test_a_piece_index_refuses_what_its_row_cannot_honour(
     assert code == 0, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measures/long.py: LongReducer.block is `pool` itself past 256, so --pool 16384 "
-    "runs one block of 16,384 queries (9.7 GB of scores)",
-)
 def test_the_queries_per_block_stay_bounded_whatever_the_pool() -> None:
     for pool in (300, 4_096, 16_384, 1_000_000):
         assert LongReducer(30, 9, 16_384, pool=pool).block <= BLOCK
 
 
-@pytest.mark.xfail(strict=True, reason="measures/long.py: _pool refuses blocks of queries that "
-                   "do not start at a multiple of pool (what a bounded block needs)")  # fmt: skip
 def test_pooling_works_with_blocks_that_are_not_a_multiple_of_the_pool(
     tiny_decoder: TinyFactory,
 ) -> None:
@@ -91,14 +86,10 @@ def test_pooling_works_with_blocks_that_are_not_a_multiple_of_the_pool(
     pool = 5
     reducer = LongReducer(L, H, T, pool=pool, causal=True)
     compute_blocked(whole.prepared, reducer, block=4)
-    edges = pool_edges(T, pool)
-    cells = [[A[..., q0 : q1 + 1, k0 : k1 + 1] for k0, k1 in edges] for q0, q1 in edges]
-    expected = np.array([[c.mean(axis=(-2, -1)) for c in row] for row in cells])  # (n, n, L, H)
-    np.testing.assert_allclose(reducer.pooled(), expected.transpose(2, 3, 0, 1), atol=1e-5)
+    expected = _pooled(A, pool, "mean", windows=())  # over the cells the decoder sees
+    np.testing.assert_allclose(reducer.pooled(), expected, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="measures/long.py: LongResult.row gives no `masked`, so "
-                   "`show --query '#N'` lists a decoder's later keys as 0.00, not –")  # fmt: skip
 def test_a_long_row_marks_the_keys_a_decoder_cannot_see(tiny_decoder: TinyFactory) -> None:
     folder = str(tiny_decoder("llama", num_hidden_layers=2))
     long = attnviz.analyse_long(TEXT, model=folder, query="#5")
@@ -196,12 +187,6 @@ def test_a_pooled_map_over_the_budget_is_refused_before_the_run_naming_a_pool_th
         attnviz.analyse_long(twice, model=folder, pool=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="render/long.py: past about 9 distance bins (over 256 pieces) the table is wider "
-    "than 80 columns and rich cuts every share to '0.…' (attnviz distance on 702 pieces of "
-    "Gemma 3 270M in a pipe or an 80-column terminal)",
-)
 def test_the_distance_table_stays_readable_in_80_columns() -> None:
     import io
 

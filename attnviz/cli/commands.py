@@ -579,7 +579,7 @@ def distance(
     result = api.analyse_long(request.text, model=request.model, max_tokens=request.max_tokens,
                               truncate=request.truncate, bos=request.bos,
                               engine=request.engine)  # fmt: skip
-    table = result.profile_table(layers or None, lang=request.lang)
+    table = result.profile_table(layers or None, lang=request.lang, width=console.width)
     if out is not None:
         from attnviz.render.saving import save_figure
 

@@ -80,6 +80,24 @@ def hidden_blocks(T: int, pool: int, causal: bool, window: int | None) -> np.nda
     return hidden if hidden.any() else None
 
 
+def visible_cells(T: int, pool: int, causal: bool, window: int | None) -> np.ndarray:
+    """(n, n): how many (query, key) cells of each block of `pool` queries × block of keys
+    the model can see: all of them in an encoder; in a decoder the keys up to the query and,
+    with a sliding `window`, fewer than `window` pieces behind it."""
+    edges = np.array(pool_edges(T, pool))  # (n, 2): first and last piece of each block
+    firsts, lasts = edges[:, 0], edges[:, 1]  # (n,) each
+    if not causal:
+        sizes = (lasts - firsts + 1).astype(np.float64)  # (n,)
+        return np.outer(sizes, sizes)
+    counts = np.zeros((len(edges), len(edges)))  # (n, n)
+    for r, (q0, q1) in enumerate(edges):
+        i = np.arange(q0, q1 + 1)[:, None]  # (p, 1): the block's queries
+        low = np.maximum(firsts[None], 0 if window is None else i - window + 1)  # (p, n)
+        high = np.minimum(lasts[None], i)  # (p, n): no key after the query
+        counts[r] = np.clip(high - low + 1, 0, None).sum(axis=0)
+    return counts
+
+
 def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
     """`pool` and `pool_by` checked, in the caller's words."""
     return check_range(pool, "pool", POOL), check_choice(pool_by, POOL_BY, "pool_by")
@@ -127,10 +145,9 @@ class LongReducer:
 
     @property
     def block(self) -> int:
-        """Queries per block the model should use: a multiple of `pool`, about `BLOCK`."""
-        if self.pool is None:
-            return BLOCK
-        return self.pool * max(1, BLOCK // self.pool)
+        """Queries per block the model should use: `BLOCK`, whatever the pool (a block of
+        queries may start inside a block of the pooled map)."""
+        return BLOCK
 
     def __call__(self, layer: int, start: int, weights: torch.Tensor) -> None:
         """Take rows start.. of `layer`: weights (H, b, K) float32, keys past K weigh 0."""
@@ -223,8 +240,6 @@ class LongReducer:
 
         H, b, K = w.shape
         p = self.pool or 1
-        if start % p:
-            raise ValueError(f"blocks of queries must start at multiples of pool {p}: {start}")
         used = -(-K // p)  # key blocks with a key before K; those after weigh 0
         if self.pool_by == "mean":  # a row's sum over keys k0..k1 is C[k1] − C[k0 − 1]
             assert running is not None
@@ -241,8 +256,10 @@ class LongReducer:
             if K % p:  # the last key block, cut short by K
                 maxima.append(w[:, :, whole * p :].amax(dim=-1, keepdim=True))  # (H, b, 1)
             keys = torch.cat(maxima, dim=2).double().numpy()  # (H, b, used)
-        # the rows of each block of queries together (the last block may be shorter)
-        starts = np.arange(0, b, p)  # (q,)
+        # the rows of each block of the map together: the first rows may end a block that
+        # began in the previous block of queries, the last may begin one the next ends
+        rows = np.arange(start, start + b)  # (b,) the queries' positions
+        starts = np.flatnonzero((rows % p == 0) | (rows == start))  # (q,) where a block begins
         first = start // p
         target = self.pooled_acc[layer, :, first : first + len(starts), :used]  # (H, q, used)
         if self.pool_by == "max":
@@ -293,13 +310,22 @@ class LongReducer:
 
     # ------------------------------------------------------------ results
 
-    def pooled(self) -> np.ndarray:
-        """(L, H, n, n): the mean or the max of each block of the attention."""
+    def pooled(self, windows: Sequence[int | None] = ()) -> np.ndarray:
+        """(L, H, n, n): the max of each block of the attention, or its mean over the cells
+        the model can see (a decoder's diagonal block is half hidden, and a block behind a
+        sliding window, `windows` per layer, partly or wholly: a hidden cell is a 0 that is
+        not a weight). A block with no cell to see is 0."""
         if self.pool_by == "max":
             return self.pooled_acc.astype(np.float32)
-        sizes = np.array([last - first + 1 for first, last in pool_edges(self.T, self.pool or 1)])
-        cells = sizes[:, None] * sizes[None, :]  # (n, n)
-        return (self.pooled_acc / cells).astype(np.float32)
+        out = np.zeros(self.pooled_acc.shape, dtype=np.float32)  # (L, H, n, n)
+        seen: dict[int | None, np.ndarray] = {}
+        for layer in range(self.L):
+            window = windows[layer] if layer < len(windows) else None
+            if window not in seen:
+                seen[window] = visible_cells(self.T, self.pool or 1, self.causal, window)
+            cells = seen[window]  # (n, n)
+            np.divide(self.pooled_acc[layer], cells, out=out[layer], where=cells > 0)
+        return out
 
     def profile(self) -> np.ndarray:
         """(L, H, bins): the mean weight of a (query, key) pair at each distance."""
@@ -464,6 +490,13 @@ class LongResult:
             head = resolve_index(head, self.heads, "head")
         weights = self.rows[layer].mean(axis=0) if head is None else self.rows[layer, head]
         order = np.argsort(-weights, kind="stable")
+        hidden = np.zeros(self.T, dtype=bool)  # (T,): the keys the model hides from the query
+        if self.causal:
+            keys = np.arange(self.T)
+            hidden |= keys > self.query
+            window = self.windows[layer] if self.windows else None
+            if window is not None:
+                hidden |= self.query - keys >= window
         which = "head mean" if head is None else f"head {head}"
         return QueryRow(
             query=self.labels[self.query],
@@ -477,11 +510,15 @@ class LongResult:
             layer=layer,
             head=head,
             units="tokens",
+            masked=hidden[order] if hidden.any() else None,
         )
 
-    def profile_table(self, layers: Sequence[int] | None = None, *, lang: str | None = None) -> Any:
+    def profile_table(
+        self, layers: Sequence[int] | None = None, *, lang: str | None = None, width: int = 80
+    ) -> Any:
         """A rich Table of each head's distance profile (the share of its weight at each
-        distance), sink share and kind; `layers` (default: all); `lang` "en" or "pt"."""
+        distance, in %), sink share and kind; `layers` (default: all); `lang` "en" or "pt";
+        made to fit `width` columns (the bins' headers shortened when they do not)."""
         from attnviz.lexicon import resolve_lang
         from attnviz.limits import resolve_index
         from attnviz.render.long import long_profile_title, profile_table
@@ -495,7 +532,15 @@ class LongResult:
         kinds = [self.head_kinds(x) if x in chosen else [] for x in range(self.layers)]
         title = long_profile_title(self.model, self.T, lang)
         return profile_table(
-            title, self.profile, self.bin_labels, self.bin_widths, self.sink, kinds, chosen, lang
+            title,
+            self.profile,
+            self.bin_labels,
+            self.bin_widths,
+            self.sink,
+            kinds,
+            chosen,
+            lang,
+            width=width,
         )
 
     def profile_figure(self, cmap: str = "viridis", *, lang: str | None = None) -> Figure:
@@ -560,7 +605,7 @@ class LongResult:
         )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.profile_table()
+        yield self.profile_table(width=options.max_width)
 
     def __repr__(self) -> str:
         kept = ["profile", "sink"] + ["pooled"] * (self.pooled is not None)

@@ -66,27 +66,45 @@ def profile_table(
     kinds: Sequence[Sequence[str]],
     layers: Sequence[int],
     lang: str = "en",
+    width: int = 80,
 ) -> Any:
     """A rich Table: one row per head of `layers`, the share of its weight at each distance
-    (shaded by size), its sink share and its kind; its headers and kinds in `lang`."""
+    in % (shaded by size), its sink share and its kind; its headers and kinds in `lang`.
+    Made to fit `width` columns: past it, each distance column is headed by the bin's
+    first distance alone (1k for 1,025 and up), and a caption says so."""
     from rich.table import Table
     from rich.text import Text
 
     _check_lang(lang)
-    table = Table(title=title, title_justify="left", pad_edge=False, box=None)
-    table.add_column(label(lang, "col_layer"), justify="right")
-    table.add_column(label(lang, "col_head"), justify="right")
-    for name in bin_labels:
-        table.add_column(name, justify="right")
-    table.add_column(label(lang, "long_col_sink"), justify="right")
-    table.add_column(label(lang, "long_col_kind"))
+    shown_kinds = [label(lang, f"long_kind_{kind}") for x in layers for kind in kinds[x]]
+    fixed = [label(lang, "col_layer"), label(lang, "col_head"), label(lang, "long_col_sink")]
+    fixed_width = sum(len(name) for name in fixed) + max(map(len, shown_kinds), default=4)
+    needed = fixed_width + sum(max(len(name), 3) for name in bin_labels)
+    needed += len(bin_labels) + len(fixed)  # a space between columns
+    headers = list(bin_labels) if needed <= width else [_first_distance(n) for n in bin_labels]
+    table = Table(
+        title=title,
+        title_justify="left",
+        pad_edge=False,
+        box=None,
+        padding=(0, 1, 0, 0),
+        caption=label(lang, "distance_percent" if needed <= width else "distance_short_bins"),
+        caption_justify="left",
+    )
+    table.add_column(fixed[0], justify="right", no_wrap=True)
+    table.add_column(fixed[1], justify="right", no_wrap=True)
+    for name in headers:
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column(fixed[2], justify="right", no_wrap=True)
+    table.add_column(label(lang, "long_col_kind"), no_wrap=True)
     shares = _shares(profile, widths)  # (L, H, bins)
     for layer in layers:
         for head in range(profile.shape[1]):
             cells = []
             for value in shares[layer, head]:
                 shade = "bold" if value >= 0.5 else "" if value >= 0.1 else "dim"
-                cells.append(Text(f"{value:.2f}", style=shade))
+                percent = round(float(value) * 100)
+                cells.append(Text(str(percent) if percent else "·", style=shade))
             table.add_row(
                 str(layer),
                 str(head),
@@ -95,6 +113,13 @@ def profile_table(
                 label(lang, f"long_kind_{kinds[layer][head]}"),
             )
     return table
+
+
+def _first_distance(name: str) -> str:
+    """A bin's label ("513–1024") as its first distance, in at most 3 characters ("513";
+    "1k" for 1,025)."""
+    first = int(name.partition("–")[0])
+    return str(first) if first < 1000 else f"{first // 1000}k"
 
 
 def profile_figure(
