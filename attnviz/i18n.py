@@ -150,8 +150,8 @@ _EN: dict[str, str] = {
     ),
     # decoders (GPT-2, Llama, Mistral, Qwen2): what differs from the encoder's steps
     "model_line_decoder": (
-        "model {model} · decoder, causal · {layers} layers · {heads} query heads and {kv} "
-        "key/value heads per layer"
+        "model {model} · decoder, causal · {layers} layers · per layer, query heads: {heads}, "
+        "key/value heads: {kv}"
     ),
     "step1_first_layer_gpt2": (
         "In layer 0 each row of X is the piece's embedding: the vector of the piece plus "
@@ -188,7 +188,7 @@ _EN: dict[str, str] = {
         "Q: {T} × {qw} → {h} × {T} × {dk}    K, V: {T} × {kvw} → {n_kv} × {T} × {dk}"
     ),
     "step2_groups": (
-        "Grouped-query attention: K and V have only {n_kv} heads, each shared by {g} query "
+        "Grouped-query attention: K and V have fewer heads, only {n_kv}, each shared by {g} query "
         "heads. Query head {head} reads key/value head {kv} = {head} // {g}, columns "
         "{first}–{last} of K and V."
     ),

@@ -207,6 +207,11 @@ _EN: dict[str, str] = {
         "Firefox 113, Safari 16.4 or later)"
     ),
     "page_unreadable": "cannot read the attention data: {error}",
+    # the pooled views of a long input in the terminal and in images (measures/long.py)
+    "pooled_title": "{model} · {pieces} pieces · {what} · blocks of {pool} pieces, {how}",
+    "pooled_head_mean": "head mean",
+    "pooled_row_title": "{model} · {pieces} pieces · {what} · query {query}",
+    "pooled_layers_heads": "{layers} layers × {heads} heads",
     # the pooled page of a long input (render/long.py, web/long.js): blocks of pieces
     "long_title": "{model} · {pieces} pieces · {layers} layers × {heads} heads · blocks of "
     "{pool} pieces, {how}",
@@ -370,7 +375,7 @@ _PT: dict[str, str] = {
         "[CLS], em [SEP], na pontuação, na própria peça, na peça anterior e na seguinte."
     ),
     "stats_decoder_caption": (
-        "Um decoder: cada peça vê só a si mesma e as peças antes dela. entropia: média sobre "
+        "Um decodificador: cada peça vê só a si mesma e as peças antes dela. entropia: média sobre "
         "as consultas, em nats. primeira … ant: peso de atenção médio na primeira peça{first}, "
         "na pontuação, na própria peça e na peça anterior. A primeira consulta, que só vê a si "
         "mesma, fica de fora."
@@ -450,6 +455,10 @@ _PT: dict[str, str] = {
     ),
     "page_unreadable": "não foi possível ler os dados de atenção: {error}",
     # a página agrupada de uma entrada longa (render/long.py, web/long.js): blocos de peças
+    "pooled_title": "{model} · {pieces} peças · {what} · blocos de {pool} peças, {how}",
+    "pooled_head_mean": "média das cabeças",
+    "pooled_row_title": "{model} · {pieces} peças · {what} · consulta {query}",
+    "pooled_layers_heads": "{layers} camadas × {heads} cabeças",
     "long_title": "{model} · {pieces} peças · {layers} camadas × {heads} cabeças · blocos de "
     "{pool} peças, {how}",
     "long_view_matrix": "Matriz",

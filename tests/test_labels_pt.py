@@ -216,7 +216,7 @@ def test_terminal_tables_in_portuguese(analysis: attnviz.Analysis) -> None:
         StatsTable([record], "t", label_shares=LABEL_SHARES, first_token="<bos>", lang="pt")
     )
     assert "entropia" in table and "primeira" in table and "rótulo" in table
-    assert "Um decoder: cada peça vê só a si mesma" in table and "<bos>" in table
+    assert "Um decodificador: cada peça vê só a si mesma" in table and "<bos>" in table
     assert "primeira-peça" in table and "first-token" not in table  # the JSON keeps it
 
 

@@ -251,3 +251,27 @@ def test_distance_speaks_the_commands_language(tiny_decoder: TinyFactory, tmp_pa
     for words in ("fração do peso de cada cabeça por distância", "sumidouro", "tipo", "anterior"):
         assert words in shown, words
     assert "kind" not in shown and out.stat().st_size > 0
+
+
+def test_the_pooled_views_and_a_long_row_speak_the_commands_language(
+    tiny_decoder: TinyFactory,
+) -> None:
+    """`show/heads/model --pool N --lang pt` and `show --query '#N' --lang pt` title their
+    views in Portuguese (they were English whatever --lang said); English stays the default."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    runs = {
+        ("show", "--pool", "8"): ("camada 1", "média das cabeças", "blocos de 8 peças"),
+        ("heads", "--pool", "8", "--layer", "0"): ("camada 0", "cabeça 3", "blocos de 8 peças"),
+        ("model", "--pool", "8"): ("2 camadas ×", "cabeças · blocos de 8 peças"),
+        ("show", "--query", "#5", "--layer", "1", "--head", "0"): ("consulta", "cabeça 0"),
+    }
+    for args, words in runs.items():
+        result = CliRunner().invoke(app, [args[0], TEXT, "--model", folder, *args[1:],
+                                          "--lang", "pt"], env={"COLUMNS": "200"})  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        shown = " ".join(result.stdout.split())
+        for word in words:
+            assert word in shown, (args, word)
+        assert "pieces" not in shown and "layer" not in shown, args
+    english = attnviz.analyse_long(TEXT, model=folder, pool=8).view(1).title
+    assert "layer 1 · head mean" in english and "blocks of 8 pieces" in english

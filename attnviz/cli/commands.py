@@ -263,7 +263,7 @@ def show(
         result = api.analyse_long(request.text, model=request.model, query=query,
                                   max_tokens=request.max_tokens, truncate=request.truncate,
                                   bos=request.bos, engine=request.engine)  # fmt: skip
-        row = result.row(layer, head)
+        row = result.row(layer, head, lang=request.lang)
         if out is not None:
             row.save(out, **asdict(style))
         _show_result(console, row, as_json, out)
@@ -276,7 +276,7 @@ def show(
             return result.html("matrix", layer=layer, head=head, theme=style.theme,
                                lang=request.lang)  # fmt: skip
 
-        _draw_pooled(console, result.view(layer, head), out, style, page)
+        _draw_pooled(console, result.view(layer, head, lang=request.lang), out, style, page)
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
@@ -415,7 +415,7 @@ def heads(
                            "with {load}", param=("pool", "load"))  # fmt: skip
         _check_long_shape(request, [layer])
         result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-        _draw_pooled(console, result.heads_view(layer), out, style,
+        _draw_pooled(console, result.heads_view(layer, lang=request.lang), out, style,
                      lambda: result.html("heads", layer=layer, theme=style.theme,
                                          lang=request.lang))  # fmt: skip
         return
@@ -554,7 +554,7 @@ def _pooled_model_view(
 ) -> None:
     """The model view in blocks of `pool` pieces."""
     result = _pooled(request, out, style, pool, pool_by, subset, exclude)
-    _draw_pooled(console, result.model_view(), out, style,
+    _draw_pooled(console, result.model_view(lang=request.lang), out, style,
                  lambda: result.html("model", theme=style.theme, lang=request.lang))  # fmt: skip
 
 

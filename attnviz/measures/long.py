@@ -392,14 +392,21 @@ class LongResult:
             raise BadInput("this result has no pooled map: analyse with {pool}=N", param="pool")
         return self.pooled
 
-    def _title(self, what: str) -> str:
-        how = f"blocks of {self.pool} pieces, {self.pool_by}"
-        return f"{self.model} · {self.T:,} pieces · {what} · {how}"
+    def _title(self, what: str, lang: str = "en") -> str:
+        from attnviz.render.long import pooled_title
 
-    def view(self, layer: int = -1, head: int | None = None) -> AttentionView:
-        """One layer's head (or head mean when None), pooled, as a view that draws itself."""
+        return pooled_title(self.model, self.T, what, self.pool or 1, self.pool_by, lang)
+
+    def view(
+        self, layer: int = -1, head: int | None = None, *, lang: str | None = None
+    ) -> AttentionView:
+        """One layer's head (or head mean when None), pooled, as a view that draws itself;
+        its title and labels in `lang` ("en" or "pt")."""
+        from attnviz.lexicon import label, resolve_lang
         from attnviz.limits import resolve_index
         from attnviz.measures.views import AttentionView
+
+        lang = resolve_lang(lang)
 
         pooled = self._pooled_or_refuse()
         layer = resolve_index(layer, self.layers, "layer")
@@ -407,18 +414,21 @@ class LongResult:
             head = resolve_index(head, self.heads, "head")
         matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
         hidden = self._hidden(layer)
-        which = "head mean" if head is None else f"head {head}"
+        which = (
+            label(lang, "pooled_head_mean") if head is None else label(lang, "head_n", head=head)
+        )
         return AttentionView(
             matrix=matrix,
             labels=self.pool_labels,
             tokens=self.pool_labels,
-            title=self._title(f"layer {layer} · {which}"),
+            title=self._title(f"{label(lang, 'layer_n', layer=layer)} · {which}", lang),
             model=self.model,
             layer=layer,
             head=head,
             units="tokens",
             pair_start=None,
             masked=hidden,
+            lang=lang,
         )
 
     def _hidden(self, layer: int) -> np.ndarray | None:
@@ -426,25 +436,28 @@ class LongResult:
         window = self.windows[layer] if self.windows else None
         return hidden_blocks(self.T, self.pool or 1, self.causal, window)
 
-    def heads_view(self, layer: int = -1) -> HeadsView:
-        """Every head of one layer, pooled."""
+    def heads_view(self, layer: int = -1, *, lang: str | None = None) -> HeadsView:
+        """Every head of one layer, pooled; its titles and labels in `lang`."""
+        from attnviz.lexicon import label, resolve_lang
         from attnviz.limits import resolve_index
         from attnviz.measures.views import HeadsView
 
+        lang = resolve_lang(lang)
         pooled = self._pooled_or_refuse()
         layer = resolve_index(layer, self.layers, "layer")
         return HeadsView(
             matrices=pooled[layer],
             labels=self.pool_labels,
             tokens=self.pool_labels,
-            panel_titles=[f"head {h}" for h in range(self.heads)],
-            title=self._title(f"layer {layer}"),
+            panel_titles=[label(lang, "head_n", head=h) for h in range(self.heads)],
+            title=self._title(label(lang, "layer_n", layer=layer), lang),
             model=self.model,
             layer=layer,
             heads=list(range(self.heads)),
             units="tokens",
             pair_start=None,
             masked=self._stacked_hidden([layer]),
+            lang=lang,
         )
 
     def _stacked_hidden(self, layers: Sequence[int]) -> np.ndarray | None:
@@ -456,10 +469,12 @@ class LongResult:
         none = np.zeros((n, n), dtype=bool)
         return np.stack([none if h is None else h for h in per_layer for _ in range(self.heads)])
 
-    def model_view(self) -> HeadsView:
-        """Every layer (rows) and head (columns), pooled."""
+    def model_view(self, *, lang: str | None = None) -> HeadsView:
+        """Every layer (rows) and head (columns), pooled; its titles and labels in `lang`."""
+        from attnviz.lexicon import label, resolve_lang
         from attnviz.measures.views import HeadsView
 
+        lang = resolve_lang(lang)
         pooled = self._pooled_or_refuse()
         L, H, n, _ = pooled.shape
         return HeadsView(
@@ -467,7 +482,7 @@ class LongResult:
             labels=self.pool_labels,
             tokens=self.pool_labels,
             panel_titles=[f"L{layer} H{head}" for layer in range(L) for head in range(H)],
-            title=self._title(f"{L} layers × {H} heads"),
+            title=self._title(label(lang, "pooled_layers_heads", layers=L, heads=H), lang),
             model=self.model,
             layer=None,
             heads=list(range(H)),
@@ -475,13 +490,18 @@ class LongResult:
             pair_start=None,
             columns=H,
             masked=self._stacked_hidden(range(L)),
+            lang=lang,
         )
 
-    def row(self, layer: int = -1, head: int | None = None) -> QueryRow:
+    def row(self, layer: int = -1, head: int | None = None, *, lang: str | None = None) -> QueryRow:
         """The query's row (`query=` when analysed) in one layer's head, or the head mean,
-        as a list of pieces, largest weight first (what `show --query` prints)."""
+        as a list of pieces, largest weight first (what `show --query` prints); the keys the
+        model cannot see are marked masked; its title in `lang`."""
+        from attnviz.lexicon import label, resolve_lang
         from attnviz.limits import resolve_index
         from attnviz.measures.query import QueryRow
+
+        lang = resolve_lang(lang)
 
         if self.rows is None or self.labels is None or self.query is None:
             raise BadInput("this result has no query row: analyse with {query}=WORD", param="query")
@@ -497,20 +517,31 @@ class LongResult:
             window = self.windows[layer] if self.windows else None
             if window is not None:
                 hidden |= self.query - keys >= window
-        which = "head mean" if head is None else f"head {head}"
+        which = (
+            label(lang, "pooled_head_mean") if head is None else label(lang, "head_n", head=head)
+        )
+        what = f"{label(lang, 'layer_n', layer=layer)} · {which}"
+        query = f"{self.labels[self.query]} #{self.query}"
         return QueryRow(
             query=self.labels[self.query],
             index=self.query,
             keys=[f"{self.labels[j]} #{j}" for j in order],
             indices=[int(j) for j in order],
             weights=weights[order],
-            title=f"{self.model} · {self.T:,} pieces · layer {layer} · {which} · query "
-            f"{self.labels[self.query]} #{self.query}",
+            title=label(
+                lang,
+                "pooled_row_title",
+                model=self.model,
+                pieces=f"{self.T:,}",
+                what=what,
+                query=query,
+            ),
             model=self.model,
             layer=layer,
             head=head,
             units="tokens",
             masked=hidden[order] if hidden.any() else None,
+            lang=lang,
         )
 
     def profile_table(

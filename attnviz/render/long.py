@@ -212,6 +212,15 @@ def long_profile_title(model: str, T: int, lang: str = "en") -> str:
     return label(lang, "distance_title", model=model, pieces=f"{T:,}")
 
 
+def pooled_title(model: str, T: int, what: str, pool: int, pool_by: str, lang: str = "en") -> str:
+    """A pooled view's title in `lang`: "MODEL · 8,192 pieces · WHAT · blocks of 128 pieces,
+    mean"."""
+    _check_lang(lang)
+    how = label(lang, f"long_by_{pool_by}")
+    return label(lang, "pooled_title", model=model, pieces=f"{T:,}", what=what, pool=pool,
+                 how=how)  # fmt: skip
+
+
 def long_page_title(
     model: str, T: int, layers: int, heads: int, pool: int, pool_by: str, lang: str = "en"
 ) -> str:
