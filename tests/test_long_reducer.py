@@ -15,7 +15,7 @@ import pytest
 from attnviz.measures.long import LongReducer
 from attnviz.measures.stats import _sums_numpy
 from attnviz.text.pieces import TokenKinds
-from tests.test_long_context import _pooled, _profile
+from tests.test_long_context import _pooled, _profile, _sink
 
 T, H, POOL, BLOCK = 301, 3, 7, 28  # T is not a multiple of POOL: the last blocks are short
 
@@ -58,7 +58,7 @@ def test_running_sums_keep_a_sink_heads_small_weights(causal: bool) -> None:
         np.testing.assert_allclose(got[seen], expected[seen], rtol=1e-4)
     profile = _profile(wide, causal)
     np.testing.assert_allclose(reducer.profile(), profile, rtol=1e-4, atol=1e-12)
-    np.testing.assert_allclose(reducer.sink(), (A[..., 0] > 0.5).mean(axis=-1))
+    np.testing.assert_allclose(reducer.sink(), _sink(A, causal))
     assert reducer.sink()[0, 0] == pytest.approx(1.0) and reducer.sink()[0, 1] < 0.5
 
 

@@ -178,7 +178,11 @@ def find_links(
     others[[q] if rectangle else [q, k]] = False
     above = (column[:, :, others] > weights[..., None]).sum(axis=-1)  # (L, H)
     seeing = np.arange(len(labels)) >= k if causal else np.ones(len(labels), dtype=bool)  # (N,)
-    sinks = (column[:, :, seeing] > SINK_SHARE).mean(axis=-1)  # (L, H)
+    if causal:  # a decoder's first query sees only the first key: its weight there is forced
+        seeing[0] = False
+    sinks = (  # (L, H)
+        (column[:, :, seeing] > SINK_SHARE).mean(axis=-1) if seeing.any() else 0 * weights
+    )
     order = np.argsort(-weights, axis=None, kind="stable")  # strongest first
     links = []
     for flat in order:

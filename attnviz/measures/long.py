@@ -11,7 +11,8 @@ block stops at its last query), and `LongReducer` keeps only:
   distance i − j (|i − j| for an encoder), on log bins 0, 1, 2, 3–4, 5–8, 9–16, ...;
   a decoder counts the pairs j ≤ i (a key the mask hides after a sliding window is a
   pair of weight 0);
-- `sink` (L, H): the share of queries that put over half their weight on position 0;
+- `sink` (L, H): the share of queries that put over half their weight on position 0 (a
+  decoder's first query, which sees only position 0, left out);
 - `rows` (L, H, T) of one query, when asked;
 - the head statistics' sums (attnviz.measures.stats), when token kinds are given.
 
@@ -166,7 +167,10 @@ class LongReducer:
             torch.cumsum(weights[:, :, 1:], dim=-1, out=running[:, :, 1:])
         if self.distances:
             self._distances(layer, weights, running, rows)  # type: ignore[arg-type]
-        self.sink_queries[layer] += (weights[:, :, 0] > 0.5).sum(dim=1).double().numpy()
+        parked = weights[:, :, 0] > 0.5  # (H, b): the queries putting over half on position 0
+        if self.causal and start == 0:
+            parked[:, 0] = False  # a decoder's first query sees only position 0: forced
+        self.sink_queries[layer] += parked.sum(dim=1).double().numpy()
         if self.pool is not None:
             self._pool(layer, start, weights, running)
         if self.rows is not None and start <= self.query < start + b:  # type: ignore[operator]
@@ -334,7 +338,8 @@ class LongReducer:
 
     def sink(self) -> np.ndarray:
         """(L, H): the share of queries that put over half their weight on position 0."""
-        return (self.sink_queries / max(self.T, 1)).astype(np.float32)
+        queries = self.T - 1 if self.causal else self.T  # a decoder's first is left out
+        return (self.sink_queries / max(queries, 1)).astype(np.float32)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
