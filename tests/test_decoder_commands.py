@@ -89,9 +89,9 @@ def test_every_command_runs_on_each_decoder_family(
     stats = json.loads(_ok("stats", TEXT, "The loan was refused.", *model, "--json"))
     assert len(stats) == 16 and all({"first", "prev"} <= set(r) for r in stats)
     assert not any({"cls", "sep", "next"} & set(r) for r in stats)
-    for lang in ("en", "pt"):
+    for lang, kind in (("en", "decoder, causal"), ("pt", "decodificador, causal")):
         out = _ok("explain", TEXT, *model, "--token", "loan", "--layer", "1", "--lang", lang)
-        assert "decoder, causal" in out
+        assert kind in out
 
     npz, data, page, png = (tmp_path / f"x.{ext}" for ext in ("npz", "json", "html", "png"))
     for path in (npz, data, page):

@@ -654,10 +654,10 @@ class LongResult:
     def _repr_html_(self) -> str:
         """A notebook cell that ends in a long result shows the distance profiles' table,
         as HTML."""
-        from attnviz.render.notebook import MAX_ROWS, more_rows, rich_html
+        from attnviz.render.notebook import MAX_ROWS, WIDTH, more_rows, rich_html
 
         shown = min(self.layers, max(1, MAX_ROWS // max(self.heads, 1)))
-        table = self.profile_table(range(shown))
+        table = self.profile_table(range(shown), width=WIDTH)
         if shown == self.layers:
             return rich_html(table)
         left = (self.layers - shown) * self.heads

@@ -88,6 +88,7 @@ def profile_table(
         pad_edge=False,
         box=None,
         padding=(0, 1, 0, 0),
+        min_width=min(len(title), width),  # the title on one line when it fits
         caption=label(lang, "distance_percent" if needed <= width else "distance_short_bins"),
         caption_justify="left",
     )
