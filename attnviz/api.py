@@ -626,6 +626,7 @@ def analyse_long(
     index = None if query is None else _query_index(query, list(pieces.labels), T)
     shape = prepared.model
     if pool is not None:
+        pool = min(pool, max(T, 1))  # one block at most: titles say blocks of T pieces
         _check_pooled_size(T, shape.layers, shape.heads, pool)
     if page:
         from attnviz.render.long import check_long_page

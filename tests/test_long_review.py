@@ -247,3 +247,12 @@ def test_show_json_past_the_whole_bound_names_no_pool_it_would_refuse(
     monkeypatch.setattr("attnviz.model.families.DECODER_TOKENS", 30)
     code, _, err = _cli("show", TEXT, "--model", folder, "--no-cache", "--json")
     assert code != 0 and "\n" not in err.strip() and "--pool" not in err and "--truncate" in err
+
+
+def test_a_pool_past_the_text_is_one_block_of_the_whole_text(tiny_decoder: TinyFactory) -> None:
+    """A --pool larger than the text was named as it was given ("blocks of 1000000 pieces")."""
+    folder = str(tiny_decoder("llama", num_hidden_layers=2))
+    long = attnviz.analyse_long(TEXT, model=folder, pool=1_000_000)
+    assert long.pool == long.T and long.pool_labels == [f"0–{long.T - 1}"]
+    assert f"blocks of {long.T} pieces" in long.view(0).title
+    assert long.pooled is not None and long.pooled.shape[-2:] == (1, 1)
