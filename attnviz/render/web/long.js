@@ -260,7 +260,7 @@ function attnvizLong(root, spec) {
       for (let h = 0; h < H; h++) {
         const canvas = el("canvas", {
           class: "av-thumb", tabindex: "0", "data-layer": String(l), "data-head": String(h),
-          title: t("thumb", { layer: l, head: h, sink: spec.sink[l][h].toFixed(2), kind: kindName(spec.kinds[l][h]) }),
+          title: t("thumb", { layer: l, head: h, sink: (100 * spec.sink[l][h]).toFixed(0) + "%", kind: kindName(spec.kinds[l][h]) }),
         });
         paint(canvas, matrix(l, h), size, l);
         canvas.style.width = Math.max(N * size, 48) + "px";
@@ -281,7 +281,7 @@ function attnvizLong(root, spec) {
       el("th", { text: t("col_sink") }), el("th", { text: t("col_kind") })]);
     const rows = range(H).map((h) => el("tr", {}, [el("td", { text: String(h) }),
       ...spec.shares[layer][h].map((s) => el("td", { text: (100 * s).toFixed(0) + "%" })),
-      el("td", { text: spec.sink[layer][h].toFixed(2) }),
+      el("td", { text: (100 * spec.sink[layer][h]).toFixed(0) + "%" }),
       el("td", { text: kindName(spec.kinds[layer][h]), "data-kind": spec.kinds[layer][h] })]));
     return el("table", { class: "av-profile" }, [
       el("caption", { text: t("profile_caption", { layer }) }),
