@@ -48,14 +48,14 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
-# The long fuzz pass: hostile model folders (tests/test_fuzz.py: ATTNVIZ_FUZZ_EXAMPLES cases,
-# default 150, for each of config.json, tokenizer.json and the safetensors header, each in a
+# The long fuzz pass: hostile model folders (tests/safety/test_fuzz_model_folders.py:
+# ATTNVIZ_FUZZ_EXAMPLES cases, default 150, for each of config.json, tokenizer.json and the safetensors header, each in a
 # fresh process; about 15 minutes here), terminal escapes through every renderer and command
-# (tests/test_fuzz_terminal.py) and hostile cache folders (tests/test_fuzz_cache.py).
+# (tests/safety/test_fuzz_terminal.py) and hostile cache folders (tests/safety/test_fuzz_cache.py).
 # `make test` runs a short derandomised profile of each.
 fuzz: install
-	ATTNVIZ_FUZZ=long $(BIN)/python -m pytest tests/test_fuzz.py tests/test_fuzz_terminal.py \
-		tests/test_fuzz_cache.py --hypothesis-show-statistics
+	ATTNVIZ_FUZZ=long $(BIN)/python -m pytest tests/safety/test_fuzz_model_folders.py \
+		tests/safety/test_fuzz_terminal.py tests/safety/test_fuzz_cache.py --hypothesis-show-statistics
 
 lint: install
 	$(BIN)/ruff check attnviz tests benchmarks

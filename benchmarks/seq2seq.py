@@ -63,7 +63,7 @@ def measure(folder: Path, runs: int) -> list[tuple[str, float]]:
 
 
 if __name__ == "__main__":
-    from tests.test_seq2seq import write_seq2seq
+    from tests.model.test_encoder_decoder import write_seq2seq
 
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     with tempfile.TemporaryDirectory(prefix="attnviz-bench-t5-") as tmp:

@@ -228,7 +228,8 @@ _CLASSES = {
             "pretraining": "ForPreTraining",
         },
     ),
-    # Types attnviz does not compute: transformers' engine does (tests/test_engine.py).
+    # Types attnviz does not compute: transformers' engine does
+    # (tests/model/test_transformers_engine.py).
     "deberta-v2": ("DebertaV2", {"model": "Model", "mlm": "ForMaskedLM"}),
     "mpnet": ("MPNet", {"model": "Model", "mlm": "ForMaskedLM"}),
     "modernbert": ("ModernBert", {"model": "Model", "mlm": "ForMaskedLM"}),

@@ -280,7 +280,7 @@ def test_not_a_file_and_text_with_load(tmp_path: Path, exported: Path) -> None:
 
 @pytest.mark.slow
 def test_a_rectangle_page_renders_in_chromium(tmp_path: Path) -> None:
-    from tests.test_html import Page, _browser
+    from tests.render.test_html import Page, _browser
 
     sync_playwright = _browser()
     weights = np.random.default_rng(5).random((2, 3, 4, 6)) ** 3

@@ -27,7 +27,7 @@ from attnviz.errors import AttnvizError
 
 LONG = " ".join(["hello"] * 510)  # 512 pieces with [CLS] and [SEP], the model's limit
 SHORT = "Vi João e Maria ontem. Eles estavam juntos."
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def limited(args: list[str], gigabytes: float, env: dict[str, str] | None = None):

@@ -18,7 +18,7 @@ import attnviz
 from attnviz.measures.long import BLOCK, LongReducer, pool_edges
 from attnviz.pipeline import compute_blocked
 from tests.conftest import TinyFactory
-from tests.test_long_context import _pooled
+from tests.measures.test_long_equals_whole import _pooled
 
 TEXT = "Alice gave the book to Bob because she had finished reading it."
 

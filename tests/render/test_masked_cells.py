@@ -332,7 +332,7 @@ def test_an_encoder_data_file_has_no_windows(tiny_model: TinyFactory, tmp_path) 
 
 @pytest.mark.slow
 def test_page_greys_and_unlists_what_the_query_cannot_see(windowed, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.test_html import CHROMIUM, Page, _browser
+    from tests.render.test_html import CHROMIUM, Page, _browser
 
     sync_playwright = _browser()
     out = windowed.save(tmp_path / "decoder.html", "heads", units="tokens", layer=0)
@@ -398,7 +398,7 @@ def test_page_greys_and_unlists_what_the_query_cannot_see(windowed, tmp_path) ->
 
 @pytest.mark.slow
 def test_an_encoder_page_has_no_mask(tiny_model: TinyFactory) -> None:
-    from tests.test_html import _spec
+    from tests.render.test_html import _spec
 
     analysis = analyse(TEXT, model=str(tiny_model("bert")), cache=False)
     assert _spec(analysis.html())["masked"] is None
@@ -441,7 +441,7 @@ def test_a_views_notebook_cell_carries_its_mask(windowed) -> None:
     import base64
     import zlib
 
-    from tests.test_html import _spec
+    from tests.render.test_html import _spec
 
     view = windowed.view(layer=0, units="words")
     spec = _spec(view._repr_html_())

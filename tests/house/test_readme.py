@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from attnviz.cli import app
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
 
 
 def _examples() -> list[str]:
@@ -55,7 +55,7 @@ def test_readme_example_images_exist_and_are_small() -> None:
     images = re.findall(r"\]\((docs/[^)]+\.png)\)", README)
     assert "docs/john-layer3-head7.png" in images and len(images) >= 3
     for name in images:
-        image = Path(__file__).parent.parent / name
+        image = Path(__file__).parents[2] / name
         assert image.is_file() and image.stat().st_size < 200_000, name
 
 

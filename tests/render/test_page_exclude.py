@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import attnviz
 from attnviz.cli import app
 from tests.conftest import TinyFactory
-from tests.test_html import _spec, _weights
+from tests.render.test_html import _spec, _weights
 
 TEXT = "the bank refused the loan, and then it closed."
 
@@ -68,7 +68,7 @@ def test_the_command_line_writes_pages_with_exclude(
 def test_an_excluded_page_shows_the_renormalised_rows_in_chromium(
     tiny_decoder: TinyFactory, tmp_path: Path
 ) -> None:
-    from tests.test_html import CHROMIUM, Page, _browser
+    from tests.render.test_html import CHROMIUM, Page, _browser
 
     folder = str(tiny_decoder("llama"))
     out = tmp_path / "x.html"

@@ -273,9 +273,10 @@ def test_show_query_reads_a_text_past_the_decoder_bound(
 # Windows of 5 pieces on an input of about 40, blocks of 4 to 7 queries: several blocks run and
 # the windows cut inside them.
 
-# case -> (family, config overrides on tests/test_new_families.py's tiny checkpoint: 4 layers,
-# 4 query heads, 2 key/value heads, random norm gains, weights std 0.3; the layers whose
-# window of 5 pieces hides the keys 5 or more pieces back)
+# case -> (family, config overrides on the tiny checkpoint of
+# tests/model/test_decoder_families.py: 4 layers, 4 query heads, 2 key/value heads, random
+# norm gains, weights std 0.3; the layers whose window of 5 pieces hides the keys 5 or more
+# pieces back)
 NEW_FAMILIES: dict[str, tuple[str, dict[str, object], list[int]]] = {
     "gemma2: soft-capping, windows in layers 0, 2, 3": ("gemma2", {}, [0, 2, 3]),
     "gemma3: QK-norm, windows, a local rotary base": ("gemma3_text", {}, [0, 2, 3]),
@@ -309,7 +310,7 @@ def _windowed(A: np.ndarray, window: int = 5) -> list[int]:
 
 @pytest.fixture(scope="module")
 def new_family(tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
-    from tests.test_new_families import write_checkpoint
+    from tests.model.test_decoder_families import write_checkpoint
 
     def make(family: str, **overrides: object) -> Path:
         return write_checkpoint(tmp_path_factory.mktemp(f"long-{family}"), family, **overrides)

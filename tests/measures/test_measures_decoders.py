@@ -219,7 +219,7 @@ def test_each_measure_equals_transformers_hooked_in_float64(
     np.testing.assert_allclose(ours, _reference(folder, name, ids), atol=1e-4, rtol=0)
 
 
-# The families of attnviz.model's newer decoders, written by tests/test_new_families.py:
+# The families of attnviz.model's newer decoders, written by tests/model/test_decoder_families.py:
 # QK-norm (Qwen3, Gemma 3), soft-capping (Gemma 2), a norm on the attention's output
 # (Gemma 2 and 3), q, k and v in one projection (Phi-3).
 NEWER = ("gemma2", "gemma3_text", "qwen3", "phi3")
@@ -234,7 +234,9 @@ def test_each_measure_on_the_newer_families(
 ) -> None:
     import torch
 
-    newer = pytest.importorskip("tests.test_new_families", reason="needs the newer decoders")
+    newer = pytest.importorskip(
+        "tests.model.test_decoder_families", reason="needs the newer decoders"
+    )
     if family not in _written:
         _written[family] = newer.write_checkpoint(tmp_path_factory.mktemp(family), family)
     analysis = _analysis(_written[family])

@@ -15,7 +15,7 @@ import pytest
 from attnviz.measures.long import LongReducer
 from attnviz.measures.stats import _sums_numpy
 from attnviz.text.pieces import TokenKinds
-from tests.test_long_context import _pooled, _profile, _sink
+from tests.measures.test_long_equals_whole import _pooled, _profile, _sink
 
 T, H, POOL, BLOCK = 301, 3, 7, 28  # T is not a multiple of POOL: the last blocks are short
 

@@ -1,6 +1,6 @@
 """Hostile files, huge inputs and odd terminals (issue 14), as real processes.
 
-The bad-input catalogue in test_cli.py runs each case through CliRunner; here are the
+The bad-input catalogue in tests/cli/test_commands.py runs each case through CliRunner; here are the
 cases that need a real process: what reaches file descriptor 2 from Rust, the
 encoding of a real stdout, memory and time measured from outside.
 """

@@ -28,8 +28,8 @@ from attnviz.cache import contents, entries, keys, names, notices, settings, tok
 from attnviz.cache.arrays import entry_mac
 from attnviz.cache.secret import SECRET, SECRET_BYTES
 from attnviz.cli import app
+from tests.cache.test_cache import attentions, key  # an entry's arrays, and a key
 from tests.conftest import TinyFactory
-from tests.test_cache import attentions, key  # an entry's arrays, and a key
 
 runner = CliRunner()
 TEXT = "O trem estava cheio, mas ele conseguiu uma cadeira livre."

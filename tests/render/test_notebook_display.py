@@ -5,7 +5,7 @@ In a fresh kernel (no `%matplotlib inline`) a cell ending in a figure shows the 
 `find`'s heads, the measures compared, a model's details, a generation or a long result
 shows what the terminal prints, as HTML that a browser renders with no error and that
 shows tokens as text, never as markup. The notebook runs headlessly with nbclient; the
-HTML opens in Debian's Chromium (the browser fixture of test_html.py).
+HTML opens in Debian's Chromium (the browser fixture of tests/render/test_html.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import attnviz
 from attnviz.cli import app
 from attnviz.measures.compare import Comparison
 from tests.conftest import TinyFactory
-from tests.test_html import Page, browser  # noqa: F401  (a fixture, used by name)
+from tests.render.test_html import Page, browser  # noqa: F401  (a fixture, used by name)
 
 EN = "John thought: the train was full, but he found a free seat."
 HOSTILE = "<script>alert(1)</script>"

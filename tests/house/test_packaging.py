@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # builds a wheel with pip, runs it in a subprocess
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_wheel_carries_the_sample_sentences(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "attnviz"
+ROOT = Path(__file__).resolve().parents[2] / "attnviz"
 
 FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "errors": 0,

@@ -3,7 +3,7 @@
 Every number the walkthrough shows for a new step is recomputed here from the model's
 own weights: q and k before and after QK-norm, the scores before and after soft-capping,
 the layer's window and rotary base, the turned share of a head; and the weights are the
-decoder's own attention (`analyse`), which tests/test_new_families.py holds to
+decoder's own attention (`analyse`), which tests/model/test_decoder_families.py holds to
 transformers'.
 """
 
@@ -19,8 +19,8 @@ from attnviz import analyse, prepare
 from attnviz.i18n import LANGS
 from attnviz.measures.explain import Explanation, explain
 from attnviz.render.explain import ExplanationView
+from tests.model.test_decoder_families import TEXT, write_checkpoint
 from tests.rendering import render as render_view
-from tests.test_new_families import TEXT, write_checkpoint
 
 CHECKPOINTS: dict[str, tuple[str, dict[str, Any]]] = {
     "gemma2": ("gemma2", {}),

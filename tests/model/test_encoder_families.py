@@ -262,7 +262,7 @@ def test_pickle_that_would_run_code_is_refused_in_one_line(
 
 
 def test_no_code_asks_transformers_for_remote_code() -> None:
-    package = Path(__file__).parents[1] / "attnviz"
+    package = Path(__file__).parents[2] / "attnviz"
     for path in package.rglob("*.py"):
         assert "trust_remote_code" not in path.read_text(encoding="utf-8"), path
 

@@ -122,7 +122,7 @@ def test_the_command_line_writes_pooled_pages(tiny_decoder: TinyFactory, tmp_pat
 
 @pytest.mark.slow
 def test_the_pooled_page_renders_in_chromium(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
-    from tests.test_html import CHROMIUM, _browser
+    from tests.render.test_html import CHROMIUM, _browser
 
     folder = str(tiny_decoder("llama", num_hidden_layers=2))
     out = tmp_path / "long.html"

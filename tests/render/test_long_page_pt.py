@@ -157,7 +157,7 @@ def test_the_distance_table_and_figure_in_portuguese(tiny_decoder: TinyFactory) 
 def test_the_pooled_page_reads_in_portuguese_in_chromium(
     tiny_decoder: TinyFactory, tmp_path: Path
 ) -> None:
-    from tests.test_html import CHROMIUM, Page, _browser
+    from tests.render.test_html import CHROMIUM, Page, _browser
 
     # a window of 2 pieces: heads that read the previous piece or themselves, kinds whose
     # Portuguese differs from their English

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from attnviz import analyse, prepare
 from attnviz.cli import app
 from tests.conftest import TinyFactory
-from tests.test_html import _spec, _weights
+from tests.render.test_html import _spec, _weights
 
 TEXT = "João said the bank refused the loan, and then the bank closed."
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}

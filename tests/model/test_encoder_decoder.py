@@ -421,7 +421,7 @@ def test_python_names_arguments_as_python_spells_them(seq2seq) -> None:
 def test_cross_page_shows_the_weights_of_show_json(seq2seq, tmp_path: Path) -> None:
     """A cross-attention page renders in Chromium with no console errors, and hovering a
     target token shows the weights `show --stack cross --json` prints for it."""
-    from tests.test_html import Page, _browser
+    from tests.render.test_html import Page, _browser
 
     sync_playwright = _browser()
     folder = str(seq2seq("marian"))

@@ -121,7 +121,8 @@ def test_every_command_that_reads_a_text_is_checked_here() -> None:
 
 def test_request_fields_are_the_shared_options_and_the_text() -> None:
     covered = {field for _, field, _ in SHARED.values()}
-    # --load replaces the text (tests/test_load.py): never given with the shared options above
+    # --load replaces the text (tests/api/test_load_file.py): never given with the shared
+    # options above
     assert {f.name for f in fields(Request)} == covered | {"text", "from_stdin", "load"}
 
 

@@ -1,6 +1,6 @@
 """`attnviz.generate` and `attnviz generate`: what a user sees of a decoder writing.
 
-The model-level checks against transformers are in tests/test_generate.py; here the
+The model-level checks against transformers are in tests/model/test_generate.py; here the
 public API's result, the command line's output and files, the page's step slider in a
 real browser, and the refusals.
 """
@@ -181,12 +181,12 @@ def test_a_decoder_without_its_lm_head_says_so(tiny_decoder: TinyFactory) -> Non
 def test_the_slider_steps_through_the_tokens_and_shows_their_weights(
     written: attnviz.Generation, tmp_path: Path
 ) -> None:
-    from tests.test_html import Page, _browser
+    from tests.render.test_html import Page, _browser
 
     out = written.save(tmp_path / "steps.html")
     sync_playwright = _browser()
     with sync_playwright() as p:
-        from tests.test_html import CHROMIUM
+        from tests.render.test_html import CHROMIUM
 
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:

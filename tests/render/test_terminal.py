@@ -417,7 +417,7 @@ def test_head_grid_on_a_very_narrow_terminal_is_one_short_line(width: int) -> No
 
 
 def test_a_joiner_left_dangling_by_a_dropped_skin_tone_is_dropped_too() -> None:
-    # found by tests/test_properties.py: the lone skin tone after the last joiner was
+    # found by tests/measures/test_properties.py: the lone skin tone after the last joiner was
     # dropped but the joiner kept; ending the label, it swallowed the padding space after
     # it (in rich's count) and shifted that row one cell left of the others
     labels = ["\x06LO🧑\u200d🔬\u200d🏽", "a🏽\u200d🔬", "plain"]

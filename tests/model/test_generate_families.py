@@ -10,7 +10,7 @@ import torch
 from attnviz.model.generate import write
 from attnviz.model.weights import load_encoder
 from attnviz.text.tokenize import load_tokenizer, tokenize
-from tests.test_new_families import write_checkpoint
+from tests.model.test_decoder_families import write_checkpoint
 
 PROMPT = "John thought: the train was full, but he"
 N = 10

@@ -14,7 +14,7 @@ import pytest
 
 import attnviz
 from attnviz.model.families import describe
-from tests.test_long_page_pt import TEXT, _page, _spec
+from tests.render.test_long_page_pt import TEXT, _page, _spec
 
 # Every block of the matrix view hovered in the page: whether its tip says masked, and why.
 HOVER_ALL = """([n, layer]) => {
@@ -33,7 +33,7 @@ HOVER_ALL = """([n, layer]) => {
 
 @pytest.fixture(scope="module")
 def gemma2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.test_new_families import write_checkpoint
+    from tests.model.test_decoder_families import write_checkpoint
 
     # windows of 5 pieces in layers 0, 2 and 3, layer 1 sees every earlier piece
     return write_checkpoint(tmp_path_factory.mktemp("long-windows"), "gemma2")
@@ -60,7 +60,7 @@ def test_the_page_carries_each_layers_window(gemma2_folder: Path) -> None:
 def test_the_page_greys_exactly_the_blocks_the_model_cannot_see(
     gemma2_folder: Path, tmp_path: Path
 ) -> None:
-    from tests.test_html import CHROMIUM, Page, _browser
+    from tests.render.test_html import CHROMIUM, Page, _browser
 
     pool = 3
     long = attnviz.analyse_long(TEXT, model=str(gemma2_folder), pool=pool)

@@ -277,7 +277,7 @@ def test_lang_reaches_images_and_pages_from_the_command_line(tmp_path: Path) -> 
 def test_the_page_reads_in_portuguese_in_chromium(
     analysis: attnviz.Analysis, tmp_path: Path
 ) -> None:
-    from tests.test_html import CHROMIUM, Page, _browser
+    from tests.render.test_html import CHROMIUM, Page, _browser
 
     out = analysis.save(tmp_path / "pt.html", "heads", layer=2, lang="pt")
     with _browser()() as p:
