@@ -1,8 +1,9 @@
 """Attention as one self-contained HTML page (or a notebook cell): no network, ever.
 
 The page's script and style are the readable files next to this module
-(`web/attnviz.js`, `web/attnviz.css`), inlined when writing: the file references
-nothing outside itself, so it opens from disk, offline, years later. Each view
+(`web/attnviz.js`, `web/attnviz.css`, after `web/common.js`), inlined when writing
+(`embed`): the file references nothing outside itself, so it opens from disk, offline,
+years later. Each view
 lives in its own element with a unique id and defines no global name, so several
 views can share one notebook.
 
@@ -40,11 +41,11 @@ from attnviz.lexicon import page_texts
 __all__ = [
     "HTML_U16_LIMIT",
     "document",
+    "embed",
     "fragment",
     "page",
     "steps_fragment",
     "steps_page",
-    "web_asset",
 ]
 
 WEB = Path(__file__).parent / "web"
@@ -152,20 +153,38 @@ def fragment(attentions: np.ndarray, tokens: Sequence[str], **options: object) -
     `attentions` is [layers, heads, T, T] over `tokens`; the options are those of `page`.
     """
     spec = _spec(attentions, tokens, **options)  # type: ignore[arg-type]
+    return embed("attnvizMount", spec, ("attnviz.js",), ("attnviz.css",), lang=str(spec["lang"]))
+
+
+def embed(
+    mount: str,
+    spec: dict[str, object],
+    scripts: Sequence[str],
+    styles: Sequence[str],
+    *,
+    lang: str | None = None,
+    classes: str = "attnviz",
+) -> str:
+    """An element with a unique id, the `styles` and `scripts` named (files in `web/`; the
+    scripts after `web/common.js`), `spec` as JSON, and the call `mount(element, spec)` that
+    draws the view: all in one function scope, so it defines no global name. `lang` ("en",
+    "pt") sets the element's language, `classes` its class (none when empty)."""
     root = f"attnviz-{uuid.uuid4().hex[:12]}"
     data = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
     # No "<" at all inside the script element: a label cannot close it ("</script>") or
     # switch the parser into a comment state ("<!--<script>"). \u003c is the same in JSON.
     data = data.replace("<", "\\u003c")
-    tag = "pt-BR" if spec["lang"] == "pt" else "en"
+    attrs = f' class="{classes}"' if classes else ""
+    if lang is not None:
+        attrs += f' lang="{"pt-BR" if lang == "pt" else "en"}"'
     return (
-        f'<div id="{root}" class="attnviz" lang="{tag}"></div>\n'
-        f"<style>{_asset('attnviz.css')}</style>\n"
+        f'<div id="{root}"{attrs}></div>\n'
+        f"<style>{chr(10).join(_asset(name) for name in styles)}</style>\n"
         f'<script type="application/json" id="{root}-data">{data}</script>\n'
         "<script>(function () {\n"
-        f"{_asset('attnviz.js')}\n"
-        f'var root = document.getElementById("{root}");\n'
-        f'attnvizMount(root, JSON.parse(document.getElementById("{root}-data").textContent));\n'
+        f"{chr(10).join(_asset(name) for name in ('common.js', *scripts))}\n"
+        f'{mount}(document.getElementById("{root}"), '
+        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
         "})();</script>\n"
     )
 
@@ -274,23 +293,9 @@ def steps_fragment(
                  heads=None, units="tokens", theme=theme)  # fmt: skip
     spec = {"base": base, "labels": list(labels), "prompt": prompt_length,
             "layer": layer, "head": head}  # fmt: skip
-    root = f"attnviz-steps-{uuid.uuid4().hex[:12]}"
-    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return (
-        f'<div id="{root}"></div>\n'
-        f"<style>{_asset('attnviz.css')}\n{_asset('steps.css')}</style>\n"
-        f'<script type="application/json" id="{root}-data">{data}</script>\n'
-        "<script>(function () {\n"
-        f"{_asset('attnviz.js')}\n{_asset('steps.js')}\n"
-        f'attnvizSteps(document.getElementById("{root}"), '
-        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
-        "})();</script>\n"
+    return embed(
+        "attnvizSteps", spec, ("attnviz.js", "steps.js"), ("attnviz.css", "steps.css"), classes=""
     )
-
-
-def web_asset(name: str) -> str:
-    """The text of `web/NAME` (a script or style a page inlines)."""
-    return _asset(name)
 
 
 def document(title: str, theme: str, body: str, lang: str = "en") -> str:

@@ -19,9 +19,7 @@ kind, "mean" or "max") stay in English.
 from __future__ import annotations
 
 import base64
-import json
 import math
-import uuid
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -264,7 +262,7 @@ def long_page(
     `windows` (a decoder's sliding window of each layer, in pieces, None where a layer sees
     every earlier piece): a block whose every key is that far or farther behind every query
     of its block is drawn masked, as the blocks after the queries are."""
-    from attnviz.render.html import document, web_asset
+    from attnviz.render.html import document, embed
 
     L, H, n, n2 = pooled.shape
     if n != n2 or len(labels) != n:
@@ -299,17 +297,8 @@ def long_page(
         "lang": lang,
         "text": long_texts(lang),
     }
-    root = f"attnviz-long-{uuid.uuid4().hex[:12]}"
-    tag = "pt-BR" if lang == "pt" else "en"
-    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    body = (
-        f'<div id="{root}" class="attnviz av-long" lang="{tag}"></div>\n'
-        f"<style>{web_asset('attnviz.css')}\n{web_asset('long.css')}</style>\n"
-        f'<script type="application/json" id="{root}-data">{data}</script>\n'
-        "<script>(function () {\n"
-        f"{web_asset('long.js')}\n"
-        f'attnvizLong(document.getElementById("{root}"), '
-        f'JSON.parse(document.getElementById("{root}-data").textContent));\n'
-        "})();</script>\n"
-    )
+    body = embed(
+        "attnvizLong", spec, ("long.js",), ("attnviz.css", "long.css"), lang=lang,
+        classes="attnviz av-long",
+    )  # fmt: skip
     return document(title, theme, body, lang)

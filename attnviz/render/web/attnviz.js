@@ -38,11 +38,6 @@ function attnvizMount(root, spec) {
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
     "#F0E442", "#332288", "#44AA99", "#882255", "#999933", "#888888",
   ];
-  // viridis at 0, 1/8, ..., 1 (interpolated between).
-  const VIRIDIS = [
-    [68, 1, 84], [71, 45, 123], [59, 82, 139], [44, 114, 142], [33, 145, 140],
-    [40, 174, 128], [94, 201, 98], [173, 220, 48], [253, 231, 37],
-  ];
   const LINE_MIN = 0.02; // lines fainter than this are left out when no token is picked
   const ROW_PX = 21; // height of a token row in the head view (1.5em at 14px)
 
@@ -54,11 +49,7 @@ function attnvizMount(root, spec) {
     Array.isArray(keyWords) && keyWords.length > 0;
   const TEXT = spec.text || {};
   // The page's string `key` in its language, with {name} filled from `values`.
-  function t(key, values) {
-    const template = Object.prototype.hasOwnProperty.call(TEXT, key) ? TEXT[key] : key;
-    return template.replace(/\{(\w+)\}/g, (whole, name) =>
-      values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole);
-  }
+  const t = (key, values) => fill(TEXT, key, values);
   const layerName = (l) => (spec.layerNames ? spec.layerNames[l] : t("layer_n", { layer: l }));
   const headName = (h) => (spec.headNames ? spec.headNames[h] : t("head_n", { head: h }));
   const state = {
@@ -74,24 +65,6 @@ function attnvizMount(root, spec) {
   let hiddenBits = null; // Uint8Array [L, T, K] once decoded (1: masked), or null: none
   const cache = new Map();
 
-  function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
-  function range(n) { return Array.from({ length: n }, (_, i) => i); }
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children || []) node.appendChild(child);
-    return node;
-  }
-  function colour(t) {
-    const x = clamp(t, 0, 1) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
-    const a = VIRIDIS[i], b = VIRIDIS[i + 1];
-    return [0, 1, 2].map((c) => Math.round(a[c] + (b[c] - a[c]) * f));
-  }
   // 16-bit storage is within 1e-5 of each weight: 4 decimals (the last may differ by one
   // where a word sums several pieces); 8-bit storage only within 0.002: 2 decimals, marked ≈.
   const exact = spec.dtype === "u16";
@@ -192,13 +165,6 @@ function attnvizMount(root, spec) {
     if (cache.size > 400) cache.clear();
     cache.set(key, result);
     return result;
-  }
-
-  function maskedColour() {
-    const value = getComputedStyle(root).getPropertyValue("--av-masked").trim() || "#d9d9d9";
-    const hex = /^#([0-9a-f]{6})$/i.exec(value);
-    if (!hex) return [217, 217, 217];
-    return [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16));
   }
 
   // Each row of the square `m` divided by its sum (a row summing to 0 stays 0), in place.
@@ -464,7 +430,7 @@ function attnvizMount(root, spec) {
   // masked grey.
   function paint(ctx, m, N, M, x0, y0, cell, vmax, masked) {
     const image = ctx.createImageData(M * cell, N * cell);
-    const grey = masked ? maskedColour() : null;
+    const grey = masked ? maskedColour(root) : null;
     for (let i = 0; i < N; i++) {
       for (let j = 0; j < M; j++) {
         const [r, g, b] = masked && masked[i * M + j] ? grey : colour(vmax > 0 ? m[i * M + j] / vmax : 0);

@@ -26,18 +26,10 @@
 function attnvizLong(root, spec) {
   "use strict";
 
-  const VIRIDIS = [
-    [68, 1, 84], [71, 45, 123], [59, 82, 139], [44, 114, 142], [33, 145, 140],
-    [40, 174, 128], [94, 201, 98], [173, 220, 48], [253, 231, 37],
-  ];
   const L = spec.layers, H = spec.heads, N = spec.n;
   const TEXT = spec.text || {};
   // The page's string `key` in its language, with {name} filled from `values`.
-  function t(key, values) {
-    const template = Object.prototype.hasOwnProperty.call(TEXT, key) ? TEXT[key] : key;
-    return template.replace(/\{(\w+)\}/g, (whole, name) =>
-      values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole);
-  }
+  const t = (key, values) => fill(TEXT, key, values);
   const kindName = (kind) => t("kind_" + kind); // a head's kind (an English key), in the page's words
   const ROW_TOP = 12; // key blocks listed for the hovered row
   const state = {
@@ -48,23 +40,6 @@ function attnvizLong(root, spec) {
   let weights = null; // Float32Array [L, H, N, N] once decoded
   const means = new Map(); // layer -> its head mean [N * N]
 
-  function clamp(v, lo, hi) { return Math.max(lo, Math.min(hi, v)); }
-  function range(n) { return Array.from({ length: n }, (_, i) => i); }
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children || []) node.appendChild(child);
-    return node;
-  }
-  function colour(x) {
-    const s = clamp(x, 0, 1) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(s), VIRIDIS.length - 2), f = s - i;
-    return [0, 1, 2].map((c) => Math.round(VIRIDIS[i][c] + (VIRIDIS[i + 1][c] - VIRIDIS[i][c]) * f));
-  }
   function fmt(w) { return w < 0.0001 && w > 0 ? w.toExponential(2) : w.toFixed(4); }
   // Why block (i, j) of `layer` is hidden from the model: "after" (its keys all come after
   // its queries), "window" (all at least the layer's window behind them), or "" (not hidden).
@@ -112,19 +87,13 @@ function attnvizLong(root, spec) {
     return means.get(layer);
   }
 
-  function maskedColour() {
-    const value = getComputedStyle(root).getPropertyValue("--av-masked").trim() || "#d9d9d9";
-    const hex = /^#([0-9a-f]{6})$/i.exec(value);
-    return hex ? [0, 2, 4].map((i) => parseInt(hex[1].slice(i, i + 2), 16)) : [217, 217, 217];
-  }
-
   // `m` [N * N] of `layer` drawn with `cell` pixels a block, scaled to its largest visible block.
   function paint(canvas, m, cell, layer) {
     canvas.width = N * cell;
     canvas.height = N * cell;
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(N * cell, N * cell);
-    const grey = maskedColour();
+    const grey = maskedColour(root);
     let vmax = 0;
     for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) if (!masked(i, j, layer)) vmax = Math.max(vmax, m[i * N + j]);
     for (let i = 0; i < N; i++) {

@@ -19,17 +19,6 @@ function attnvizSteps(root, spec) {
   const state = { step: N - 1, layer: spec.layer == null ? L - 1 : spec.layer, head: spec.head, view: "heads" };
   let weights = null;
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children || []) node.appendChild(child);
-    return node;
-  }
-  function range(n) { return Array.from({ length: n }, (_, i) => i); }
 
   root.classList.add("attnviz-steps");
   root.dataset.theme = base.theme || "auto";
