@@ -35,7 +35,15 @@ def test_wheel_carries_the_sample_sentences(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("attnviz-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        assert {"attnviz/sample_sentences/pt.txt", "attnviz/render/terminal.py"} <= names
+        assert {
+            "attnviz/sample_sentences/pt.txt",
+            "attnviz/render/terminal.py",
+            "attnviz/render/web/common.js",
+        } <= names
+        # The licence the metadata names travels with the wheel.
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
+        metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        assert "License-Expression: MIT" in archive.read(metadata).decode()
         archive.extractall(tmp_path / "site")
     # The installed package, away from the checkout, finds its default sentence.
     code = (
