@@ -125,6 +125,7 @@ def test_a_hostile_text_is_escaped_in_every_title_and_caption(
         ["model", "--pool", "4"],
         ["distance"],
         ["rollout"],
+        ["stats"],
     ],
     ids=lambda c: c[0] + ("-pool" if "--pool" in c else ""),
 )
@@ -135,7 +136,7 @@ def test_images_and_pages_draw_the_name_escaped(
     run(command[0], "the bank ok", "--model", hostile_model, *command[1:], "--out", str(svg))
     drawn = "".join(ET.parse(svg).getroot().itertext())  # well-formed XML: no raw controls
     assert_clean(drawn, f"{command[0]}'s image")
-    if command[0] in ("distance", "rollout"):
+    if command[0] in ("distance", "rollout", "stats"):
         return  # no page
     page = tmp_path / "view.html"
     run(command[0], "the bank ok", "--model", hostile_model, *command[1:], "--out", str(page))
