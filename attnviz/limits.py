@@ -257,6 +257,13 @@ SAFETENSORS_HEADER_BYTES = 100_000_000  # the safetensors format's own bound on 
 # Of a model card (README.md) only the front matter at its start is read (its `language:`):
 # at most this many bytes, however long the card; a card that is not a regular file is skipped.
 MODEL_CARD_BYTES = 64 * 2**10
+# An .npy array in an .npz (an attention file, a cache entry) starts with a header: a Python
+# dict literal of its dtype and shape, its length in the file's first bytes. numpy reads the
+# whole header before it checks its length (a 1 MB .npz may declare a 1 GB header), so
+# attnviz reads the length first and refuses a header past this bound before a byte of it is
+# read. Real headers are under 1 KB (numpy pads them to 64 or 128 bytes).
+NPY_HEADER_BYTES = 4 * 2**10
+NPY_DIMENSIONS = 32  # axes an array may have (attnviz writes at most 4; numpy allows 64)
 
 # What the contribution measures (attnviz.measures.contributions) may cost. They run the
 # encoder again in float64, keeping its attention (L·H·T² numbers) and the layers' inputs,

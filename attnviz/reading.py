@@ -8,16 +8,34 @@ TOKENIZER_BYTES, ...); past it, one line refuses it before a byte is parsed.
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from attnviz.errors import AttnvizError
-from attnviz.limits import amount
+from attnviz.limits import NPY_DIMENSIONS, NPY_HEADER_BYTES, amount
 
-__all__ = ["NPZ_MEMBERS", "open_regular", "read_bounded", "read_json", "read_npz"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "NPZ_MEMBERS",
+    "NpyHeader",
+    "open_regular",
+    "read_bounded",
+    "read_json",
+    "read_npy_header",
+    "read_npz",
+]
 
 _CHUNK = 4 * 2**20  # read in blocks, so a file shorter than its bound costs only its size
 NPZ_MEMBERS = 64  # arrays an .npz of attention may hold (attnviz's own exports hold 16)
+# An .npy file's start: the magic string, the format's version (major, minor), then the
+# header's length, a little-endian u2 in format 1.0 and a u4 in 2.0 and 3.0, and the header
+# (latin-1 up to 2.0, UTF-8 in 3.0).
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_LENGTH = {(1, 0): (2, "latin1"), (2, 0): (4, "latin1"), (3, 0): (4, "utf8")}
+_NPY_KINDS = "biufcSUO"  # bool, numbers, bytes, str; objects (O) left to the caller to refuse
 
 
 def open_regular(path: str | os.PathLike[str], what: str) -> int:
@@ -90,16 +108,107 @@ def read_json(path: str | os.PathLike[str], limit: int, what: str) -> Any:
         ) from None
 
 
+class NpyHeader(NamedTuple):
+    """What an .npy header declares, checked: its shape, order, dtype and data's size."""
+
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype[Any]
+    nbytes: int  # the data's bytes: the product of the shape times the item size
+
+
+def read_npy_header(member: IO[bytes], name: str, size: int) -> NpyHeader:
+    """The header of the .npy array `name` at the start of `member`, a file of `size` bytes.
+
+    Read from its first bytes before numpy reads any of it: a header longer than
+    NPY_HEADER_BYTES (numpy would read the whole of it first), cut short, not a dict of
+    `descr`, `fortran_order` and `shape`, a structured dtype or one that is neither numbers
+    nor strings, a shape with a negative entry, more than NPY_DIMENSIONS axes or an axis
+    longer than the file, or data larger than the file, is refused (ValueError, a short
+    reason naming `name`) after at most NPY_HEADER_BYTES bytes are read.
+    """
+    import ast
+
+    start = member.read(len(_NPY_MAGIC) + 2)
+    if len(start) < len(_NPY_MAGIC) + 2 or not start.startswith(_NPY_MAGIC):
+        raise ValueError(f"array {name!r} does not start as an .npy file does")
+    version = (start[-2], start[-1])
+    if version not in _NPY_LENGTH:
+        raise ValueError(f"array {name!r} has .npy format {version}, not 1.0, 2.0 or 3.0")
+    width, encoding = _NPY_LENGTH[version]
+    raw = member.read(width)
+    if len(raw) < width:
+        raise ValueError(f"array {name!r} ends inside its header")
+    length = int.from_bytes(raw, "little")
+    if length > NPY_HEADER_BYTES:
+        raise ValueError(
+            f"array {name!r} declares a header of {length:,} bytes, past the "
+            f"{amount(NPY_HEADER_BYTES)} attnviz reads (a real one is under 1 KB)"
+        )
+    header = member.read(length)
+    if len(header) < length:
+        raise ValueError(f"array {name!r} ends inside its header")
+    try:
+        fields = ast.literal_eval(header.decode(encoding))
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError, UnicodeError):
+        raise ValueError(f"array {name!r} has a header that is not a Python literal") from None
+    if not isinstance(fields, dict) or set(fields) != {"descr", "fortran_order", "shape"}:
+        raise ValueError(
+            f"array {name!r} has a header that is not a dict of descr, fortran_order and shape"
+        )
+    shape = _npy_shape(fields["shape"], name)
+    dtype = _npy_dtype(fields["descr"], name)
+    if not isinstance(fields["fortran_order"], bool):
+        raise ValueError(f"array {name!r} has a fortran_order that is not True or False")
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: a lying shape cannot wrap
+    if nbytes > size:
+        raise ValueError(f"array {name!r} claims {nbytes:,} bytes in a member of {size:,}")
+    if max(shape, default=0) > size:  # an empty array (or items of 0 bytes) of 10**30 rows
+        raise ValueError(f"array {name!r} has an axis of {max(shape):,} in {size:,} bytes")
+    return NpyHeader(shape, fields["fortran_order"], dtype, nbytes)
+
+
+def _npy_shape(shape: object, name: str) -> tuple[int, ...]:
+    """`shape` of an .npy header when it is a tuple of at most NPY_DIMENSIONS whole numbers,
+    none negative."""
+    if not isinstance(shape, tuple) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in shape
+    ):
+        raise ValueError(f"array {name!r} has a shape that is not a tuple of whole numbers")
+    if len(shape) > NPY_DIMENSIONS:
+        raise ValueError(f"array {name!r} has {len(shape)} axes (at most {NPY_DIMENSIONS})")
+    if min(shape, default=0) < 0:
+        raise ValueError(f"array {name!r} has a negative axis: {min(shape):,}")
+    return shape
+
+
+def _npy_dtype(descr: object, name: str) -> np.dtype[Any]:
+    """The dtype of an .npy header's `descr` when it is one of numbers, bytes, str or objects
+    (a plain one: a structured dtype is refused)."""
+    import numpy as np
+
+    if not isinstance(descr, str) or len(descr) > 32:
+        raise ValueError(f"array {name!r} is not of numbers or strings (a structured array)")
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"array {name!r} has a dtype numpy does not know: {descr!r}") from None
+    if dtype.kind not in _NPY_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"array {name!r} is {dtype}, not numbers or strings")
+    return dtype
+
+
 def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
     """The arrays of the .npz file `path`, numbers and strings only, at most `limit` bytes.
 
-    Every array's header is read before its data: one that holds Python objects (a
-    pickle), claims more bytes than its member holds (a lying header) or takes the arrays
-    past `limit` is refused in one line (AttnvizError) before any data is decompressed;
+    Every array's header is read before its data, and its length before the header
+    (`read_npy_header`): a header past NPY_HEADER_BYTES, one that is not numpy's, holds
+    Python objects (a pickle), claims more bytes than its member holds (a lying header) or
+    takes the arrays past `limit` is refused in one line (AttnvizError) before any data is
+    decompressed;
     a member is never decompressed past the size its header claims, so a zip bomb costs
     no more than an honest file. At most NPZ_MEMBERS arrays; other members are skipped.
     """
-    import math
     import stat
     import zipfile
 
@@ -128,32 +237,20 @@ def read_npz(path: str | os.PathLike[str], limit: int) -> dict[str, Any]:
             for info in members:
                 name = info.filename.removesuffix(".npy")
                 with archive.open(info) as member:
-                    version = np.lib.format.read_magic(member)
-                    if version == (1, 0):
-                        claimed, _, dtype = np.lib.format.read_array_header_1_0(member)
-                    elif version == (2, 0):
-                        claimed, _, dtype = np.lib.format.read_array_header_2_0(member)
-                    else:
-                        raise ValueError(f"array {name!r} has .npy format {version}")
-                    if dtype.hasobject:
-                        raise AttnvizError(
-                            f"{path}: array {name!r} holds Python objects (a pickle), which "
-                            "attnviz never loads; save numbers and strings (np.savez with "
-                            "numeric and str arrays)"
-                        )
-                    size = math.prod(claimed) * dtype.itemsize  # Python ints: cannot wrap
-                    if size > info.file_size:
-                        raise ValueError(
-                            f"array {name!r} claims {size:,} bytes in a member of "
-                            f"{info.file_size:,}"
-                        )
-                    total += size
-                    if total > limit:
-                        raise AttnvizError(
-                            f"{path} holds {amount(total)} of arrays or more, past what attnviz "
-                            f"reads ({amount(limit)}; ATTNVIZ_ATTENTION_MB sets it): save fewer "
-                            "layers or a shorter input"
-                        )
+                    header = read_npy_header(member, name, info.file_size)
+                if header.dtype.hasobject:
+                    raise AttnvizError(
+                        f"{path}: array {name!r} holds Python objects (a pickle), which "
+                        "attnviz never loads; save numbers and strings (np.savez with "
+                        "numeric and str arrays)"
+                    )
+                total += header.nbytes
+                if total > limit:
+                    raise AttnvizError(
+                        f"{path} holds {amount(total)} of arrays or more, past what attnviz "
+                        f"reads ({amount(limit)}; ATTNVIZ_ATTENTION_MB sets it): save fewer "
+                        "layers or a shorter input"
+                    )
                 with archive.open(info) as member:
                     arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
     except (AttnvizError, *PASS_THROUGH):

@@ -4,7 +4,6 @@ entry read with every array's header checked before its data (an entry may be ho
 from __future__ import annotations
 
 import hmac
-import math
 import os
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from attnviz.cache.files import open_regular, touch
 from attnviz.cache.keys import FORMAT
 from attnviz.cache.names import entry_name
 from attnviz.cache.settings import limit_bytes
+from attnviz.reading import read_npy_header
 
 ROW_SUM_TOLERANCE = 1e-2  # a cached row may sum to 1 this far off (float16 attention)
 
@@ -66,26 +66,17 @@ def _member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...] | None) 
     """The array `name`.npy of an entry, its header checked before its data is read.
 
     `shape` is the one expected (None: any that fits the cache's size limit); a header
-    that claims another, or more bytes than the member holds, is refused before a
-    single byte of data is decompressed.
+    that claims another, more bytes than the member holds, or is not numpy's (too long,
+    cut short: `attnviz.reading.read_npy_header`) is refused before a single byte of data
+    is decompressed, and a header past NPY_HEADER_BYTES before a byte of it is read.
     """
     info = archive.getinfo(f"{name}.npy")
     with archive.open(info) as member:
-        version = np.lib.format.read_magic(member)
-        if version == (1, 0):
-            header = np.lib.format.read_array_header_1_0(member)
-        elif version == (2, 0):
-            header = np.lib.format.read_array_header_2_0(member)
-        else:
-            raise ValueError(f"{name} has .npy format {version}")
-        claimed, _, dtype = header
-        size = math.prod(claimed) * dtype.itemsize  # Python ints: a lying shape cannot wrap
-        if dtype.hasobject or (shape is not None and tuple(claimed) != shape):
-            raise ValueError(f"{name} is {dtype} {tuple(claimed)}, expected {shape}")
-        if size > info.file_size:
-            raise ValueError(f"{name} claims {size} bytes in a member of {info.file_size}")
-        if size > limit_bytes():
-            raise ValueError(f"{name} is {size:,} bytes, more than ATTNVIZ_CACHE_MB lets it keep")
+        claimed, _, dtype, size = read_npy_header(member, name, info.file_size)
+    if dtype.hasobject or (shape is not None and claimed != shape):
+        raise ValueError(f"{name} is {dtype} {claimed}, expected {shape}")
+    if size > limit_bytes():
+        raise ValueError(f"{name} is {size:,} bytes, more than ATTNVIZ_CACHE_MB lets it keep")
     with archive.open(info) as member:
         return np.lib.format.read_array(member, allow_pickle=False)
 

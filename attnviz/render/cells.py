@@ -5,16 +5,18 @@ combining accent none. Widths are counted with `rich.cells.cell_len`, as rich
 counts them when it lays out a table or a line.
 
 Text from strangers (a model card, a tokenizer's pieces, a cache entry, the typed text)
-is made safe for a terminal by `visible`, the one rule every renderer and the command
-line's error lines use: control characters are escaped Python-style (`\\x1b`, `\\n`,
-`\\x9b`) and invisible format characters (bidirectional overrides, isolates and marks,
-zero-width spaces and joiners, U+FEFF, line separators) as `U+202E`, so nothing can
-retitle the window, move the cursor, reorder or hide text. Ordinary text is untouched:
-accents, CJK, right-to-left scripts, `##ou`, `Ġ`, `▁`, emoji, and the joiners that belong
-to text: a zero-width joiner between two emoji (`👨\\u200d👩\\u200d👧`), a zero-width
-non-joiner between two letters of a script that uses it (Persian `می\\u200cخواهم`), the tags
-of a subdivision flag. `truncate` cuts text to a number of cells, ending in `…`; labels
-are shown at most `MAX_LABEL_CELLS` cells wide.
+is made safe by `visible`, the one rule every title, caption, panel heading, axis label
+and token label goes through, on a terminal, in an image (`attnviz.render.labels`) and on
+a page, and that the command line's error lines use: control characters are escaped
+Python-style (`\\x1b`, `\\n`, `\\x9b`) and invisible format characters (bidirectional
+overrides, isolates and marks, zero-width spaces and joiners, U+FEFF, line separators),
+lone surrogates and the noncharacters U+FFFE and U+FFFF (never valid in an SVG) as
+`U+202E`, so nothing can retitle the window, move the cursor, reorder or hide text.
+Ordinary text is untouched: accents, CJK, right-to-left scripts, `##ou`, `Ġ`, `▁`,
+emoji, and the joiners that belong to text: a zero-width joiner between two emoji
+(`👨\\u200d👩\\u200d👧`), a zero-width non-joiner between two letters of a script that uses
+it (Persian `می\\u200cخواهم`), the tags of a subdivision flag. `truncate` cuts text to a
+number of cells, ending in `…`; labels are shown at most `MAX_LABEL_CELLS` cells wide.
 
 Whole lines are lists of rich `Segment`s (`Line`); `emit` writes them cropped to the
 width, and `title_lines` lays out a bold title. Used by every terminal renderer
@@ -64,13 +66,15 @@ _MAX_FLAG_TAGS = 6  # a subdivision flag: 🏴 + up to 6 tag letters (`gbsct`) +
 # controls, zero-width characters, U+FEFF, soft hyphen, tags), lone surrogates (undecodable
 # bytes), line and paragraph separators.
 _ESCAPED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# And the two noncharacters no XML file (an SVG) may hold, which no font draws.
+_NONCHARACTERS = "\ufffe\uffff"
 # Every character of those categories (Unicode 14, as Python 3.11 knows it; a test checks
-# this against the running Python), to find them in bulk.
+# this against the running Python) and the two noncharacters, to find them in bulk.
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f]"
+    "\U000e0001\U000e0020-\U000e007f\ufffe\uffff]"
 )
 
 
@@ -116,12 +120,14 @@ def _flag_tags(text: str, start: int) -> int:
 def _kept(text: str) -> list[bool]:
     """For each character of `text`, whether it is shown as it is (else escaped).
 
-    Escaped: every character of the `_ESCAPED` categories except the joiners that belong
-    to the text around them, and a skin tone that modifies nothing (rich counts it 0 cells,
-    terminals 2). A zero-width joiner stays only between two emoji: rich counts "a\\u200db"
-    as 1 cell where terminals draw 2, and "\\u200dx" as 0.
+    Escaped: every character of the `_ESCAPED` categories (and U+FFFE, U+FFFF) except the
+    joiners that belong to the text around them, and a skin tone that modifies nothing
+    (rich counts it 0 cells, terminals 2). A zero-width joiner stays only between two
+    emoji: rich counts "a\\u200db" as 1 cell where terminals draw 2, and "\\u200dx" as 0.
     """
-    kept = [unicodedata.category(char) not in _ESCAPED for char in text]
+    kept = [
+        unicodedata.category(char) not in _ESCAPED and char not in _NONCHARACTERS for char in text
+    ]
     last = len(text) - 1
     for i, char in enumerate(text):
         if char in _SKIN_TONES:
@@ -144,11 +150,12 @@ def visible(text: str, *, newlines: bool = False) -> str:
 
     Control characters become `\\x1b`, `\\r`, `\\x07`, `\\x9b` (and `\\n`, unless
     `newlines`: where a newline is meant); bidirectional overrides, isolates and marks,
-    zero-width characters and other invisible format characters, lone surrogates and line
-    separators become `U+202E`, `U+200B`. A zero-width joiner between two emoji, a
-    zero-width non-joiner between two letters of a script that uses it and the tags of a
-    subdivision flag stay: they belong to the text. Nothing else changes; a backslash is
-    not doubled, so `\\x1b` typed as four characters shows the same as an escape.
+    zero-width characters and other invisible format characters, lone surrogates, line
+    separators and the noncharacters U+FFFE and U+FFFF become `U+202E`, `U+200B`. A
+    zero-width joiner between two emoji, a zero-width non-joiner between two letters of
+    a script that uses it and the tags of a subdivision flag stay: they belong to the
+    text. Nothing else changes; a backslash is not doubled, so `\\x1b` typed as four
+    characters shows the same as an escape.
     """
     if text.isascii() and text.isprintable():
         return text

@@ -82,15 +82,16 @@ def comparison_figure(comparison: Compared, *, theme: str = "light") -> Figure:
     for ax, (m, measure) in zip(axes, enumerate(c.measures), strict=True):
         order = c.ranking(measure)[:count]
         ax.barh(range(count), [shares[m, j] for j in order], color="#0072B2")
-        ax.set_yticks(range(count), [c.labels[j] for j in order], color=colours["text"])
+        names = [visible(c.labels[j]) for j in order]
+        ax.set_yticks(range(count), names, color=colours["text"], parse_math=False)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
-        ax.set_title(measure, color=colours["text"], fontsize=10)
+        ax.set_title(visible(measure), color=colours["text"], fontsize=10, parse_math=False)
         ax.set_facecolor(colours["face"])
         ax.tick_params(colors=colours["text"], labelsize=8)
         for spine in ax.spines.values():
             spine.set_color(colours["text"])
-    figure.suptitle(c.title, color=colours["text"], fontsize=10)
+    figure.suptitle(visible(c.title), color=colours["text"], fontsize=10, parse_math=False)
     figure.supxlabel(lexicon.label(c.lang, "compare_share"), color=colours["text"], fontsize=9)
     figure.set_layout_engine("constrained")
     return figure

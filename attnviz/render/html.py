@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.lexicon import page_texts
+from attnviz.render.cells import visible
 
 __all__ = [
     "HTML_U16_LIMIT",
@@ -132,7 +133,7 @@ def _spec(
         "wordLabels": list(word_labels) if word_labels is not None else None,
         "pairStart": pair_start,
         "pairWordStart": pair_word_start,
-        "title": title,
+        "title": visible(title),
         "view": view,
         "layer": layer,
         "head": head,
@@ -312,7 +313,7 @@ def _document(title: str, theme: str, body: str, lang: str = "en") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
-        f"<title>{html.escape(title)}</title>\n"
+        f"<title>{html.escape(visible(title))}</title>\n"
         '<meta name="color-scheme" content="light dark">\n'
         f"<style>body {{ margin: 0; padding: 1em; background: {background}; }}</style>\n"
         "</head>\n<body>\n"

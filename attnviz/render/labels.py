@@ -1,8 +1,11 @@
 """Labels and titles as drawn: cleaned to one line, cut, wrapped and measured in inches.
 
 Text is drawn literally (no mathtext), so tokens such as `$` or `\\n` cannot break a
-drawing; a label is measured the way matplotlib's Agg renderer will draw it, so that a
-figure can be laid out to the inch before anything is drawn.
+drawing, and made `visible` first (`attnviz.render.cells`: the one rule for text from
+strangers, the terminal's too): a control character, a bidirectional override, a lone
+surrogate or U+FFFE is drawn escaped, never obeyed, never crashing a writer. A label is
+measured the way matplotlib's Agg renderer will draw it, so that a figure can be laid out
+to the inch before anything is drawn.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from attnviz import lexicon
+from attnviz.render.cells import visible
 from attnviz.render.style import ft_font, hinting
 
 if TYPE_CHECKING:
@@ -31,31 +35,10 @@ def check_labels(labels: Sequence[str], count: int, what: str) -> None:
         raise ValueError(f"{what}: {len(labels)} labels for {count} tokens")
 
 
-def _undrawable(char: str) -> bool:
-    """A control character, a lone surrogate (an undecodable byte) or U+FFFE/U+FFFF:
-    FreeType cannot draw a surrogate, and none of them may appear in an SVG (XML) file."""
-    return unicodedata.category(char) in ("Cc", "Cs") or char in "\ufffe\uffff"
-
-
-# Invisible characters that are dropped: bidirectional controls (matplotlib ignores them,
-# but a browser showing an SVG obeys them and reverses or moves the text after them), and
-# U+FEFF, a byte-order mark at the start of a file, which crashes matplotlib's PDF writer.
-_DROPPED = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
-)
-
-
-def _clean_text(text: str) -> str:
-    """`text` drawable on one line: undrawable characters escaped (`\\n`, `\\udcff`),
-    bidirectional controls and U+FEFF dropped."""
-    return "".join(
-        repr(ch)[1:-1] if _undrawable(ch) else ch for ch in str(text) if ch not in _DROPPED
-    )
-
-
 def clean_label(label: str) -> str:
-    """A label drawn literally on one line: control characters escaped, long ones cut."""
-    text = _clean_text(label)
+    """A label drawn literally on one line, made `visible` (the one rule for text from
+    strangers: `attnviz.render.cells`), long ones cut."""
+    text = visible(str(label))
     if len(text) > _MAX_LABEL_CHARS:
         text = text[: _MAX_LABEL_CHARS - 1] + "…"
     return text
@@ -74,7 +57,7 @@ def text_width_in(labels: Sequence[str], size_pt: float) -> float:
 def wrap_title(title: str, width_in: float, size_pt: float) -> str:
     """The title, cleaned and wrapped to `width_in` on at most _MAX_TITLE_LINES lines (the
     last cut with `…`), so that a long title cannot make the image wider than the figure."""
-    text = _clean_text(title)
+    text = visible(str(title))
     em_per_char = max(0.6, _ems(text) / max(1, len(text)))
     chars = max(10, int(width_in * 72 / (size_pt * em_per_char)))
     lines = textwrap.wrap(text, chars, break_on_hyphens=False) or [text]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.render.cells import clean_labels
+from attnviz.render.cells import clean_labels, visible
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,11 +100,12 @@ def lens_figure(
                 ax.text(i, layer, clean_labels([guesses[layer][i]])[0][:8], ha="center",
                         va="center", fontsize=6, parse_math=False,
                         color=contrast_text(colormap(p)))  # fmt: skip
-        ax.set_xticks(range(T), clean_labels(list(labels)), rotation=60, ha="right", fontsize=7)
+        ax.set_xticks(range(T), clean_labels(list(labels)), rotation=60, ha="right", fontsize=7,
+                      parse_math=False)  # fmt: skip
         ax.set_yticks(range(L), [str(layer) for layer in range(L)], fontsize=7)
         ax.set_xlabel("token read (the guess is for the token after it)", color=fg)
         ax.set_ylabel("layer", color=fg)
-        ax.set_title(title, color=fg, parse_math=False)
+        ax.set_title(visible(title), color=fg, parse_math=False)
         ax.tick_params(colors=fg)
         bar = fig.colorbar(image, ax=ax, fraction=0.03)
         bar.set_label("probability of the top guess", color=fg)

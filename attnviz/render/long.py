@@ -73,6 +73,8 @@ def profile_table(
     from rich.table import Table
     from rich.text import Text
 
+    from attnviz.render.cells import title_width, visible
+
     _check_lang(lang)
     shown_kinds = [label(lang, f"long_kind_{kind}") for x in layers for kind in kinds[x]]
     fixed = [label(lang, "col_layer"), label(lang, "col_head"), label(lang, "long_col_sink")]
@@ -81,12 +83,12 @@ def profile_table(
     needed += len(bin_labels) + len(fixed)  # a space between columns
     headers = list(bin_labels) if needed <= width else [_first_distance(n) for n in bin_labels]
     table = Table(
-        title=title,
+        title=Text(visible(title, newlines=True), "table.title"),  # Text: never markup
         title_justify="left",
         pad_edge=False,
         box=None,
         padding=(0, 1, 0, 0),
-        min_width=min(len(title), width),  # the title on one line when it fits
+        min_width=min(title_width(title), width),  # the title on one line when it fits
         caption=label(lang, "distance_percent" if needed <= width else "distance_short_bins"),
         caption_justify="left",
     )
@@ -132,6 +134,7 @@ def profile_figure(
 ) -> Figure:
     """Heads (rows: L0 H0, L0 H1, ...) × distance bins, the share of each head's weight;
     its labels in `lang`."""
+    from attnviz.render.cells import visible
     from attnviz.render.inline import InlineFigure
 
     _check_lang(lang)
@@ -147,7 +150,7 @@ def profile_figure(
     axes.set_yticks(rows, [label(lang, "long_panel", layer=r // H, head=r % H) for r in rows])
     axes.tick_params(axis="y", labelsize=6)
     axes.set_xlabel(label(lang, "distance_axis"))
-    axes.set_title(title, fontsize=9, loc="left")
+    axes.set_title(visible(title), fontsize=9, loc="left", parse_math=False)
     figure.colorbar(image, ax=axes, label=label(lang, "distance_bar"), fraction=0.04)
     figure.tight_layout()
     return figure
@@ -262,6 +265,7 @@ def long_page(
     `windows` (a decoder's sliding window of each layer, in pieces, None where a layer sees
     every earlier piece): a block whose every key is that far or farther behind every query
     of its block is drawn masked, as the blocks after the queries are."""
+    from attnviz.render.cells import visible
     from attnviz.render.html import document, embed
 
     L, H, n, n2 = pooled.shape
@@ -289,7 +293,7 @@ def long_page(
         "shares": np.round(_shares(profile.astype(np.float64), widths), 4).tolist(),
         "sink": np.round(sink.astype(np.float64), 4).tolist(),
         "kinds": [list(k) for k in kinds],
-        "title": title,
+        "title": visible(title),
         "view": view,
         "layer": layer,
         "head": head,

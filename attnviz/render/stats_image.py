@@ -92,6 +92,7 @@ def stats_figure(
     from matplotlib.colors import Normalize
 
     from attnviz.output import check_colormap
+    from attnviz.render.cells import visible
     from attnviz.render.inline import InlineFigure
     from attnviz.render.style import (
         THEME_COLOURS,
@@ -140,5 +141,5 @@ def stats_figure(
             bar = fig.colorbar(image, ax=ax, pad=0.02, fraction=0.08)
             bar.ax.tick_params(colors=fg, which="both", labelsize=8)
             bar.outline.set_edgecolor(fg)
-        fig.suptitle(title, color=fg, fontsize=13, parse_math=False, family=font_family())
+        fig.suptitle(visible(title), color=fg, fontsize=13, parse_math=False, family=font_family())
     return fig

@@ -51,7 +51,10 @@ class Pieces:
     word_ids: list[int | None]  # None for special tokens
     sequence_ids: list[int | None]  # 0 for text, 1 for pair, None for special tokens
     dropped: int = 0  # pieces cut off by --truncate
-    cut: int = 0  # characters cut off by --truncate before tokenizing (a text far too long)
+    # characters --truncate left unread when it cut a text far too long before tokenizing:
+    # every character after the end of the last piece read (`attnviz.text.tokenize`), not only
+    # those cut
+    cut: int = 0
     labels: list[str] = field(init=False)
 
     def __post_init__(self) -> None:

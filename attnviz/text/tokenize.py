@@ -176,6 +176,7 @@ def tokenize(
             ) from None
     extra = 1 if start is not None else 0
     room = max_positions - extra  # positions left for the tokenizer's own pieces
+    given = len(text)
     text, cut = _bounded(text, pair, max(room, 1), truncate)
     encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
@@ -206,6 +207,8 @@ def tokenize(
         finally:
             tokenizer.no_truncation()
     typed = typed_special(tokenizer, encoding, text, pair)
+    if cut:
+        cut = _unread(encoding, given)
     pieces = _pieces(encoding, text, pair, dropped, cut, typed)
     if start is not None:
         return pieces.with_start(*start)
@@ -344,6 +347,23 @@ def _bounded(text: str, pair: str | None, max_positions: int, truncate: bool) ->
     space = text.rfind(" ", limit // 2, limit + 1)
     kept = text[: space if space > 0 else limit]
     return kept, len(text) - len(kept)
+
+
+def _unread(encoding: Encoding, size: int) -> int:
+    """The characters of a text of `size` characters that `encoding` leaves unread: those
+    after the end of its last piece of the text (sequence 0).
+
+    What a cut before tokenizing (`_bounded`) drops is more than the characters cut: the
+    characters before the cut that no piece read covers go too (the pieces cut after
+    tokenizing, or marks the tokenizer keeps no piece for: "a" and 100,000 combining
+    accents cut at 32,768 characters leave 100,000 unread, not 67,233).
+    """
+    ends = [
+        end
+        for (_, end), sequence in zip(encoding.offsets, encoding.sequence_ids, strict=True)
+        if sequence == 0
+    ]
+    return size - max(ends, default=0)
 
 
 def _encode(tokenizer: Tokenizer, text: str, pair: str | None) -> Encoding:

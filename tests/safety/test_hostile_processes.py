@@ -134,7 +134,11 @@ def test_a_text_far_too_long_is_refused_by_its_size_or_cut_with_truncate() -> No
         attnviz.prepare(text)
     prepared = attnviz.prepare(text, truncate=True)
     assert len(prepared.pieces) == 512 and prepared.dropped > 0
-    assert prepared.pieces.cut == len(text) - len(prepared.pieces.text) > 40_000
+    assert len(text) - len(prepared.pieces.text) > 40_000  # cut before tokenizing
+    pieces = prepared.pieces
+    ends = zip(pieces.offsets, pieces.sequence_ids, strict=True)
+    last_read = max(end for (_, end), q in ends if q == 0)
+    assert prepared.pieces.cut == len(text) - last_read  # every character left unread counted
     assert prepared.pieces.text.endswith("palavra")  # cut at a space, no word split
 
 
