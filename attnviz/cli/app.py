@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -31,29 +30,29 @@ from attnviz.cli.errors import (
 )
 from attnviz.cli.help import import_rich_help
 from attnviz.cli.input import (
-    check_image_options,
     console_width,
     corpus,
     exclude_list,
-    given_on_command_line,
     head_list,
+    image_style,
+    language,
     read_request,
 )
 from attnviz.cli.lazy import lazy_group
 from attnviz.cli.options import (
-    AnnotateOpt,
+    IMAGES,
+    READING,
     CmapOpt,
     DebugOpt,
     Device,
-    DpiOpt,
     Dtype,
     DtypeOpt,
     Engine,
     EngineOpt,
     ExcludeOpt,
-    GenerateOpt,
     HeadOpt,
     HeadsOpt,
+    ImageOptions,
     ImageOutOpt,
     Lang,
     LangOpt,
@@ -74,17 +73,14 @@ from attnviz.cli.options import (
     PoolByOpt,
     PoolOpt,
     QuietOpt,
+    ReadingOptions,
     SortColumn,
-    StackOpt,
-    TargetOpt,
     TextArg,
-    Theme,
-    ThemeOpt,
-    TransparentOpt,
     TruncateOpt,
     Units,
     UnitsOpt,
     View,
+    grouped,
 )
 from attnviz.errors import BadInput
 from attnviz.limits import BATCH_SIZE, THREADS, TOP
@@ -92,8 +88,6 @@ from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from attnviz.output import ImageStyle
 
 
 # The commands are declared on `catalogue` and built only when one runs (see `lazy`).
@@ -132,22 +126,22 @@ def _main(
     debug_all["on"] = debug
 
 
-def _commands() -> types.ModuleType:
-    """`attnviz.cli.commands`, first imported (with numpy, rich and the API) with the
-    collector paused: those objects live as long as the process (see attnviz.perf)."""
-    import_quietly("attnviz.cli.commands")
-    return sys.modules["attnviz.cli.commands"]
-
-
 @contextlib.contextmanager
-def _running(debug: bool) -> Iterator[types.ModuleType]:
-    """A command's body: `commands` to call, its failures one line on stderr (`errors`);
-    freed memory goes back to the system (`perf.return_freed_memory`)."""
+def _running(debug: bool) -> Iterator[None]:
+    """A command's body: its failures one line on stderr (`errors`), freed memory given back
+    to the system (`perf.return_freed_memory`). The modules the bodies share (with numpy, rich
+    and the API) are imported first with the collector paused: they live as long as the
+    process (see attnviz.perf)."""
     from attnviz.perf import return_freed_memory
 
     return_freed_memory()
     with failures(debug):
-        yield _commands()
+        for module in BODIES:
+            import_quietly(module)
+        yield
+
+
+BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
 
 
 def _console() -> Console:
@@ -156,33 +150,8 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
-def _lang(lang: Lang | None) -> str:
-    """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
-    from attnviz.lexicon import resolve_lang
-
-    return resolve_lang(None if lang is None else lang.value)
-
-
-def _images(
-    ctx: typer.Context,
-    out: Path | None,
-    dpi: int,
-    cmap: str,
-    theme: Theme,
-    transparent: bool,
-    annotate: bool,
-) -> ImageStyle:
-    """The image options, refused when there is no image for them to apply to."""
-    from attnviz.output import HTML_SUFFIXES, ImageStyle
-
-    check_image_options(ctx, out)
-    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    if page and not given_on_command_line(ctx, "theme"):
-        return ImageStyle(dpi, cmap, "auto", transparent, annotate)  # the reader's setting
-    return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
-
-
 @catalogue.command()
+@grouped
 def show(
     ctx: typer.Context,
     text: TextArg = None,
@@ -206,22 +175,8 @@ def show(
     ] = None,
     exclude: ExcludeOpt = None,
     measure: MeasureOpt = Measure.weight,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     pool: PoolOpt = None,
     pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
@@ -235,15 +190,11 @@ def show(
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.show(
+    with _running(debug):
+        from attnviz.cli.show import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             layer=layer,
@@ -251,7 +202,7 @@ def show(
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             query=query,
             exclude=exclude_list(exclude),
             pool=pool,
@@ -260,6 +211,7 @@ def show(
 
 
 @catalogue.command()
+@grouped
 def heads(
     ctx: typer.Context,
     text: TextArg = None,
@@ -271,22 +223,8 @@ def heads(
     measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     out: OutOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     pool: PoolOpt = None,
     pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
@@ -297,21 +235,17 @@ def heads(
 
     [bold]Example:[/bold] attnviz heads --layer 3
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.heads(
+    with _running(debug):
+        from attnviz.cli.heads import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             layer=layer,
             units=units.value,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
             pool=pool,
@@ -320,6 +254,7 @@ def heads(
 
 
 @catalogue.command("model")
+@grouped
 def model_view(
     ctx: typer.Context,
     text: TextArg = None,
@@ -330,22 +265,8 @@ def model_view(
     measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
     out: OutOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     pool: PoolOpt = None,
     pool_by: PoolByOpt = PoolBy.mean,
     lang: LangOpt = None,
@@ -358,20 +279,16 @@ def model_view(
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.model_view(
+    with _running(debug):
+        from attnviz.cli.model_view import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             units=units.value,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
             pool=pool,
@@ -380,7 +297,9 @@ def model_view(
 
 
 @catalogue.command()
+@grouped
 def distance(
+    ctx: typer.Context,
     text: TextArg = None,
     layer: Annotated[
         list[int] | None,
@@ -404,17 +323,17 @@ def distance(
 
     [bold]Example:[/bold] attnviz distance < long.txt --out distance.png
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=Mask.none, no_cache=False,
-                               dtype=Dtype.float32, measure=Measure.weight,
-                               lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
+    with _running(debug):
+        from attnviz.cli.distance import run
+
+        request = read_request(ctx)
+        run(_console(), request, layers=layer, out=out, cmap=cmap)
 
 
 @catalogue.command()
+@grouped
 def explain(
+    ctx: typer.Context,
     text: TextArg = None,
     token: Annotated[
         str | None,
@@ -464,29 +383,28 @@ def explain(
     [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
-    with _running(debug) as commands:
+    with _running(debug):
         if (token is None) == (index is None):
             raise BadInput(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
-        language = _lang(lang)
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, lang=language,
-                               no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.explain(
+        from attnviz.cli.explain import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             token=token,
             index=index,
             layer=layer,
             head=head,
-            lang=language,
+            lang=request.lang,
         )
 
 
 @catalogue.command()
+@grouped
 def rollout(
     ctx: typer.Context,
     text: TextArg = None,
@@ -517,22 +435,8 @@ def rollout(
         bool,
         typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
     ] = False,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -545,15 +449,11 @@ def rollout(
 
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.rollout(
+    with _running(debug):
+        from attnviz.cli.rollout import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             upto=upto,
@@ -561,13 +461,14 @@ def rollout(
             top=top,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             exclude=exclude_list(exclude),
             method=method.value,
         )
 
 
 @catalogue.command()
+@grouped
 def find(
     ctx: typer.Context,
     text: TextArg = None,
@@ -581,7 +482,7 @@ def find(
             show_default=False,
         ),
     ] = ...,  # type: ignore[assignment]
-    target: Annotated[
+    to: Annotated[
         str,
         typer.Option("--to", help="The key word it should attend to.", show_default=False),
     ] = ...,  # type: ignore[assignment]
@@ -598,22 +499,8 @@ def find(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
     ] = False,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target_text: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -627,29 +514,26 @@ def find(
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target_text,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.find(
+    with _running(debug):
+        from attnviz.cli.find import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             source=source,
-            target=target,
+            target=to,
             top=top,
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             exclude=exclude_list(exclude),
         )
 
 
 @catalogue.command("compare-measures")
+@grouped
 def compare_measures(
     ctx: typer.Context,
     text: TextArg = None,
@@ -677,11 +561,7 @@ def compare_measures(
     engine: EngineOpt = Engine.auto,
     no_cache: NoCacheOpt = False,
     dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    images: ImageOptions = IMAGES,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -691,14 +571,13 @@ def compare_measures(
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    with _running(debug) as commands:
+    with _running(debug):
         if not query.strip():
             raise BadInput("say which query to compare: pass --query WORD")
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.compare_measures(
+        from attnviz.cli.compare import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             query=query,
@@ -707,11 +586,12 @@ def compare_measures(
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
 @catalogue.command()
+@grouped
 def stats(
     ctx: typer.Context,
     texts: Annotated[
@@ -786,11 +666,7 @@ def stats(
             "panels share one (0 to the largest share), entropy has its own.",
         ),
     ] = False,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    images: ImageOptions = IMAGES,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -807,10 +683,12 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    with _running(debug) as commands:
-        if annotate:
+    with _running(debug):
+        if images.annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
-        commands.stats(
+        from attnviz.cli.stats import BatchOptions, run
+
+        run(
             _console(),
             corpus(texts, file),
             model=model,
@@ -819,20 +697,22 @@ def stats(
             top=top,
             as_json=as_json,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
+            style=image_style(ctx, out, images),
+            batching=BatchOptions(batch_size, device.value, threads, dtype.value),
             quiet=quiet,
             shared_scale=not own_scales,
             max_tokens=max_tokens,
             bos=not no_bos,
-            lang=_lang(lang),
+            lang=language(lang),
             engine=engine.value,
             exclude=exclude_list(exclude),
         )
 
 
 @catalogue.command()
+@grouped
 def tokens(
+    ctx: typer.Context,
     text: TextArg = None,
     model: ModelOpt = None,
     pair: PairOpt = None,
@@ -848,24 +728,28 @@ def tokens(
 
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.tokens(_console(), request)
+    with _running(debug):
+        from attnviz.cli.tokens import run
+
+        request = read_request(ctx)
+        run(_console(), request)
 
 
 @catalogue.command()
+@grouped
 def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
-    with _running(debug) as commands:
-        commands.info(_console(), model, engine=engine.value)
+    with _running(debug):
+        from attnviz.cli.info import run
+
+        run(_console(), model, engine=engine.value)
 
 
 @catalogue.command()
+@grouped
 def generate(
     ctx: typer.Context,
     text: TextArg = None,
@@ -923,11 +807,7 @@ def generate(
     no_bos: NoBosOpt = False,
     engine: EngineOpt = Engine.auto,
     dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    images: ImageOptions = IMAGES,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -939,11 +819,11 @@ def generate(
 
     [bold]Example:[/bold] attnviz generate "Once upon a time" --max-new 20 --model ./smollm2
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.generate(
+    with _running(debug):
+        from attnviz.cli.generate import run
+
+        request = read_request(ctx)
+        run(
             _console(),
             request,
             max_new=max_new,
@@ -956,11 +836,12 @@ def generate(
             lens=lens,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
 @catalogue.command()
+@grouped
 def export(
     ctx: typer.Context,
     out: Annotated[
@@ -983,22 +864,8 @@ def export(
     units: UnitsOpt = Units.words,
     measure: MeasureOpt = Measure.weight,
     model: ModelOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
+    reading: ReadingOptions = READING,
+    images: ImageOptions = IMAGES,
     lang: LangOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -1010,22 +877,18 @@ def export(
 
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.export(
+    with _running(debug):
+        from attnviz.cli.export import run
+
+        request = read_request(ctx)
+        run(
             request,
             out=out,
             view=view.value,
             layer=layer,
             head=head,
             units=units.value,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
@@ -1040,23 +903,29 @@ catalogue.add_typer(cache_app)
 
 
 @cache_app.command("info")
+@grouped
 def cache_info(debug: DebugOpt = False) -> None:
     """Where the cache is, how many entries and megabytes it holds, and its limit.
 
     [bold]Example:[/bold] attnviz cache info
     """
-    with _running(debug) as commands:
-        commands.cache_info(_console())
+    with _running(debug):
+        from attnviz.cli.cache import info
+
+        info(_console())
 
 
 @cache_app.command("clear")
+@grouped
 def cache_clear(debug: DebugOpt = False) -> None:
     """Delete every cached attention (only the cache's own files).
 
     [bold]Example:[/bold] attnviz cache clear
     """
-    with _running(debug) as commands:
-        commands.cache_clear(_console())
+    with _running(debug):
+        from attnviz.cli.cache import clear
+
+        clear(_console())
 
 
 def main() -> None:
