@@ -1,12 +1,11 @@
 """The `attnviz` commands and their options, as Typer declares them.
 
-Only typer and the standard library are imported at start-up, so `attnviz --help`
-is instant; each command imports what it needs when it runs. Each command reads
-its request (`input.read_request`, every option passed by name, never by reflection),
-turns its other options into plain values and calls the function of the same name in
-`commands`, which calls the public API and prints. The shared options live in
-`options`; failures become one line and an exit code in `errors`; `help` keeps
-`--help` light.
+Only typer and the standard library are imported at start-up, so `attnviz --help` is
+instant. Each command lists its options (the shared ones and their groups in `options`, a
+command's own in `command_options`), reads its request from them by name
+(`input.read_request`), and calls the `run` of its own module (`attnviz.cli.show.run`, ...),
+imported when it runs, which calls the public API and prints. Failures become one line and
+an exit code in `errors`; `lazy` and `help` keep `--help` light.
 """
 
 from __future__ import annotations
@@ -14,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnviz import __version__
+from attnviz.cli import command_options as own
+from attnviz.cli import options as opt
 from attnviz.cli.errors import (
     debug_all,
     failures,
@@ -39,51 +39,8 @@ from attnviz.cli.input import (
     read_request,
 )
 from attnviz.cli.lazy import lazy_group
-from attnviz.cli.options import (
-    IMAGES,
-    READING,
-    CmapOpt,
-    DebugOpt,
-    Device,
-    Dtype,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExcludeOpt,
-    HeadOpt,
-    HeadsOpt,
-    ImageOptions,
-    ImageOutOpt,
-    Lang,
-    LangOpt,
-    LayerOpt,
-    LoadOpt,
-    Mask,
-    MaskOpt,
-    MaxTokensOpt,
-    Measure,
-    MeasureOpt,
-    Method,
-    ModelOpt,
-    NoBosOpt,
-    NoCacheOpt,
-    OutOpt,
-    PairOpt,
-    PoolBy,
-    PoolByOpt,
-    PoolOpt,
-    QuietOpt,
-    ReadingOptions,
-    SortColumn,
-    TextArg,
-    TruncateOpt,
-    Units,
-    UnitsOpt,
-    View,
-    grouped,
-)
+from attnviz.cli.options import grouped
 from attnviz.errors import BadInput
-from attnviz.limits import BATCH_SIZE, THREADS, TOP
 from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
@@ -92,6 +49,13 @@ if TYPE_CHECKING:
 
 # The commands are declared on `catalogue` and built only when one runs (see `lazy`).
 catalogue = typer.Typer(pretty_exceptions_enable=False)
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a command on the catalogue, its option groups spelled out (`options.grouped`)."""
+    return lambda function: catalogue.command(name)(grouped(function))
+
+
 app = typer.Typer(
     cls=lazy_group(catalogue),
     name="attnviz",
@@ -120,7 +84,7 @@ def _main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
-    debug: DebugOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Look inside transformer attention."""
     debug_all["on"] = debug
@@ -150,38 +114,27 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
-@catalogue.command()
-@grouped
+@command()
 def show(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    units: UnitsOpt = Units.words,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
-    ] = False,
-    query: Annotated[
-        str | None,
-        typer.Option(
-            "--query",
-            help="Only this query's row, keys sorted by weight with bars (and a bar chart "
-            "with --out): a word of the text, any case or accents (ele#2 for the second).",
-            show_default=False,
-        ),
-    ] = None,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    as_json: own.ShowJsonOpt = False,
+    query: own.ShowQueryOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
@@ -193,10 +146,9 @@ def show(
     with _running(debug):
         from attnviz.cli.show import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             layer=layer,
             head=head,
             units=units.value,
@@ -210,26 +162,25 @@ def show(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def heads(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    layer: LayerOpt = -1,
-    heads: HeadsOpt = None,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    layer: opt.LayerOpt = -1,
+    heads: opt.HeadsOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
 
@@ -238,10 +189,9 @@ def heads(
     with _running(debug):
         from attnviz.cli.heads import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             layer=layer,
             units=units.value,
             out=out,
@@ -253,25 +203,24 @@ def heads(
         )
 
 
-@catalogue.command("model")
-@grouped
+@command("model")
 def model_view(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    heads: HeadsOpt = None,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    heads: opt.HeadsOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
 
@@ -282,10 +231,9 @@ def model_view(
     with _running(debug):
         from attnviz.cli.model_view import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             units=units.value,
             out=out,
             style=image_style(ctx, out, images),
@@ -296,25 +244,21 @@ def model_view(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def distance(
     ctx: typer.Context,
-    text: TextArg = None,
-    layer: Annotated[
-        list[int] | None,
-        typer.Option("--layer", help="Only these layers (repeat the option); default: all."),
-    ] = None,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    cmap: CmapOpt = "viridis",
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    layer: own.DistanceLayerOpt = None,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    cmap: opt.CmapOpt = "viridis",
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Where each head looks, by distance: the share of its weight 0, 1, 2, 3–4, 5–8, ...
     pieces back, its sink share and its kind (self, previous, local, global, sink).
@@ -326,53 +270,27 @@ def distance(
     with _running(debug):
         from attnviz.cli.distance import run
 
-        request = read_request(ctx)
-        run(_console(), request, layers=layer, out=out, cmap=cmap)
+        run(_console(), read_request(ctx), layers=layer, out=out, cmap=cmap)
 
 
-@catalogue.command()
-@grouped
+@command()
 def explain(
     ctx: typer.Context,
-    text: TextArg = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            "-t",
-            help="The query: a word of the text, any case (ele#2 for its second occurrence).",
-            show_default=False,
-        ),
-    ] = None,
-    index: Annotated[
-        int | None,
-        typer.Option(
-            "--index",
-            "-i",
-            help="The query as a piece index, as 'attnviz tokens' numbers them.",
-            show_default=False,
-        ),
-    ] = None,
-    layer: LayerOpt = -1,
-    head: Annotated[int, typer.Option("--head", help="Head, 0-based; negative from the end.")] = 0,
-    lang: Annotated[
-        Lang | None,
-        typer.Option(
-            "--lang",
-            help="Language of the explanation. Default: pt when $LC_ALL, $LC_MESSAGES or "
-            "$LANG starts with pt, else en.",
-            show_default=False,
-        ),
-    ] = None,
-    model: ModelOpt = None,
-    pair: PairOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    token: own.ExplainTokenOpt = None,
+    index: own.ExplainIndexOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: own.ExplainHeadOpt = 0,
+    lang: own.ExplainLangOpt = None,
+    model: opt.ModelOpt = None,
+    pair: opt.PairOpt = None,
+    mask: opt.MaskOpt = opt.Mask.none,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """How one token's attention is computed, step by step, on the real weights.
 
@@ -391,55 +309,28 @@ def explain(
             )
         from attnviz.cli.explain import run
 
-        request = read_request(ctx)
-        run(
-            _console(),
-            request,
-            token=token,
-            index=index,
-            layer=layer,
-            head=head,
-            lang=request.lang,
-        )
+        run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
 
 
-@catalogue.command()
-@grouped
+@command()
 def rollout(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    upto: Annotated[
-        int,
-        typer.Option(
-            "--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."
-        ),
-    ] = -1,
-    top: Annotated[
-        int, typer.Option("--top", help="Inputs listed for each token.", min=TOP[0], max=TOP[1])
-    ] = 3,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    method: Annotated[
-        Method,
-        typer.Option(
-            "--method",
-            help="rollout (products of the layers) or flow (attention flow: maximum flow "
-            "through the layers, exact; at most 64 pieces).",
-        ),
-    ] = Method.rollout,
-    model: ModelOpt = None,
-    out: ImageOutOpt = None,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
-    ] = False,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    upto: own.RolloutUptoOpt = -1,
+    top: own.RolloutTopOpt = 3,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    method: own.RolloutMethodOpt = opt.Method.rollout,
+    model: opt.ModelOpt = None,
+    out: opt.ImageOutOpt = None,
+    as_json: own.RolloutJsonOpt = False,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
 
@@ -452,10 +343,9 @@ def rollout(
     with _running(debug):
         from attnviz.cli.rollout import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             upto=upto,
             units=units.value,
             top=top,
@@ -467,43 +357,24 @@ def rollout(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def find(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    source: Annotated[
-        str,
-        typer.Option(
-            "--from",
-            help="The query word: the one that attends (any case or accents; ele#2 for the "
-            "second).",
-            show_default=False,
-        ),
-    ] = ...,  # type: ignore[assignment]
-    to: Annotated[
-        str,
-        typer.Option("--to", help="The key word it should attend to.", show_default=False),
-    ] = ...,  # type: ignore[assignment]
-    top: Annotated[int, typer.Option("--top", help="Heads listed, strongest first.", min=1)] = 10,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    model: ModelOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
-    ] = False,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    source: own.FindSourceOpt = ...,  # type: ignore[assignment]
+    to: own.FindToOpt = ...,  # type: ignore[assignment]
+    top: own.FindTopOpt = 10,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    model: opt.ModelOpt = None,
+    out: own.FindOutOpt = None,
+    as_json: own.FindJsonOpt = False,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Which heads link two words: every layer and head ranked by the weight from one to the other.
 
@@ -517,10 +388,9 @@ def find(
     with _running(debug):
         from attnviz.cli.find import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             source=source,
             target=to,
             top=top,
@@ -532,39 +402,29 @@ def find(
         )
 
 
-@catalogue.command("compare-measures")
-@grouped
+@command("compare-measures")
 def compare_measures(
     ctx: typer.Context,
-    text: TextArg = None,
-    query: Annotated[
-        str,
-        typer.Option(
-            "--query",
-            help="The query word: any case or accents (ele#2 for the second).",
-            show_default=False,
-        ),
-    ] = "",
-    layer: LayerOpt = -1,
-    top: Annotated[int, typer.Option("--top", help="Keys listed per measure.", min=1)] = 5,
-    units: UnitsOpt = Units.words,
-    model: ModelOpt = None,
-    out: ImageOutOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print every measure's row, shares and ranking.")
-    ] = False,
-    pair: PairOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    images: ImageOptions = IMAGES,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    query: own.CompareQueryOpt = "",
+    layer: opt.LayerOpt = -1,
+    top: own.CompareTopOpt = 5,
+    units: opt.UnitsOpt = opt.Units.words,
+    model: opt.ModelOpt = None,
+    out: opt.ImageOutOpt = None,
+    as_json: own.CompareJsonOpt = False,
+    pair: opt.PairOpt = None,
+    mask: opt.MaskOpt = opt.Mask.none,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    no_cache: opt.NoCacheOpt = False,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """One query, every measure: how the weight, the norm, norm-res-ln, ALTI and value
     zeroing rank its keys, side by side, and where they disagree.
@@ -576,10 +436,9 @@ def compare_measures(
             raise BadInput("say which query to compare: pass --query WORD")
         from attnviz.cli.compare import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             query=query,
             layer=layer,
             top=top,
@@ -590,86 +449,30 @@ def compare_measures(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def stats(
     ctx: typer.Context,
-    texts: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Sentences. Omitted: --file, else lines from a pipe, else the sample sentences.",
-            show_default=False,
-        ),
-    ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help="A UTF-8 text file, one sentence a line ('-' for stdin)."
-        ),
-    ] = None,
-    sort: Annotated[
-        SortColumn,
-        typer.Option(
-            "--sort",
-            help="Order heads by this column: entropy lowest first (the most focused heads), "
-            "a share highest first, layer in layer and head order. 'first' is a decoder's "
-            "(the first token), 'cls', 'sep' and 'next' an encoder's.",
-        ),
-    ] = SortColumn.layer,
-    top: Annotated[
-        int | None,
-        typer.Option("--top", help="Show only the first N heads.", min=TOP[0], max=TOP[1]),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON list of per-head records.")
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
-        ),
-    ] = None,
-    exclude: ExcludeOpt = None,
-    model: ModelOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    batch_size: Annotated[
-        int,
-        typer.Option(
-            "--batch-size",
-            help="Sentences per padded batch.",
-            min=BATCH_SIZE[0],
-            max=BATCH_SIZE[1],
-        ),
-    ] = 32,
-    device: Annotated[
-        Device,
-        typer.Option("--device", help="Where batches run; auto takes CUDA when present."),
-    ] = Device.auto,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            "--threads",
-            help="CPU threads for torch. Default: torch's own.",
-            min=THREADS[0],
-            max=THREADS[1],
-        ),
-    ] = None,
-    dtype: DtypeOpt = Dtype.float32,
-    own_scales: Annotated[
-        bool,
-        typer.Option(
-            "--own-scales",
-            help="Give each panel of the figure its own colour scale. Default: the six share "
-            "panels share one (0 to the largest share), entropy has its own.",
-        ),
-    ] = False,
-    images: ImageOptions = IMAGES,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    texts: own.StatsTextsArg = None,
+    file: own.StatsFileOpt = None,
+    sort: own.StatsSortOpt = opt.SortColumn.layer,
+    top: own.StatsTopOpt = None,
+    as_json: own.StatsJsonOpt = False,
+    out: own.StatsOutOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    model: opt.ModelOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    batch_size: own.StatsBatchSizeOpt = 32,
+    device: own.StatsDeviceOpt = opt.Device.auto,
+    threads: own.StatsThreadsOpt = None,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    own_scales: own.StatsOwnScalesOpt = False,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
 
@@ -709,20 +512,19 @@ def stats(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def tokens(
     ctx: typer.Context,
-    text: TextArg = None,
-    model: ModelOpt = None,
-    pair: PairOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    model: opt.ModelOpt = None,
+    pair: opt.PairOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
 
@@ -731,13 +533,13 @@ def tokens(
     with _running(debug):
         from attnviz.cli.tokens import run
 
-        request = read_request(ctx)
-        run(_console(), request)
+        run(_console(), read_request(ctx))
 
 
-@catalogue.command()
-@grouped
-def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
+@command()
+def info(
+    model: opt.ModelOpt = None, engine: opt.EngineOpt = opt.Engine.auto, debug: opt.DebugOpt = False
+) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
@@ -748,68 +550,28 @@ def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOp
         run(_console(), model, engine=engine.value)
 
 
-@catalogue.command()
-@grouped
+@command()
 def generate(
     ctx: typer.Context,
-    text: TextArg = None,
-    max_new: Annotated[
-        int,
-        typer.Option(
-            "--max-new", help="The most tokens to write (1..512); an end token stops sooner."
-        ),
-    ] = 20,
-    sample: Annotated[
-        bool, typer.Option("--sample", help="Draw each token (default: take the likeliest).")
-    ] = False,
-    temperature: Annotated[
-        float,
-        typer.Option("--temperature", help="With --sample: logits divided by this (0.01..100)."),
-    ] = 1.0,
-    top_k: Annotated[
-        int | None,
-        typer.Option(
-            "--top-k", help="With --sample: draw among the K likeliest only.", show_default=False
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="With --sample: the same seed draws the same tokens.", show_default=False
-        ),
-    ] = None,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    lens: Annotated[
-        bool,
-        typer.Option(
-            "--lens",
-            help="Also the logit lens: each layer's top next-token guess at each position "
-            "(with --out, its image).",
-        ),
-    ] = False,
-    model: ModelOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
-            "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
-    ] = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    dtype: DtypeOpt = Dtype.float32,
-    images: ImageOptions = IMAGES,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    max_new: own.GenerateMaxNewOpt = 20,
+    sample: own.GenerateSampleOpt = False,
+    temperature: own.GenerateTemperatureOpt = 1.0,
+    top_k: own.GenerateTopKOpt = None,
+    seed: own.GenerateSeedOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    lens: own.GenerateLensOpt = False,
+    model: opt.ModelOpt = None,
+    out: own.GenerateOutOpt = None,
+    as_json: own.GenerateJsonOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    images: opt.ImageOptions = opt.IMAGES,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """A decoder writes after TEXT; then what each new token attended to.
 
@@ -822,10 +584,9 @@ def generate(
     with _running(debug):
         from attnviz.cli.generate import run
 
-        request = read_request(ctx)
         run(
             _console(),
-            request,
+            read_request(ctx),
             max_new=max_new,
             sample=sample,
             temperature=temperature,
@@ -840,35 +601,23 @@ def generate(
         )
 
 
-@catalogue.command()
-@grouped
+@command()
 def export(
     ctx: typer.Context,
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output: .png/.svg/.pdf (an image of --view), .html (an interactive page) or "
-            ".npz/.json (data).",
-            show_default=False,
-        ),
-    ],
-    text: TextArg = None,
-    load: LoadOpt = None,
-    view: Annotated[
-        View, typer.Option("--view", help="The view an image or page opens on.")
-    ] = View.show,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    units: UnitsOpt = Units.words,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    reading: ReadingOptions = READING,
-    images: ImageOptions = IMAGES,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    out: own.ExportOutOpt,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    view: own.ExportViewOpt = opt.View.show,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Save a view as an image, or every layer's raw attention as data.
 
@@ -880,9 +629,8 @@ def export(
     with _running(debug):
         from attnviz.cli.export import run
 
-        request = read_request(ctx)
         run(
-            request,
+            read_request(ctx),
             out=out,
             view=view.value,
             layer=layer,
@@ -903,8 +651,7 @@ catalogue.add_typer(cache_app)
 
 
 @cache_app.command("info")
-@grouped
-def cache_info(debug: DebugOpt = False) -> None:
+def cache_info(debug: opt.DebugOpt = False) -> None:
     """Where the cache is, how many entries and megabytes it holds, and its limit.
 
     [bold]Example:[/bold] attnviz cache info
@@ -916,8 +663,7 @@ def cache_info(debug: DebugOpt = False) -> None:
 
 
 @cache_app.command("clear")
-@grouped
-def cache_clear(debug: DebugOpt = False) -> None:
+def cache_clear(debug: opt.DebugOpt = False) -> None:
     """Delete every cached attention (only the cache's own files).
 
     [bold]Example:[/bold] attnviz cache clear

@@ -16,12 +16,12 @@ def run(
     index: int | None,
     layer: int,
     head: int,
-    lang: str,
 ) -> None:
-    """One query's attention, step by step, on the model's own numbers."""
+    """One query's attention, step by step, on the model's own numbers, in the request's
+    language."""
     from attnviz.i18n import check_lang
 
-    lang = check_lang(lang)
+    lang = check_lang(request.lang)
     explanation = prepare_request(request)[0].explain(
         token=token, index=index, layer=layer, head=head, lang=lang, mask=request.mask
     )
