@@ -1,12 +1,11 @@
 """The `attnviz` commands and their options, as Typer declares them.
 
-Only typer and the standard library are imported at start-up, so `attnviz --help`
-is instant; each command imports what it needs when it runs. Each command reads
-its request (`input.read_request`, every option passed by name, never by reflection),
-turns its other options into plain values and calls the function of the same name in
-`commands`, which calls the public API and prints. The shared options live in
-`options`; failures become one line and an exit code in `errors`; `help` keeps
-`--help` light.
+Only typer and the standard library are imported at start-up, so `attnviz --help` is
+instant. Each command lists its options (the shared ones and their groups in `options`, a
+command's own in `command_options`), reads its request from them by name
+(`input.read_request`), and calls the `run` of its own module (`attnviz.cli.show.run`, ...),
+imported when it runs, which calls the public API and prints. Failures become one line and
+an exit code in `errors`; `lazy` and `help` keep `--help` light.
 """
 
 from __future__ import annotations
@@ -14,14 +13,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-import types
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnviz import __version__
+from attnviz.cli import command_options as own
+from attnviz.cli import options as opt
 from attnviz.cli.errors import (
     debug_all,
     failures,
@@ -31,73 +30,32 @@ from attnviz.cli.errors import (
 )
 from attnviz.cli.help import import_rich_help
 from attnviz.cli.input import (
-    check_image_options,
     console_width,
     corpus,
     exclude_list,
-    given_on_command_line,
     head_list,
+    image_style,
+    language,
     read_request,
 )
 from attnviz.cli.lazy import lazy_group
-from attnviz.cli.options import (
-    AnnotateOpt,
-    CmapOpt,
-    DebugOpt,
-    Device,
-    DpiOpt,
-    Dtype,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExcludeOpt,
-    GenerateOpt,
-    HeadOpt,
-    HeadsOpt,
-    ImageOutOpt,
-    Lang,
-    LangOpt,
-    LayerOpt,
-    LoadOpt,
-    Mask,
-    MaskOpt,
-    MaxTokensOpt,
-    Measure,
-    MeasureOpt,
-    Method,
-    ModelOpt,
-    NoBosOpt,
-    NoCacheOpt,
-    OutOpt,
-    PairOpt,
-    PoolBy,
-    PoolByOpt,
-    PoolOpt,
-    QuietOpt,
-    SortColumn,
-    StackOpt,
-    TargetOpt,
-    TextArg,
-    Theme,
-    ThemeOpt,
-    TransparentOpt,
-    TruncateOpt,
-    Units,
-    UnitsOpt,
-    View,
-)
+from attnviz.cli.options import grouped
 from attnviz.errors import BadInput
-from attnviz.limits import BATCH_SIZE, THREADS, TOP
 from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnviz.output import ImageStyle
-
 
 # The commands are declared on `catalogue` and built only when one runs (see `lazy`).
 catalogue = typer.Typer(pretty_exceptions_enable=False)
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a command on the catalogue, its option groups spelled out (`options.grouped`)."""
+    return lambda function: catalogue.command(name)(grouped(function))
+
+
 app = typer.Typer(
     cls=lazy_group(catalogue),
     name="attnviz",
@@ -126,28 +84,28 @@ def _main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
-    debug: DebugOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Look inside transformer attention."""
     debug_all["on"] = debug
 
 
-def _commands() -> types.ModuleType:
-    """`attnviz.cli.commands`, first imported (with numpy, rich and the API) with the
-    collector paused: those objects live as long as the process (see attnviz.perf)."""
-    import_quietly("attnviz.cli.commands")
-    return sys.modules["attnviz.cli.commands"]
-
-
 @contextlib.contextmanager
-def _running(debug: bool) -> Iterator[types.ModuleType]:
-    """A command's body: `commands` to call, its failures one line on stderr (`errors`);
-    freed memory goes back to the system (`perf.return_freed_memory`)."""
+def _running(debug: bool) -> Iterator[None]:
+    """A command's body: its failures one line on stderr (`errors`), freed memory given back
+    to the system (`perf.return_freed_memory`). The modules the bodies share (with numpy, rich
+    and the API) are imported first with the collector paused: they live as long as the
+    process (see attnviz.perf)."""
     from attnviz.perf import return_freed_memory
 
     return_freed_memory()
     with failures(debug):
-        yield _commands()
+        for module in BODIES:
+            import_quietly(module)
+        yield
+
+
+BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
 
 
 def _console() -> Console:
@@ -156,77 +114,27 @@ def _console() -> Console:
     return Console(highlight=False, width=console_width())
 
 
-def _lang(lang: Lang | None) -> str:
-    """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
-    from attnviz.lexicon import resolve_lang
-
-    return resolve_lang(None if lang is None else lang.value)
-
-
-def _images(
-    ctx: typer.Context,
-    out: Path | None,
-    dpi: int,
-    cmap: str,
-    theme: Theme,
-    transparent: bool,
-    annotate: bool,
-) -> ImageStyle:
-    """The image options, refused when there is no image for them to apply to."""
-    from attnviz.output import HTML_SUFFIXES, ImageStyle
-
-    check_image_options(ctx, out)
-    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
-    if page and not given_on_command_line(ctx, "theme"):
-        return ImageStyle(dpi, cmap, "auto", transparent, annotate)  # the reader's setting
-    return ImageStyle(dpi, cmap, theme.value, transparent, annotate)
-
-
-@catalogue.command()
+@command()
 def show(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    units: UnitsOpt = Units.words,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
-    ] = False,
-    query: Annotated[
-        str | None,
-        typer.Option(
-            "--query",
-            help="Only this query's row, keys sorted by weight with bars (and a bar chart "
-            "with --out): a word of the text, any case or accents (ele#2 for the second).",
-            show_default=False,
-        ),
-    ] = None,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    as_json: own.ShowJsonOpt = False,
+    query: own.ShowQueryOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
@@ -235,23 +143,18 @@ def show(
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.show(
+    with _running(debug):
+        from attnviz.cli.show import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             layer=layer,
             head=head,
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             query=query,
             exclude=exclude_list(exclude),
             pool=pool,
@@ -259,59 +162,40 @@ def show(
         )
 
 
-@catalogue.command()
+@command()
 def heads(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    layer: LayerOpt = -1,
-    heads: HeadsOpt = None,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    layer: opt.LayerOpt = -1,
+    heads: opt.HeadsOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
 
     [bold]Example:[/bold] attnviz heads --layer 3
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.heads(
+    with _running(debug):
+        from attnviz.cli.heads import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             layer=layer,
             units=units.value,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
             pool=pool,
@@ -319,38 +203,24 @@ def heads(
         )
 
 
-@catalogue.command("model")
+@command("model")
 def model_view(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    heads: HeadsOpt = None,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    pool: PoolOpt = None,
-    pool_by: PoolByOpt = PoolBy.mean,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    heads: opt.HeadsOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    pool: opt.PoolOpt = None,
+    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
 
@@ -358,20 +228,15 @@ def model_view(
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.model_view(
+    with _running(debug):
+        from attnviz.cli.model_view import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             units=units.value,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             subset=head_list(heads),
             exclude=exclude_list(exclude),
             pool=pool,
@@ -379,23 +244,21 @@ def model_view(
         )
 
 
-@catalogue.command()
+@command()
 def distance(
-    text: TextArg = None,
-    layer: Annotated[
-        list[int] | None,
-        typer.Option("--layer", help="Only these layers (repeat the option); default: all."),
-    ] = None,
-    model: ModelOpt = None,
-    out: OutOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    cmap: CmapOpt = "viridis",
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    ctx: typer.Context,
+    text: opt.TextArg = None,
+    layer: own.DistanceLayerOpt = None,
+    model: opt.ModelOpt = None,
+    out: opt.OutOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    cmap: opt.CmapOpt = "viridis",
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Where each head looks, by distance: the share of its weight 0, 1, 2, 3–4, 5–8, ...
     pieces back, its sink share and its kind (self, previous, local, global, sink).
@@ -404,56 +267,30 @@ def distance(
 
     [bold]Example:[/bold] attnviz distance < long.txt --out distance.png
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=None, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=Mask.none, no_cache=False,
-                               dtype=Dtype.float32, measure=Measure.weight,
-                               lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.distance(_console(), request, layers=layer, out=out, cmap=cmap)
+    with _running(debug):
+        from attnviz.cli.distance import run
+
+        run(_console(), read_request(ctx), layers=layer, out=out, cmap=cmap)
 
 
-@catalogue.command()
+@command()
 def explain(
-    text: TextArg = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            "-t",
-            help="The query: a word of the text, any case (ele#2 for its second occurrence).",
-            show_default=False,
-        ),
-    ] = None,
-    index: Annotated[
-        int | None,
-        typer.Option(
-            "--index",
-            "-i",
-            help="The query as a piece index, as 'attnviz tokens' numbers them.",
-            show_default=False,
-        ),
-    ] = None,
-    layer: LayerOpt = -1,
-    head: Annotated[int, typer.Option("--head", help="Head, 0-based; negative from the end.")] = 0,
-    lang: Annotated[
-        Lang | None,
-        typer.Option(
-            "--lang",
-            help="Language of the explanation. Default: pt when $LC_ALL, $LC_MESSAGES or "
-            "$LANG starts with pt, else en.",
-            show_default=False,
-        ),
-    ] = None,
-    model: ModelOpt = None,
-    pair: PairOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    ctx: typer.Context,
+    text: opt.TextArg = None,
+    token: own.ExplainTokenOpt = None,
+    index: own.ExplainIndexOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: own.ExplainHeadOpt = 0,
+    lang: own.ExplainLangOpt = None,
+    model: opt.ModelOpt = None,
+    pair: opt.PairOpt = None,
+    mask: opt.MaskOpt = opt.Mask.none,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """How one token's attention is computed, step by step, on the real weights.
 
@@ -464,78 +301,36 @@ def explain(
     [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
-    with _running(debug) as commands:
+    with _running(debug):
         if (token is None) == (index is None):
             raise BadInput(
                 "say which token to explain: pass --token WORD or --index N (not both); "
                 "'attnviz tokens TEXT' lists them"
             )
-        language = _lang(lang)
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, lang=language,
-                               no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.explain(
-            _console(),
-            request,
-            token=token,
-            index=index,
-            layer=layer,
-            head=head,
-            lang=language,
-        )
+        from attnviz.cli.explain import run
+
+        run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
 
 
-@catalogue.command()
+@command()
 def rollout(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    upto: Annotated[
-        int,
-        typer.Option(
-            "--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."
-        ),
-    ] = -1,
-    top: Annotated[
-        int, typer.Option("--top", help="Inputs listed for each token.", min=TOP[0], max=TOP[1])
-    ] = 3,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    measure: MeasureOpt = Measure.weight,
-    method: Annotated[
-        Method,
-        typer.Option(
-            "--method",
-            help="rollout (products of the layers) or flow (attention flow: maximum flow "
-            "through the layers, exact; at most 64 pieces).",
-        ),
-    ] = Method.rollout,
-    model: ModelOpt = None,
-    out: ImageOutOpt = None,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
-    ] = False,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    upto: own.RolloutUptoOpt = -1,
+    top: own.RolloutTopOpt = 3,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    method: own.RolloutMethodOpt = opt.Method.rollout,
+    model: opt.ModelOpt = None,
+    out: opt.ImageOutOpt = None,
+    as_json: own.RolloutJsonOpt = False,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
 
@@ -545,78 +340,41 @@ def rollout(
 
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.rollout(
+    with _running(debug):
+        from attnviz.cli.rollout import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             upto=upto,
             units=units.value,
             top=top,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             exclude=exclude_list(exclude),
             method=method.value,
         )
 
 
-@catalogue.command()
+@command()
 def find(
     ctx: typer.Context,
-    text: TextArg = None,
-    load: LoadOpt = None,
-    source: Annotated[
-        str,
-        typer.Option(
-            "--from",
-            help="The query word: the one that attends (any case or accents; ele#2 for the "
-            "second).",
-            show_default=False,
-        ),
-    ] = ...,  # type: ignore[assignment]
-    target: Annotated[
-        str,
-        typer.Option("--to", help="The key word it should attend to.", show_default=False),
-    ] = ...,  # type: ignore[assignment]
-    top: Annotated[int, typer.Option("--top", help="Heads listed, strongest first.", min=1)] = 10,
-    units: UnitsOpt = Units.words,
-    exclude: ExcludeOpt = None,
-    model: ModelOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
-    ] = False,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target_text: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    source: own.FindSourceOpt = ...,  # type: ignore[assignment]
+    to: own.FindToOpt = ...,  # type: ignore[assignment]
+    top: own.FindTopOpt = 10,
+    units: opt.UnitsOpt = opt.Units.words,
+    exclude: opt.ExcludeOpt = None,
+    model: opt.ModelOpt = None,
+    out: own.FindOutOpt = None,
+    as_json: own.FindJsonOpt = False,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Which heads link two words: every layer and head ranked by the weight from one to the other.
 
@@ -627,173 +385,94 @@ def find(
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target_text,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.find(
+    with _running(debug):
+        from attnviz.cli.find import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             source=source,
-            target=target,
+            target=to,
             top=top,
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
             exclude=exclude_list(exclude),
         )
 
 
-@catalogue.command("compare-measures")
+@command("compare-measures")
 def compare_measures(
     ctx: typer.Context,
-    text: TextArg = None,
-    query: Annotated[
-        str,
-        typer.Option(
-            "--query",
-            help="The query word: any case or accents (ele#2 for the second).",
-            show_default=False,
-        ),
-    ] = "",
-    layer: LayerOpt = -1,
-    top: Annotated[int, typer.Option("--top", help="Keys listed per measure.", min=1)] = 5,
-    units: UnitsOpt = Units.words,
-    model: ModelOpt = None,
-    out: ImageOutOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print every measure's row, shares and ranking.")
-    ] = False,
-    pair: PairOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    query: own.CompareQueryOpt = "",
+    layer: opt.LayerOpt = -1,
+    top: own.CompareTopOpt = 5,
+    units: opt.UnitsOpt = opt.Units.words,
+    model: opt.ModelOpt = None,
+    out: opt.ImageOutOpt = None,
+    as_json: own.CompareJsonOpt = False,
+    pair: opt.PairOpt = None,
+    mask: opt.MaskOpt = opt.Mask.none,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    no_cache: opt.NoCacheOpt = False,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """One query, every measure: how the weight, the norm, norm-res-ln, ALTI and value
     zeroing rank its keys, side by side, and where they disagree.
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    with _running(debug) as commands:
+    with _running(debug):
         if not query.strip():
             raise BadInput("say which query to compare: pass --query WORD")
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache,
-                               dtype=dtype, lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.compare_measures(
+        from attnviz.cli.compare import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             query=query,
             layer=layer,
             top=top,
             units=units.value,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
-@catalogue.command()
+@command()
 def stats(
     ctx: typer.Context,
-    texts: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Sentences. Omitted: --file, else lines from a pipe, else the sample sentences.",
-            show_default=False,
-        ),
-    ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help="A UTF-8 text file, one sentence a line ('-' for stdin)."
-        ),
-    ] = None,
-    sort: Annotated[
-        SortColumn,
-        typer.Option(
-            "--sort",
-            help="Order heads by this column: entropy lowest first (the most focused heads), "
-            "a share highest first, layer in layer and head order. 'first' is a decoder's "
-            "(the first token), 'cls', 'sep' and 'next' an encoder's.",
-        ),
-    ] = SortColumn.layer,
-    top: Annotated[
-        int | None,
-        typer.Option("--top", help="Show only the first N heads.", min=TOP[0], max=TOP[1]),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON list of per-head records.")
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
-        ),
-    ] = None,
-    exclude: ExcludeOpt = None,
-    model: ModelOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    batch_size: Annotated[
-        int,
-        typer.Option(
-            "--batch-size",
-            help="Sentences per padded batch.",
-            min=BATCH_SIZE[0],
-            max=BATCH_SIZE[1],
-        ),
-    ] = 32,
-    device: Annotated[
-        Device,
-        typer.Option("--device", help="Where batches run; auto takes CUDA when present."),
-    ] = Device.auto,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            "--threads",
-            help="CPU threads for torch. Default: torch's own.",
-            min=THREADS[0],
-            max=THREADS[1],
-        ),
-    ] = None,
-    dtype: DtypeOpt = Dtype.float32,
-    own_scales: Annotated[
-        bool,
-        typer.Option(
-            "--own-scales",
-            help="Give each panel of the figure its own colour scale. Default: the six share "
-            "panels share one (0 to the largest share), entropy has its own.",
-        ),
-    ] = False,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    texts: own.StatsTextsArg = None,
+    file: own.StatsFileOpt = None,
+    sort: own.StatsSortOpt = opt.SortColumn.layer,
+    top: own.StatsTopOpt = None,
+    as_json: own.StatsJsonOpt = False,
+    out: own.StatsOutOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    model: opt.ModelOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    batch_size: own.StatsBatchSizeOpt = 32,
+    device: own.StatsDeviceOpt = opt.Device.auto,
+    threads: own.StatsThreadsOpt = None,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    own_scales: own.StatsOwnScalesOpt = False,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
 
@@ -807,10 +486,12 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    with _running(debug) as commands:
-        if annotate:
+    with _running(debug):
+        if images.annotate:
             raise BadInput("--annotate does not apply to the statistics figure: drop it")
-        commands.stats(
+        from attnviz.cli.stats import BatchOptions, run
+
+        run(
             _console(),
             corpus(texts, file),
             model=model,
@@ -819,117 +500,78 @@ def stats(
             top=top,
             as_json=as_json,
             out=out,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
-            batching=commands.BatchOptions(batch_size, device.value, threads, dtype.value),
+            style=image_style(ctx, out, images),
+            batching=BatchOptions(batch_size, device.value, threads, dtype.value),
             quiet=quiet,
             shared_scale=not own_scales,
             max_tokens=max_tokens,
             bos=not no_bos,
-            lang=_lang(lang),
+            lang=language(lang),
             engine=engine.value,
             exclude=exclude_list(exclude),
         )
 
 
-@catalogue.command()
+@command()
 def tokens(
-    text: TextArg = None,
-    model: ModelOpt = None,
-    pair: PairOpt = None,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    ctx: typer.Context,
+    text: opt.TextArg = None,
+    model: opt.ModelOpt = None,
+    pair: opt.PairOpt = None,
+    truncate: opt.TruncateOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
 
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, lang=_lang(lang), no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.tokens(_console(), request)
+    with _running(debug):
+        from attnviz.cli.tokens import run
+
+        run(_console(), read_request(ctx))
 
 
-@catalogue.command()
-def info(model: ModelOpt = None, engine: EngineOpt = Engine.auto, debug: DebugOpt = False) -> None:
+@command()
+def info(
+    model: opt.ModelOpt = None, engine: opt.EngineOpt = opt.Engine.auto, debug: opt.DebugOpt = False
+) -> None:
     """The model: family, layers, heads, sizes, parameters, where it was loaded from.
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
-    with _running(debug) as commands:
-        commands.info(_console(), model, engine=engine.value)
+    with _running(debug):
+        from attnviz.cli.info import run
+
+        run(_console(), model, engine=engine.value)
 
 
-@catalogue.command()
+@command()
 def generate(
     ctx: typer.Context,
-    text: TextArg = None,
-    max_new: Annotated[
-        int,
-        typer.Option(
-            "--max-new", help="The most tokens to write (1..512); an end token stops sooner."
-        ),
-    ] = 20,
-    sample: Annotated[
-        bool, typer.Option("--sample", help="Draw each token (default: take the likeliest).")
-    ] = False,
-    temperature: Annotated[
-        float,
-        typer.Option("--temperature", help="With --sample: logits divided by this (0.01..100)."),
-    ] = 1.0,
-    top_k: Annotated[
-        int | None,
-        typer.Option(
-            "--top-k", help="With --sample: draw among the K likeliest only.", show_default=False
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="With --sample: the same seed draws the same tokens.", show_default=False
-        ),
-    ] = None,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    lens: Annotated[
-        bool,
-        typer.Option(
-            "--lens",
-            help="Also the logit lens: each layer's top next-token guess at each position "
-            "(with --out, its image).",
-        ),
-    ] = False,
-    model: ModelOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
-            "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
-    ] = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    text: opt.TextArg = None,
+    max_new: own.GenerateMaxNewOpt = 20,
+    sample: own.GenerateSampleOpt = False,
+    temperature: own.GenerateTemperatureOpt = 1.0,
+    top_k: own.GenerateTopKOpt = None,
+    seed: own.GenerateSeedOpt = None,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    lens: own.GenerateLensOpt = False,
+    model: opt.ModelOpt = None,
+    out: own.GenerateOutOpt = None,
+    as_json: own.GenerateJsonOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    engine: opt.EngineOpt = opt.Engine.auto,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    images: opt.ImageOptions = opt.IMAGES,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """A decoder writes after TEXT; then what each new token attended to.
 
@@ -939,13 +581,12 @@ def generate(
 
     [bold]Example:[/bold] attnviz generate "Once upon a time" --max-new 20 --model ./smollm2
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=None, truncate=False, quiet=quiet,
-                               max_tokens=max_tokens, dtype=dtype, no_bos=no_bos,
-                               engine=engine)  # fmt: skip
-        commands.generate(
+    with _running(debug):
+        from attnviz.cli.generate import run
+
+        run(
             _console(),
-            request,
+            read_request(ctx),
             max_new=max_new,
             sample=sample,
             temperature=temperature,
@@ -956,52 +597,27 @@ def generate(
             lens=lens,
             out=out,
             as_json=as_json,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
-@catalogue.command()
+@command()
 def export(
     ctx: typer.Context,
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output: .png/.svg/.pdf (an image of --view), .html (an interactive page) or "
-            ".npz/.json (data).",
-            show_default=False,
-        ),
-    ],
-    text: TextArg = None,
-    load: LoadOpt = None,
-    view: Annotated[
-        View, typer.Option("--view", help="The view an image or page opens on.")
-    ] = View.show,
-    layer: LayerOpt = -1,
-    head: HeadOpt = None,
-    units: UnitsOpt = Units.words,
-    measure: MeasureOpt = Measure.weight,
-    model: ModelOpt = None,
-    pair: PairOpt = None,
-    stack: StackOpt = None,
-    target: TargetOpt = None,
-    generate: GenerateOpt = None,
-    mask: MaskOpt = Mask.none,
-    truncate: TruncateOpt = False,
-    max_tokens: MaxTokensOpt = None,
-    no_bos: NoBosOpt = False,
-    engine: EngineOpt = Engine.auto,
-    no_cache: NoCacheOpt = False,
-    dtype: DtypeOpt = Dtype.float32,
-    dpi: DpiOpt = 200,
-    cmap: CmapOpt = "viridis",
-    theme: ThemeOpt = Theme.light,
-    transparent: TransparentOpt = False,
-    annotate: AnnotateOpt = False,
-    lang: LangOpt = None,
-    quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    out: own.ExportOutOpt,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    view: own.ExportViewOpt = opt.View.show,
+    layer: opt.LayerOpt = -1,
+    head: opt.HeadOpt = None,
+    units: opt.UnitsOpt = opt.Units.words,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    model: opt.ModelOpt = None,
+    reading: opt.ReadingOptions = opt.READING,
+    images: opt.ImageOptions = opt.IMAGES,
+    lang: opt.LangOpt = None,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
 ) -> None:
     """Save a view as an image, or every layer's raw attention as data.
 
@@ -1010,22 +626,17 @@ def export(
 
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
-    with _running(debug) as commands:
-        request = read_request(text, model=model, pair=pair, truncate=truncate, quiet=quiet,
-                               max_tokens=max_tokens, mask=mask, no_cache=no_cache, dtype=dtype,
-                               measure=measure, lang=_lang(lang), no_bos=no_bos,
-                               stack=stack, target=target,
-                               generate=generate,
-                               engine=engine,
-                               load=load)  # fmt: skip
-        commands.export(
-            request,
+    with _running(debug):
+        from attnviz.cli.export import run
+
+        run(
+            read_request(ctx),
             out=out,
             view=view.value,
             layer=layer,
             head=head,
             units=units.value,
-            style=_images(ctx, out, dpi, cmap, theme, transparent, annotate),
+            style=image_style(ctx, out, images),
         )
 
 
@@ -1040,23 +651,27 @@ catalogue.add_typer(cache_app)
 
 
 @cache_app.command("info")
-def cache_info(debug: DebugOpt = False) -> None:
+def cache_info(debug: opt.DebugOpt = False) -> None:
     """Where the cache is, how many entries and megabytes it holds, and its limit.
 
     [bold]Example:[/bold] attnviz cache info
     """
-    with _running(debug) as commands:
-        commands.cache_info(_console())
+    with _running(debug):
+        from attnviz.cli.cache import info
+
+        info(_console())
 
 
 @cache_app.command("clear")
-def cache_clear(debug: DebugOpt = False) -> None:
+def cache_clear(debug: opt.DebugOpt = False) -> None:
     """Delete every cached attention (only the cache's own files).
 
     [bold]Example:[/bold] attnviz cache clear
     """
-    with _running(debug) as commands:
-        commands.cache_clear(_console())
+    with _running(debug):
+        from attnviz.cli.cache import clear
+
+        clear(_console())
 
 
 def main() -> None:

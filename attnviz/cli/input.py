@@ -11,13 +11,16 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
-from attnviz.cli.options import Dtype, Engine, Mask, Measure, Stack
+from attnviz.cli.options import GIVEN, Dtype, Engine, ImageOptions, Lang, Mask, Measure, Stack
 from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
+
+if TYPE_CHECKING:
+    from attnviz.output import ImageStyle
 
 
 @dataclass(frozen=True)
@@ -51,14 +54,37 @@ class Request:
         return self.stack is not None or self.target is not None or self.generate is not None
 
 
-def read_request(
-    text: str | None,
+REQUEST_OPTIONS = ("text", "load", "model", "pair", "stack", "target", "generate", "mask",
+                   "truncate", "max_tokens", "no_bos", "engine", "no_cache", "dtype", "measure",
+                   "lang", "quiet")  # fmt: skip
+
+
+def read_request(ctx: typer.Context) -> Request:
+    """The command's `Request` from the options of `REQUEST_OPTIONS` it takes, by name, as
+    `options.grouped` keeps them on the context. One it does not take has its default; --lang,
+    on a command that has it, falls back on the locale's language (`language`)."""
+    given = ctx.meta[GIVEN]
+    options = {name: given[name] for name in REQUEST_OPTIONS if name in given}
+    if "lang" in options:
+        options["lang"] = language(options["lang"])
+    return request_from(**options)
+
+
+def language(lang: Lang | None) -> str:
+    """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
+    from attnviz.lexicon import resolve_lang
+
+    return resolve_lang(None if lang is None else lang.value)
+
+
+def request_from(
+    text: str | None = None,
     *,
-    model: str | None,
-    pair: str | None,
-    truncate: bool,
-    quiet: bool,
-    max_tokens: int | None,
+    model: str | None = None,
+    pair: str | None = None,
+    truncate: bool = False,
+    quiet: bool = False,
+    max_tokens: int | None = None,
     mask: Mask = Mask.none,
     no_cache: bool = False,
     dtype: Dtype = Dtype.float32,
@@ -71,10 +97,9 @@ def read_request(
     engine: Engine = Engine.auto,
     load: Path | None = None,
 ) -> Request:
-    """A command's `Request` from its options, each passed by name (see `read_text`); the
-    last five have their defaults on a command that does not take them. `lang` is
-    resolved already (`attnviz.lexicon.resolve_lang`). `load`: the attention is read
-    from that .npz file, so there is no text (nor a model, a pair) to give."""
+    """A `Request` from the options, checked (see `read_text`); `lang` is resolved already
+    (`language`). `load`: the attention is read from that .npz file, so there is no text (nor
+    a model, a pair) to give."""
     if load is not None:
         named = (("TEXT", text), ("--model", model), ("--pair", pair), ("--stack", stack),
                  ("--target", target), ("--generate", generate))  # fmt: skip
@@ -201,6 +226,19 @@ def check_image_options(ctx: typer.Context, out: Path | None) -> None:
             else f"{out.suffix} is not an image; drop the option or write .png, .svg or .pdf"
         )
         raise BadInput(f"{', '.join(given)} only {verb} to images: {fix}")
+
+
+def image_style(ctx: typer.Context, out: Path | None, images: ImageOptions) -> ImageStyle:
+    """The image options, refused when there is no image for them to apply to; a page
+    follows the reader's theme unless --theme is given."""
+    from attnviz.output import HTML_SUFFIXES, ImageStyle
+
+    check_image_options(ctx, out)
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    theme = images.theme.value
+    if page and not given_on_command_line(ctx, "theme"):
+        theme = "auto"  # the reader's setting
+    return ImageStyle(images.dpi, images.cmap, theme, images.transparent, images.annotate)
 
 
 def given_on_command_line(ctx: typer.Context, name: str) -> bool:

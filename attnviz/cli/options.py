@@ -1,10 +1,15 @@
-"""The options the `attnviz` commands share: choices as Enums, options as Annotated types."""
+"""The options the `attnviz` commands share: choices as Enums, options as Annotated types,
+and groups of options that travel together as one parameter (`grouped`)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -310,3 +315,80 @@ QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No notes on stderr (errors still show).")
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+
+
+# Groups of options that travel together: a command's parameter typed as a group stands for
+# the group's options, in the group's order, at that place of its --help (see `grouped`).
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """--dpi, --cmap, --theme, --transparent and --annotate: how an image is drawn."""
+
+    dpi: DpiOpt = 200
+    cmap: CmapOpt = "viridis"
+    theme: ThemeOpt = Theme.light
+    transparent: TransparentOpt = False
+    annotate: AnnotateOpt = False
+
+
+@dataclass(frozen=True)
+class ReadingOptions:
+    """How the text is read and computed, from --pair to --dtype: options of the `Request`."""
+
+    pair: PairOpt = None
+    stack: StackOpt = None
+    target: TargetOpt = None
+    generate: GenerateOpt = None
+    mask: MaskOpt = Mask.none
+    truncate: TruncateOpt = False
+    max_tokens: MaxTokensOpt = None
+    no_bos: NoBosOpt = False
+    engine: EngineOpt = Engine.auto
+    no_cache: NoCacheOpt = False
+    dtype: DtypeOpt = Dtype.float32
+
+
+GROUPS = (ImageOptions, ReadingOptions)
+IMAGES = ImageOptions()  # the defaults a signature shows; typer passes the options given
+READING = ReadingOptions()
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
+GIVEN = "attnviz.options"  # the context's `meta` key of every option's value (see `given`)
+
+
+def grouped(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` as typer reads it: each parameter typed as a group (`GROUPS`) spelled out as
+    the group's options, in place; on a call they are one group value again.
+
+    Every option's value, as typer converted it, is also kept on the click context (`given`),
+    where `input.read_request` reads a command's request.
+    """
+    hints = get_type_hints(command, include_extras=True)
+    groups: dict[str, type] = {}
+    context = None  # the name of the parameter typer passes the click context as
+    parameters: list[inspect.Parameter] = []
+    for parameter in inspect.signature(command).parameters.values():
+        hint = hints.get(parameter.name, parameter.annotation)
+        if hint in GROUPS:
+            groups[parameter.name] = hint
+            inner = get_type_hints(hint, include_extras=True)
+            parameters += [
+                inspect.Parameter(f.name, KEYWORD, default=f.default, annotation=inner[f.name])
+                for f in fields(hint)
+            ]
+            continue
+        if hint is typer.Context:
+            context = parameter.name
+        parameters.append(parameter.replace(kind=KEYWORD, annotation=hint))
+
+    @functools.wraps(command)
+    def with_groups(**values: Any) -> None:
+        if context is not None:
+            values[context].meta[GIVEN] = dict(values)
+        for name, group in groups.items():
+            names = [f.name for f in fields(group)]
+            values[name] = group(**{n: values.pop(n) for n in names})
+        command(**values)
+
+    with_groups.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    return with_groups

@@ -1,9 +1,9 @@
 """The commands' options reach the API under their own names: a parameter renamed in one
 place and not the other fails here, loudly, instead of silently taking its default.
 
-Each command builds its `Request` by keyword (`input.read_request`); these tests read the
-commands' signatures and bodies, and run every command with every shared option set,
-with the functions in `attnviz.cli.commands` replaced by spies.
+Each command builds its `Request` from its options by name (`input.read_request`); these tests
+read the commands' signatures and bodies, and run every command with every shared option set,
+with the function each calls (`attnviz.cli.show.run`, ...) replaced by a spy.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import typing
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
@@ -22,7 +23,8 @@ from typer.testing import CliRunner
 from attnviz.cli import app
 from attnviz.cli.app import cache_app, catalogue
 from attnviz.cli.errors import FLAGS, flag
-from attnviz.cli.input import IMAGE_OPTIONS, Request
+from attnviz.cli.input import IMAGE_OPTIONS, REQUEST_OPTIONS, Request
+from attnviz.cli.options import GROUPS
 
 runner = CliRunner()
 
@@ -68,15 +70,22 @@ def test_every_parameter_a_command_declares_is_read_in_its_body(name: str) -> No
         for node in ast.walk(statement)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     }
+    if "read_request" in read:  # the request's options, read by name from the context
+        hints = typing.get_type_hints(inspect.unwrap(function), include_extras=True)
+        read |= set(REQUEST_OPTIONS) | {
+            p
+            for p in declared
+            if hints[p] in GROUPS and {f.name for f in fields(hints[p])} <= set(REQUEST_OPTIONS)
+        }
     assert [p for p in declared if p not in read] == [], name
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_image_options_read_by_name_are_declared(name: str) -> None:
     """`input.check_image_options` asks click where `dpi`, `cmap`, ... came from by name."""
-    parameters = inspect.signature(COMMANDS[name]).parameters
+    parameters = inspect.signature(COMMANDS[name]).parameters  # the options typer reads
     source = inspect.getsource(COMMANDS[name])
-    if "_images(" in source:
+    if "image_style(" in source:
         assert set(IMAGE_OPTIONS) <= set(parameters), name
 
 
@@ -98,7 +107,7 @@ SHARED = {
     "--generate": (["--generate", "3"], "generate", 3),
     "--engine": (["--engine", "transformers"], "engine", "transformers"),
 }
-# What a command needs besides its text, and the function of `commands` it calls.
+# What a command needs besides its text, and the module whose `run` it calls.
 REQUIRED = {
     "show": ([], "show"),
     "heads": ([], "heads"),
@@ -106,7 +115,7 @@ REQUIRED = {
     "explain": (["--token", "A"], "explain"),
     "rollout": ([], "rollout"),
     "find": (["--from", "A", "--to", "B"], "find"),
-    "compare-measures": (["--query", "A"], "compare_measures"),
+    "compare-measures": (["--query", "A"], "compare"),
     "tokens": ([], "tokens"),
     "export": (["--out", "x.npz"], "export"),
     "generate": ([], "generate"),
@@ -130,15 +139,13 @@ def test_request_fields_are_the_shared_options_and_the_text() -> None:
 def test_every_shared_option_reaches_the_request(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import attnviz.cli.commands as commands
-
-    extra, function = REQUIRED[name]
+    extra, module = REQUIRED[name]
     seen: list[Request] = []
 
     def spy(*args: Any, **kwargs: Any) -> None:
         seen.extend(a for a in args if isinstance(a, Request))
 
-    monkeypatch.setattr(commands, function, spy)
+    monkeypatch.setattr(f"attnviz.cli.{module}.run", spy)
     declared = _options(name)
     argv = [name, "A sentence.", *extra]
     expected: dict[str, Any] = {f.name: f.default for f in fields(Request) if f.name != "text"}
@@ -160,15 +167,16 @@ IMAGE_ARGS = ["--dpi", "300", "--cmap", "magma", "--theme", "dark", "--transpare
     sorted({*REQUIRED, "stats"} - {"explain", "tokens", "distance"}),  # distance: --cmap only
 )
 def test_every_image_option_reaches_the_style(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import attnviz.cli.commands as commands
     from attnviz.output import ImageStyle
 
-    extra, function = REQUIRED.get(name, ([], "stats"))
+    extra, module = REQUIRED.get(name, ([], "stats"))
     extra = [arg.replace(".npz", ".png") for arg in extra]  # export: an image
     out = [] if "--out" in extra else ["--out", "x.png"]
     annotate = [] if name == "stats" else ["--annotate"]  # the statistics figure refuses it
     seen: list[Any] = []
-    monkeypatch.setattr(commands, function, lambda *args, **kwargs: seen.append(kwargs["style"]))
+    monkeypatch.setattr(
+        f"attnviz.cli.{module}.run", lambda *args, **kwargs: seen.append(kwargs["style"])
+    )
     argv = [name, "A sentence.", *extra, *out, *IMAGE_ARGS, *annotate]
     result = runner.invoke(app, argv)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)

@@ -1,0 +1,268 @@
+"""The options one command has alone (the shared ones are in `options`), as Annotated types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from attnviz.cli.options import Device, Lang, Method, SortColumn, View
+from attnviz.limits import BATCH_SIZE, THREADS, TOP
+
+ShowJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the matrix as JSON instead of a heatmap.")
+]
+
+ShowQueryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--query",
+        help="Only this query's row, keys sorted by weight with bars (and a bar chart "
+        "with --out): a word of the text, any case or accents (ele#2 for the second).",
+        show_default=False,
+    ),
+]
+
+DistanceLayerOpt = Annotated[
+    list[int] | None,
+    typer.Option("--layer", help="Only these layers (repeat the option); default: all."),
+]
+
+ExplainTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        "-t",
+        help="The query: a word of the text, any case (ele#2 for its second occurrence).",
+        show_default=False,
+    ),
+]
+
+ExplainIndexOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--index",
+        "-i",
+        help="The query as a piece index, as 'attnviz tokens' numbers them.",
+        show_default=False,
+    ),
+]
+
+ExplainHeadOpt = Annotated[
+    int, typer.Option("--head", help="Head, 0-based; negative from the end.")
+]
+
+ExplainLangOpt = Annotated[
+    Lang | None,
+    typer.Option(
+        "--lang",
+        help="Language of the explanation. Default: pt when $LC_ALL, $LC_MESSAGES or "
+        "$LANG starts with pt, else en.",
+        show_default=False,
+    ),
+]
+
+RolloutUptoOpt = Annotated[
+    int,
+    typer.Option("--upto", help="Chain layers 0..UPTO (inclusive); negative counts from the end."),
+]
+
+RolloutTopOpt = Annotated[
+    int, typer.Option("--top", help="Inputs listed for each token.", min=TOP[0], max=TOP[1])
+]
+
+RolloutMethodOpt = Annotated[
+    Method,
+    typer.Option(
+        "--method",
+        help="rollout (products of the layers) or flow (attention flow: maximum flow "
+        "through the layers, exact; at most 64 pieces).",
+    ),
+]
+
+RolloutJsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help='Print {"tokens", "rollout"} as JSON instead of a heatmap.'),
+]
+
+FindSourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--from",
+        help="The query word: the one that attends (any case or accents; ele#2 for the second).",
+        show_default=False,
+    ),
+]
+
+FindToOpt = Annotated[
+    str,
+    typer.Option("--to", help="The key word it should attend to.", show_default=False),
+]
+
+FindTopOpt = Annotated[int, typer.Option("--top", help="Heads listed, strongest first.", min=1)]
+
+FindOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
+    ),
+]
+
+FindJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
+]
+
+CompareQueryOpt = Annotated[
+    str,
+    typer.Option(
+        "--query",
+        help="The query word: any case or accents (ele#2 for the second).",
+        show_default=False,
+    ),
+]
+
+CompareTopOpt = Annotated[int, typer.Option("--top", help="Keys listed per measure.", min=1)]
+
+CompareJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print every measure's row, shares and ranking.")
+]
+
+StatsTextsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Sentences. Omitted: --file, else lines from a pipe, else the sample sentences.",
+        show_default=False,
+    ),
+]
+
+StatsFileOpt = Annotated[
+    Path | None,
+    typer.Option("--file", "-f", help="A UTF-8 text file, one sentence a line ('-' for stdin)."),
+]
+
+StatsSortOpt = Annotated[
+    SortColumn,
+    typer.Option(
+        "--sort",
+        help="Order heads by this column: entropy lowest first (the most focused heads), "
+        "a share highest first, layer in layer and head order. 'first' is a decoder's "
+        "(the first token), 'cls', 'sep' and 'next' an encoder's.",
+    ),
+]
+
+StatsTopOpt = Annotated[
+    int | None,
+    typer.Option("--top", help="Show only the first N heads.", min=TOP[0], max=TOP[1]),
+]
+
+StatsJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print a JSON list of per-head records.")
+]
+
+StatsOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
+    ),
+]
+
+StatsBatchSizeOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch-size",
+        help="Sentences per padded batch.",
+        min=BATCH_SIZE[0],
+        max=BATCH_SIZE[1],
+    ),
+]
+
+StatsDeviceOpt = Annotated[
+    Device,
+    typer.Option("--device", help="Where batches run; auto takes CUDA when present."),
+]
+
+StatsThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="CPU threads for torch. Default: torch's own.",
+        min=THREADS[0],
+        max=THREADS[1],
+    ),
+]
+
+StatsOwnScalesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--own-scales",
+        help="Give each panel of the figure its own colour scale. Default: the six share "
+        "panels share one (0 to the largest share), entropy has its own.",
+    ),
+]
+
+GenerateMaxNewOpt = Annotated[
+    int,
+    typer.Option("--max-new", help="The most tokens to write (1..512); an end token stops sooner."),
+]
+
+GenerateSampleOpt = Annotated[
+    bool, typer.Option("--sample", help="Draw each token (default: take the likeliest).")
+]
+
+GenerateTemperatureOpt = Annotated[
+    float,
+    typer.Option("--temperature", help="With --sample: logits divided by this (0.01..100)."),
+]
+
+GenerateTopKOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k", help="With --sample: draw among the K likeliest only.", show_default=False
+    ),
+]
+
+GenerateSeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed", help="With --sample: the same seed draws the same tokens.", show_default=False
+    ),
+]
+
+GenerateLensOpt = Annotated[
+    bool,
+    typer.Option(
+        "--lens",
+        help="Also the logit lens: each layer's top next-token guess at each position "
+        "(with --out, its image).",
+    ),
+]
+
+GenerateOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
+        "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
+        show_default=False,
+    ),
+]
+
+GenerateJsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print the tokens, steps and per-step attention as JSON."),
+]
+
+ExportOutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Output: .png/.svg/.pdf (an image of --view), .html (an interactive page) or "
+        ".npz/.json (data).",
+        show_default=False,
+    ),
+]
+
+ExportViewOpt = Annotated[View, typer.Option("--view", help="The view an image or page opens on.")]

@@ -1,0 +1,131 @@
+"""Inputs too long for the whole views: their layers checked against the config first, the
+refusal that names the views made for length, and the pooled views read a block at a time."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from attnviz import api
+from attnviz.cli.analysing import encdec_model, prepare_request
+from attnviz.cli.input import Request
+from attnviz.cli.printing import wrote
+from attnviz.errors import BadInput
+from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, atomic_write, check_output
+
+if TYPE_CHECKING:
+    from attnviz.measures.long import LongResult
+
+
+def check_long_shape(request: Request, layers: Sequence[int] = (), head: int | None = None) -> None:
+    """The layers and head a long view will show, checked against the model's config before
+    its weights are read: a long input takes minutes to run, then a bad --layer was refused."""
+    from attnviz.limits import resolve_index
+
+    if not layers and head is None:
+        return
+    shape = api.model_info(request.model, engine=request.engine).shape
+    for layer in layers:
+        resolve_index(layer, shape.layers, "layer")
+    if head is not None:
+        resolve_index(head, shape.heads, "head")
+
+
+def long_pieces(request: Request) -> int | None:
+    """The pieces of a text refused for its length by the whole views (a decoder's 2,048)
+    that the views made for length read whole (up to `limits.LONG_TOKENS`); None when they
+    cannot read it either (then the usual refusal stands)."""
+    from attnviz.pipeline import prepare
+
+    if request.truncate or request.load is not None or encdec_model(request):
+        return None
+    try:  # tokenized as `analyse_long` tokenizes (no weights, no torch)
+        tokenized = prepare(request.text, model=request.model, bos=request.bos,
+                            max_tokens=request.max_tokens, blocked=True,
+                            engine=request.engine)  # fmt: skip
+    except BadInput:
+        return None
+    return len(tokenized.pieces)
+
+
+@contextlib.contextmanager
+def whole_or_pooled(request: Request, poolable: bool, *, query: bool) -> Iterator[None]:
+    """Around the whole view of `show` (`query`: it has --query) or `heads`: a text refused
+    for its length that the views made for length read is refused naming them (`--pool N`,
+    `--query WORD`) besides --truncate, which keeps only its start. `poolable`: no option
+    the pooled view refuses. Only a refusal tokenizes again."""
+    try:
+        yield
+    except BadInput as exc:
+        T = None
+        if poolable and request.measure == "weight" and "pieces long" in exc.template:
+            T = long_pieces(request)
+        if T is None:
+            raise
+        row = ", read one row ({query} WORD)" if query else ""
+        raise BadInput(
+            f"the text is {T:,} pieces long, more than the whole views read: draw it in blocks "
+            f"({{pool}} {-(-T // 64)}){row}, or keep its start ({{truncate}})",
+            param=("pool", "query", "truncate") if query else ("pool", "truncate"),
+        ) from None
+
+
+def too_long(request: Request) -> bool:
+    """Whether the text is refused for its length (its pieces past the bound)."""
+    try:
+        prepare_request(replace(request, quiet=True))
+    except BadInput as exc:
+        return "pieces long" in exc.template
+    return False
+
+
+def pooled(
+    request: Request,
+    out: Path | None,
+    style: ImageStyle,
+    pool: int,
+    pool_by: str,
+    subset: Sequence[int] | None,
+    exclude: Sequence[str] | None,
+) -> LongResult:
+    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time
+    (for a page, refused before the model runs when the page would be too large)."""
+    if encdec_model(request):
+        raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
+                       "encoder-decoder's stacks come whole from transformers: drop {pool}",
+                       param="pool")  # fmt: skip
+    if subset is not None or exclude or request.measure != "weight":
+        raise BadInput(
+            "{pool} draws every head's weights over every piece: leave out {heads}, "
+            "{exclude} and {measure}",
+            param=("pool", "heads", "exclude", "measure"),
+        )
+    page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES + HTML_SUFFIXES, style)
+    return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
+                            max_tokens=request.max_tokens, truncate=request.truncate,
+                            bos=request.bos, engine=request.engine,
+                            page=page)  # fmt: skip
+
+
+def draw_pooled(
+    console: Console,
+    view: Any,
+    out: Path | None,
+    style: ImageStyle,
+    page: Callable[[], str] | None = None,
+) -> None:
+    """Print the pooled `view`; write it to `out`: an image, or for .html the `page()`."""
+    if out is not None and out.suffix.lower() in HTML_SUFFIXES and page is not None:
+        with atomic_write(out, "w") as handle:
+            handle.write(page())
+    elif out is not None:
+        view.save(out, **asdict(style))
+    console.print(view)
+    wrote(out)
