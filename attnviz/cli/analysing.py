@@ -53,10 +53,11 @@ def prepare_request(request: Request, cached: bool = False) -> tuple[Prepared, A
             ) from None
         raise
     if (prepared.dropped or prepared.pieces.cut) and not request.quiet:
-        rest = f" and the last {prepared.pieces.cut:,} characters" if prepared.pieces.cut else ""
+        counts = [(prepared.dropped, "pieces"), (prepared.pieces.cut, "characters")]
+        what = " and ".join(f"the last {n:,} {unit}" for n, unit in counts if n)
         limit, why = prepared.shape.token_limit(request.max_tokens)
         kept = f"; {limit} are read{in_flags(why)}" if why else f" (the model takes {limit})"
-        dropped = f"note: --truncate dropped the last {prepared.dropped} pieces{rest}{kept}"
+        dropped = f"note: --truncate dropped {what}{kept}"
         print(one_line(dropped), file=sys.stderr)
     note = None if request.quiet else prepared.fit_note()
     if note:

@@ -48,5 +48,5 @@ def test_the_note_counts_the_accents_dropped() -> None:
     result = CliRunner().invoke(app, ["show", ACCENTS, "--truncate", "--max-tokens", "8"])
     assert result.exit_code == 0, result.stderr
     note = result.stderr.splitlines()[0]
-    assert note.startswith("note: --truncate dropped the last 0 pieces and the last 100,000 ")
+    assert note.startswith("note: --truncate dropped the last 100,000 characters")
     assert "67,233" not in note
