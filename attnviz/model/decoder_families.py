@@ -246,6 +246,9 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         tie_word_embeddings=flag("tie_word_embeddings", True),
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
+        learned_positions=True,
+        norm="layer",
+        gated_mlp=False,
     )
 
 
@@ -327,6 +330,9 @@ def _llama(
         local_rope_theta=local.theta if local is not None else None,
         local_rope_scaling=local.scaling if local is not None else (),
         rotary_dims=turned if turned != head_dim else None,
+        rms_offset=gemma,
+        embed_scale=gemma,
+        post_norms=gemma,
     )
 
 
