@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.config import DecoderConfig
-from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, GEMMA3_PREFIXES, layout
-from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.model.families import DECODERS, FAMILIES, describe, encoder_config_for, read_config
 from attnviz.model.gguf_convert import source as gguf_source
 from attnviz.model.gguf_convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
@@ -220,8 +219,8 @@ def _layout(model_type: str) -> tuple[str, str, list[tuple[str, str]], str]:
     if model_type in FAMILIES:
         family = FAMILIES[model_type]
         return family.name, family.prefix, family.names, _IGNORED
-    prefix, names, ignored = DECODER_LAYOUTS[layout(model_type)]
-    return DECODER_NAMES[model_type], prefix, names, ignored
+    decoder = DECODERS[model_type]
+    return decoder.name, decoder.prefix, decoder.names, decoder.ignored
 
 
 # Per model_type: checkpoint names -> ours, and ours -> checkpoint names; compiled on
@@ -381,10 +380,9 @@ def convert_state_dict(
 def _prefix(state: dict[str, Any], model_type: str) -> str:
     """Where a checkpoint of `model_type` keeps the model: the family's prefix, or the one of
     Gemma 3's multimodal layouts that `state` uses."""
-    if model_type == "gemma3":
-        for prefix in GEMMA3_PREFIXES:
-            if any(key.startswith(prefix) for key in state):
-                return prefix
+    for prefix in DECODERS[model_type].prefixes if model_type in DECODERS else ():
+        if any(key.startswith(prefix) for key in state):
+            return prefix
     return _layout(model_type)[1]
 
 

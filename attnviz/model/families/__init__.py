@@ -25,7 +25,29 @@ from attnviz.model.config import (
     whole,
 )
 from attnviz.model.decoder_families import DECODER_NAMES, DECODER_TYPES, describe_decoder
+from attnviz.model.families.gemma2 import GEMMA2
+from attnviz.model.families.gemma3 import GEMMA3, GEMMA3_MULTIMODAL
+from attnviz.model.families.gpt2 import GPT2
+from attnviz.model.families.kinds import DecoderFamily
+from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.mistral import MISTRAL
+from attnviz.model.families.phi3 import PHI3
+from attnviz.model.families.qwen2 import QWEN2
+from attnviz.model.families.qwen3 import QWEN3
 from attnviz.reading import read_json
+
+# The registry of decoders: model type -> its family's facts (one line a family).
+DECODERS: dict[str, DecoderFamily] = {
+    "gpt2": GPT2,
+    "llama": LLAMA,
+    "mistral": MISTRAL,
+    "qwen2": QWEN2,
+    "qwen3": QWEN3,
+    "phi3": PHI3,
+    "gemma2": GEMMA2,
+    "gemma3_text": GEMMA3,
+    "gemma3": GEMMA3_MULTIMODAL,  # multimodal: the language model's config is text_config
+}
 
 # Sizes past these are not an encoder this tool can show; refuse before allocating.
 # Keyed by `ModelShape` field; messages name each family's own config key.
