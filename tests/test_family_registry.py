@@ -26,7 +26,6 @@ PENDING = {
     "model/gguf_arch.py",
     "model/gguf_tokenizer.py",
     "model/seq2seq_config.py",
-    "model/weights.py",
 }
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from attnviz.model.config import DecoderConfig
 from attnviz.model.families.kinds import DecoderFamily
 
 # Checkpoint names -> this project's, `{i}` a layer number. The fused c_attn is split into
@@ -27,6 +31,67 @@ GGUF_BLOCK = {
     "ffn_up": "mlp.c_fc",
     "ffn_down": "mlp.c_proj",
 }
+# GPT-2 keeps its linear layers as Conv1D, weight (in, out): the transpose of nn.Linear's;
+# and q, k, v in one c_attn of 3C outputs, split here into the three projections.
+CONV1D = r"^h\.\d+\.(attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$"
+FUSED = r"^(h\.\d+\.attn\.)c_attn\.(weight|bias)$"
+
+
+def split(name: str, value: Any, decoder: DecoderConfig | None = None) -> list[tuple[str, Any]]:
+    """One GPT-2 entry as nn.Linear entries: c_attn split in three, Conv1D weights transposed.
+
+    `value` is a tensor, a shape (a list, for counting parameters) or a name (for messages).
+    """
+    fused = re.match(FUSED, name)
+    if fused:
+        prefix, kind = fused[1], fused[2]
+        return [
+            (f"{prefix}{part}_attn.{kind}", _third(value, i, kind == "weight"))
+            for i, part in enumerate("qkv")
+        ]
+    if re.match(CONV1D, name):
+        return [(name, _transposed(value))]
+    return [(name, value)]
+
+
+def _transposed(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(reversed(value))
+    return value.t() if value.ndim == 2 else value
+
+
+def _third(value: Any, i: int, weight: bool) -> Any:
+    """Part i of q, k, v in c_attn (weight (C, 3C) -> (C, C) rows; bias (3C,) -> (C,))."""
+    if isinstance(value, str):
+        return value
+    if weight:
+        value = _transposed(value)  # (3C, C)
+    if isinstance(value, list | tuple):
+        return type(value)([value[0] // 3, *value[1:]])
+    rows = value.shape[0] // 3
+    return value[i * rows : (i + 1) * rows]
+
+
+def stored_name(hf: str) -> str:
+    """The checkpoint's name of a q, k or v projection: one c_attn holds all three."""
+    return re.sub(r"\.[qkv]_attn\.", ".c_attn.", hf)
+
+
+def stored_shape(
+    key: str, ours: tuple[int, ...], decoder: DecoderConfig | None = None
+) -> tuple[int, ...]:
+    """The shape stored for `key`: c_attn fused and every Conv1D weight transposed."""
+    if key.endswith("c_attn.weight") and len(ours) == 2:
+        return (ours[1], 3 * ours[0])  # Conv1D (in, out) of q, k and v side by side
+    if key.endswith("c_attn.bias") and len(ours) == 1:
+        return (3 * ours[0],)
+    if re.search(CONV1D, key.split("transformer.", 1)[-1]):
+        return ours[::-1]
+    return ours
+
+
 GPT2 = DecoderFamily(
     "GPT-2",
     "transformer.",
@@ -34,4 +99,7 @@ GPT2 = DecoderFamily(
     r"^(h\.\d+\.attn\.(bias|masked_bias)$)",
     class_name="GPT2LMHeadModel",
     gguf_block=GGUF_BLOCK,
+    split=split,
+    stored_name=stored_name,
+    stored_shape=stored_shape,
 )

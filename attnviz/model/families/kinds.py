@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from attnviz.model.config import DecoderConfig
+
+# One checkpoint entry as this project's entries (a fused weight split, a Conv1D transposed):
+# (name, value, the decoder's config) -> [(name, value)], value a tensor, a shape or a name.
+Splitter = Callable[[str, Any, DecoderConfig | None], list[tuple[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -15,6 +23,7 @@ class DecoderFamily:
     no GGUF support); `class_name` the transformers class a GGUF file is read as.
     `input_norm` / `output_norm`: the layer's norm before attention, and the norm on the
     attention's output before the residual (Gemma), which the decoder measures read.
+    `split`, `stored_name`, `stored_shape`: the family's fused or transposed weights.
     """
 
     name: str  # as shown to users: "Phi-3"
@@ -26,3 +35,10 @@ class DecoderFamily:
     prefixes: tuple[str, ...] = ()  # other prefixes a checkpoint may use (multimodal Gemma 3)
     input_norm: str = "norm1"
     output_norm: str | None = None
+    # The weight splitters: `split` before renaming; `stored_name` and `stored_shape` say how
+    # the checkpoint stores one of ours (transformers' name; our shape), for messages.
+    split: Splitter | None = None
+    stored_name: Callable[[str], str] | None = None
+    stored_shape: Callable[[str, tuple[int, ...], DecoderConfig | None], tuple[int, ...]] | None = (
+        None
+    )
