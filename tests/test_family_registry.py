@@ -23,7 +23,7 @@ SUBJECTS = ("model_type", "kind", "arch", "family")
 PENDING = {
     "api.py",  # ModelDetails: cfg.kind == "gpt2" -> cfg.learned_positions (another helper)
     "model/decoder_families.py",
-    "model/gguf_arch.py",
+    "model/gguf_arch.py",  # config_dict: the metadata each family's config reads
     "model/gguf_tokenizer.py",
     "model/seq2seq_config.py",
 }

@@ -31,13 +31,6 @@ ARCHITECTURES = {
     "phi3": "phi3",
 }
 
-# GPT-2 keeps these as Conv1D, (in, out): GGUF stores them (out, in), as nn.Linear does.
-_GPT2_TRANSPOSED = (
-    "attn.c_attn.weight",
-    "attn.c_proj.weight",
-    "mlp.c_fc.weight",
-    "mlp.c_proj.weight",
-)
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
@@ -57,23 +50,8 @@ def model_type(header: GgufHeader) -> str:
 
 def hf_name(gguf_name: str, kind: str) -> str | None:
     """transformers' name of a GGUF tensor in a `kind` (model_type) model, or None if none."""
-    if kind == "gpt2":
-        top = {
-            "token_embd.weight": "transformer.wte.weight",
-            "position_embd.weight": "transformer.wpe.weight",
-            "output_norm.weight": "transformer.ln_f.weight",
-            "output_norm.bias": "transformer.ln_f.bias",
-            "output.weight": "lm_head.weight",
-        }
-        prefix = "transformer.h."
-    else:
-        top = {
-            "token_embd.weight": "model.embed_tokens.weight",
-            "output_norm.weight": "model.norm.weight",
-            "output.weight": "lm_head.weight",
-        }
-        prefix = "model.layers."
-    block = DECODERS[kind].gguf_block
+    family = DECODERS[kind]
+    top, block, prefix = family.gguf_top, family.gguf_block, family.gguf_layers
     if gguf_name in top:
         return top[gguf_name]
     found = _BLOCK.fullmatch(gguf_name)
@@ -107,27 +85,11 @@ def undo_converter(
 ) -> np.ndarray:
     """The tensor as transformers holds it, from llama.cpp's stored form.
 
-    - Llama and Mistral: llama.cpp's converter reorders the rows of Q and K within each
-      head (from rotating halves to rotating pairs); put them back.
-    - Gemma 2 and 3: the converter stores every RMSNorm weight as 1 + w (Gemma computes
-      x * (1 + w)); take the 1 off, as transformers' loader does.
-    - GPT-2: Conv1D weights are (in, out), the transpose of what GGUF stores.
+    Each family's file says what (`DecoderFamily.gguf_undo`): Llama and Mistral's Q and K
+    rows reordered back, Gemma's norms stored as 1 + w, GPT-2's Conv1D weights transposed.
     """
-    if kind in ("llama", "mistral") and re.search(r"\.attn_[qk]\.(weight|bias)$", gguf_name):
-        heads = config["num_attention_heads"]
-        if ".attn_k." in gguf_name:
-            heads = config["num_key_value_heads"]
-        rows = values.shape[0]
-        if rows % (2 * heads):
-            raise BadGguf(f"{gguf_name} has {rows} rows, not two per rotary pair of {heads} heads")
-        # (heads, 2, hs/2, C) stored as (heads, hs/2, 2, C): swap the two middle axes back
-        paired = values.reshape(heads, rows // heads // 2, 2, *values.shape[1:])
-        return paired.swapaxes(1, 2).reshape(values.shape)
-    if kind in ("gemma2", "gemma3_text") and gguf_name.endswith("norm.weight"):
-        return values - 1.0
-    if kind == "gpt2" and (hf_name(gguf_name, kind) or "").endswith(_GPT2_TRANSPOSED):
-        return values.T.copy()  # (out, in) -> Conv1D's (in, out)
-    return values
+    undo = DECODERS[kind].gguf_undo
+    return undo(gguf_name, values, config) if undo is not None else values
 
 
 def _key(header: GgufHeader, arch: str, name: str) -> Any:

@@ -92,6 +92,23 @@ def stored_shape(
     return ours
 
 
+GGUF_TOP = {
+    "token_embd.weight": "transformer.wte.weight",
+    "position_embd.weight": "transformer.wpe.weight",
+    "output_norm.weight": "transformer.ln_f.weight",
+    "output_norm.bias": "transformer.ln_f.bias",
+    "output.weight": "lm_head.weight",
+}
+# GPT-2 keeps these as Conv1D, (in, out): GGUF stores them (out, in), as nn.Linear does.
+GGUF_TRANSPOSED = ("attn_qkv", "attn_output", "ffn_up", "ffn_down")
+
+
+def gguf_undo(gguf_name: str, values: Any, config: dict[str, Any]) -> Any:
+    """A Conv1D weight as transformers holds it: (out, in) -> (in, out)."""
+    found = re.fullmatch(r"blk\.\d+\.(\w+)\.weight", gguf_name)
+    return values.T.copy() if found and found[1] in GGUF_TRANSPOSED else values
+
+
 GPT2 = DecoderFamily(
     "GPT-2",
     "transformer.",
@@ -99,6 +116,9 @@ GPT2 = DecoderFamily(
     r"^(h\.\d+\.attn\.(bias|masked_bias)$)",
     class_name="GPT2LMHeadModel",
     gguf_block=GGUF_BLOCK,
+    gguf_top=GGUF_TOP,
+    gguf_layers="transformer.h.",
+    gguf_undo=gguf_undo,
     split=split,
     stored_name=stored_name,
     stored_shape=stored_shape,

@@ -32,6 +32,10 @@ class DecoderFamily:
     ignored: str
     class_name: str = ""
     gguf_block: dict[str, str] = field(default_factory=dict)
+    gguf_top: dict[str, str] = field(default_factory=dict)  # tensors outside the blocks
+    gguf_layers: str = "model.layers."  # where transformers keeps the blocks
+    # What llama.cpp's converter did to a tensor, undone: (GGUF name, values, config) -> values.
+    gguf_undo: Callable[[str, Any, dict[str, Any]], Any] | None = None
     prefixes: tuple[str, ...] = ()  # other prefixes a checkpoint may use (multimodal Gemma 3)
     input_norm: str = "norm1"
     output_norm: str | None = None

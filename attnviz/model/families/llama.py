@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING, Any
+
 from attnviz.model.families.kinds import DecoderFamily
+from attnviz.model.gguf_read import BadGguf
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NAMES = [
     ("embed_tokens.", "tokens."),
@@ -34,6 +41,36 @@ GGUF_BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+GGUF_TOP = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+
+def gguf_undo(gguf_name: str, values: np.ndarray, config: dict[str, Any]) -> np.ndarray:
+    """Q and K as transformers holds them: llama.cpp's converter reorders their rows within
+    each head (from rotating halves to rotating pairs); put them back."""
+    if not re.search(r"\.attn_[qk]\.(weight|bias)$", gguf_name):
+        return values
+    heads = config["num_attention_heads"]
+    if ".attn_k." in gguf_name:
+        heads = config["num_key_value_heads"]
+    rows = values.shape[0]
+    if rows % (2 * heads):
+        raise BadGguf(f"{gguf_name} has {rows} rows, not two per rotary pair of {heads} heads")
+    # (heads, 2, hs/2, C) stored as (heads, hs/2, 2, C): swap the two middle axes back
+    paired = values.reshape(heads, rows // heads // 2, 2, *values.shape[1:])
+    return paired.swapaxes(1, 2).reshape(values.shape)
+
+
 LLAMA = DecoderFamily(
-    "Llama", "model.", NAMES, IGNORED, class_name="LlamaForCausalLM", gguf_block=GGUF_BLOCK
+    "Llama",
+    "model.",
+    NAMES,
+    IGNORED,
+    class_name="LlamaForCausalLM",
+    gguf_block=GGUF_BLOCK,
+    gguf_top=GGUF_TOP,
+    gguf_undo=gguf_undo,
 )

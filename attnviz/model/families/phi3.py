@@ -85,6 +85,7 @@ PHI3 = replace(
     name="Phi-3",
     class_name="Phi3ForCausalLM",
     gguf_block=GGUF_BLOCK,
+    gguf_undo=None,  # Phi-3's fused qkv is stored as transformers holds it
     split=split,
     stored_name=stored_name,
     stored_shape=stored_shape,

@@ -6,4 +6,5 @@ from dataclasses import replace
 
 from attnviz.model.families.llama import LLAMA
 
-QWEN2 = replace(LLAMA, name="Qwen2", class_name="Qwen2ForCausalLM")
+# llama.cpp stores Qwen's Q and K rows as transformers does: nothing to undo.
+QWEN2 = replace(LLAMA, name="Qwen2", class_name="Qwen2ForCausalLM", gguf_undo=None)
