@@ -1,4 +1,5 @@
-"""What a decoder family's file declares: its checkpoint layout, GGUF names and norm facts."""
+"""What a family's file declares: an encoder's config keys and names, a decoder's checkpoint
+layout, GGUF names, weight splitters and norm facts."""
 
 from __future__ import annotations
 
@@ -46,3 +47,20 @@ class DecoderFamily:
     stored_shape: Callable[[str, tuple[int, ...], DecoderConfig | None], tuple[int, ...]] | None = (
         None
     )
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: its display name, config keys, state-dict names and quirks."""
+
+    name: str  # as shown to users: "RoBERTa"
+    prefix: str  # where a *For* checkpoint keeps the encoder: "roberta."
+    names: list[tuple[str, str]]  # checkpoint name templates -> this project's
+    keys: dict[str, str]
+    defaults: dict[str, Any]
+    pad_positions: bool = False  # RoBERTa: positions count from pad_token_id + 1
+    projection: str = "never"  # "never", "if narrower" (ELECTRA), "always" (ALBERT)
+    shared_layers: bool = False  # ALBERT
+    # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
+    # takes hidden_size for dim. Two that disagree are refused, naming both.
+    aliases: dict[str, str] = field(default_factory=dict)
