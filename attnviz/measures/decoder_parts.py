@@ -25,10 +25,11 @@ distance. Under grouped-query attention key/value head h // g serves query head 
 the causal mask (or a sliding window) hides from query i has α_ij = 0 in every head: its
 cell is exactly 0 in every measure.
 
-A family is a row of `DECODER_FACTS`: which module of a layer is the norm before its
-attention, and whether a norm sits on the attention's output before the residual (Gemma 2
-and 3 have one; then P_i(z) = g ⊙ z / s_i with s_i the RMS of query i's attention output,
-linear once s_i is fixed). A family without a row is refused in one line.
+A family is a row of `DECODER_FACTS`, read from its file in `attnviz.model.families`: which
+module of a layer is the norm before its attention, and whether a norm sits on the
+attention's output before the residual (Gemma 2 and 3 have one; then P_i(z) = g ⊙ z / s_i
+with s_i the RMS of query i's attention output, linear once s_i is fixed).
+A family without a row is refused in one line.
 
 Names: T pieces, C hidden size, nh query heads, n_kv key/value heads, hs head size.
 """
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from attnviz.errors import BadInput
+from attnviz.model.families import DECODERS
 
 if TYPE_CHECKING:
     import torch
@@ -79,15 +81,8 @@ class DecoderFacts:
 # The families whose decompositions tests/test_decoder_measures.py checks against
 # transformers' own modules in float64.
 DECODER_FACTS: dict[str, DecoderFacts] = {
-    "gpt2": DecoderFacts("GPT-2", input_norm="norm1"),
-    "llama": DecoderFacts("Llama", input_norm="norm1"),
-    "mistral": DecoderFacts("Mistral", input_norm="norm1"),
-    "qwen2": DecoderFacts("Qwen2", input_norm="norm1"),
-    "qwen3": DecoderFacts("Qwen3", input_norm="norm1"),  # QK-norm changes α only
-    "phi3": DecoderFacts("Phi-3", input_norm="norm1"),
-    "gemma2": DecoderFacts("Gemma 2", input_norm="norm1", output_norm="attention_out_norm"),
-    "gemma3_text": DecoderFacts("Gemma 3", input_norm="norm1", output_norm="attention_out_norm"),
-    "gemma3": DecoderFacts("Gemma 3", input_norm="norm1", output_norm="attention_out_norm"),
+    model_type: DecoderFacts(family.name, family.input_norm, family.output_norm)
+    for model_type, family in DECODERS.items()
 }
 
 

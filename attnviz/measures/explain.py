@@ -320,7 +320,7 @@ def explain(
             Q, K = attention.q_norm(Q), attention.k_norm(K)  # (nh, T, dk), (n_kv, T, dk)
         Q_plain, K_plain = Q, K
         rotary = None
-        if cfg is not None and cfg.kind != "gpt2":  # Llama family: turn q and k by position
+        if cfg is not None and cfg.rotary:  # Llama family: turn q and k by position
             local = cfg.local_rope(layer)  # Gemma 3's sliding layers: their own base
             inv_freq = rotary_frequencies(cfg, local, T)  # (r/2,)
             rotary = Rotary(inv_freq, torch.arange(T), x.dtype, rope_attention_factor(cfg, local))
@@ -366,7 +366,7 @@ def explain(
     if cfg is not None:
         decoder = dict(
             decoder=True,
-            norm="LayerNorm" if cfg.kind == "gpt2" else "RMSNorm",
+            norm="LayerNorm" if cfg.norm == "layer" else "RMSNorm",
             kv_head=kv,
             num_kv_heads=attention.num_kv_heads,
             window=cfg.window(layer),

@@ -64,9 +64,11 @@ class EncoderConfig:
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """The shape of a decoder; `kind` is "gpt2", "llama" (Llama, Mistral, Qwen2, Qwen3, Phi-3)
-    or "gemma" (Gemma 2 and 3: four norms a layer, RMSNorm gains of 1 + weight, embeddings
-    scaled by sqrt(C))."""
+    """The shape of a decoder, as its family (`attnviz.model.families`) sets it.
+
+    `kind` names the family's state-dict layout ("gpt2", "llama" or "gemma"); shared code
+    reads what it means from the fields below (`learned_positions`, `norm`, `rms_offset`,
+    `embed_scale`, `post_norms`), never from the name."""
 
     kind: str
     vocab_size: int
@@ -98,6 +100,13 @@ class DecoderConfig:
     local_rope_theta: float | None = None  # Gemma 3: the rotary base of the sliding layers
     local_rope_scaling: tuple[tuple[str, Any], ...] = ()  # Gemma 3: their rotary scaling
     rotary_dims: int | None = None  # Phi-3's partial_rotary_factor: features turned per head
+    # How the layers are built (set by the family; shared code never asks for its name).
+    learned_positions: bool = False  # GPT-2: a learned vector per position, no rotary
+    norm: str = "rms"  # "layer" (LayerNorm, GPT-2) or "rms" (RMSNorm, the Llama family)
+    rms_offset: bool = False  # Gemma: RMSNorm gains are 1 + weight
+    embed_scale: bool = False  # Gemma: embeddings times sqrt(C)
+    post_norms: bool = False  # Gemma: each sub-layer's output normalised before the residual
+    gated_mlp: bool = True  # the Llama family's SwiGLU; GPT-2: act(h W_in) W_out
 
     def scale(self, layer: int) -> float:
         """The factor on q·k in `layer`: 1/sqrt(hs), and GPT-2's optional 1/(layer + 1);
@@ -125,6 +134,11 @@ class DecoderConfig:
     @property
     def rope_type(self) -> str:
         return str(dict(self.rope_scaling).get("rope_type", "default"))
+
+    @property
+    def rotary(self) -> bool:
+        """Whether positions enter as rotations of q and k (RoPE), not learned vectors."""
+        return not self.learned_positions
 
     @property
     def turned(self) -> int:

@@ -106,8 +106,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: DecoderConfig, index: int) -> None:
         super().__init__()
         C, hs = cfg.hidden_size, cfg.head_size
-        self.gpt2 = cfg.kind == "gpt2"
-        gemma = cfg.kind == "gemma"
+        offset = cfg.rms_offset  # Gemma: gains of 1 + weight
         self.attention = MultiHeadAttention(
             C,
             cfg.num_heads,
@@ -116,22 +115,23 @@ class DecoderLayer(nn.Module):
             head_size=hs,
             out_bias=cfg.out_bias,
             scale=cfg.scale(index),
-            q_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
-            k_norm=RMSNorm(hs, cfg.norm_eps, gemma) if cfg.qk_norm else None,
+            q_norm=RMSNorm(hs, cfg.norm_eps, offset) if cfg.qk_norm else None,
+            k_norm=RMSNorm(hs, cfg.norm_eps, offset) if cfg.qk_norm else None,
             softcap=cfg.softcap,
         )
-        if self.gpt2:
+        if cfg.norm == "layer":  # GPT-2
             self.norm1: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
             self.norm2: nn.Module = nn.LayerNorm(C, eps=cfg.norm_eps)
         else:
-            self.norm1 = RMSNorm(C, cfg.norm_eps, gemma)
-            self.norm2 = RMSNorm(C, cfg.norm_eps, gemma)
+            self.norm1 = RMSNorm(C, cfg.norm_eps, offset)
+            self.norm2 = RMSNorm(C, cfg.norm_eps, offset)
         # Gemma: norms on the attention's and the feed-forward's outputs too.
-        self.attention_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
-        self.ff_out_norm = RMSNorm(C, cfg.norm_eps, True) if gemma else None
-        self.ff_gate = None if self.gpt2 else nn.Linear(C, cfg.intermediate_size, cfg.mlp_bias)
-        self.ff_in = nn.Linear(C, cfg.intermediate_size, bias=self.gpt2 or cfg.mlp_bias)
-        self.ff_out = nn.Linear(cfg.intermediate_size, C, bias=self.gpt2 or cfg.mlp_bias)
+        self.attention_out_norm = RMSNorm(C, cfg.norm_eps, True) if cfg.post_norms else None
+        self.ff_out_norm = RMSNorm(C, cfg.norm_eps, True) if cfg.post_norms else None
+        gated = cfg.gated_mlp
+        self.ff_gate = nn.Linear(C, cfg.intermediate_size, cfg.mlp_bias) if gated else None
+        self.ff_in = nn.Linear(C, cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.ff_out = nn.Linear(cfg.intermediate_size, C, bias=cfg.mlp_bias)
         self.activation = ACTIVATIONS[cfg.hidden_act]
 
     def forward(
@@ -194,13 +194,13 @@ class Decoder(nn.Module):
         self.config = cfg
         self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.positions = (
-            nn.Embedding(cfg.max_positions, cfg.hidden_size) if cfg.kind == "gpt2" else None
+            nn.Embedding(cfg.max_positions, cfg.hidden_size) if cfg.learned_positions else None
         )
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.final_norm: nn.Module = (
             nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
-            if cfg.kind == "gpt2"
-            else RMSNorm(cfg.hidden_size, cfg.norm_eps, cfg.kind == "gemma")
+            if cfg.norm == "layer"
+            else RMSNorm(cfg.hidden_size, cfg.norm_eps, cfg.rms_offset)
         )
         self.inv_freqs: dict[tuple[bool, int], torch.Tensor] = {}  # see _frequencies
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) if head else None
@@ -229,7 +229,7 @@ class Decoder(nn.Module):
         start = len(past[0]) if past else 0  # tokens already read, whose keys are cached
         positions = torch.arange(start, start + T, device=input_ids.device)  # (T,)
         x = self.tokens(input_ids)  # (B, T, C)
-        if cfg.kind == "gemma":  # Gemma: embeddings times sqrt(C), rounded to their dtype
+        if cfg.embed_scale:  # Gemma: embeddings times sqrt(C), rounded to their dtype
             x = x * torch.tensor(cfg.hidden_size**0.5).to(x.dtype)  # (B, T, C)
         rotaries: dict[bool, Rotary] = {}  # Gemma 3's sliding layers (True) have their own
         if self.positions is not None:  # GPT-2: a learned vector per position

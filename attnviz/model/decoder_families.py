@@ -3,8 +3,8 @@ config.json says (no torch; rotary settings are read by `attnviz.model.rope_conf
 
 `describe_decoder` checks a decoder's config.json and returns its `DecoderConfig`:
 every size a whole number in range, every setting that changes attention either
-computed or refused in one line that names the key. `DECODER_LAYOUTS` names each
-family's state-dict layout.
+computed or refused in one line that names the key.Each family's
+state-dict layout, GGUF names and norm facts are in `attnviz.model.families`.
 """
 
 from __future__ import annotations
@@ -39,54 +39,6 @@ GEMMA_TYPES = ("gemma2", "gemma3_text")
 _QWEN = ("qwen2", "qwen3")
 _TYPED = (*_QWEN, *GEMMA_TYPES)  # families whose config may list each layer's kind
 
-
-# Checkpoint names -> this project's, `{i}` a layer number. GPT-2's fused c_attn is split
-# into q, k, v (and its Conv1D weights transposed) by attnviz.model.weights before renaming.
-_GPT2_NAMES = [
-    ("wte.", "tokens."),
-    ("wpe.", "positions."),
-    ("h.{i}.ln_1.", "layers.{i}.norm1."),
-    ("h.{i}.attn.q_attn.", "layers.{i}.attention.q_proj."),
-    ("h.{i}.attn.k_attn.", "layers.{i}.attention.k_proj."),
-    ("h.{i}.attn.v_attn.", "layers.{i}.attention.v_proj."),
-    ("h.{i}.attn.c_proj.", "layers.{i}.attention.out_proj."),
-    ("h.{i}.ln_2.", "layers.{i}.norm2."),
-    ("h.{i}.mlp.c_fc.", "layers.{i}.ff_in."),
-    ("h.{i}.mlp.c_proj.", "layers.{i}.ff_out."),
-    ("ln_f.", "final_norm."),
-]
-_LLAMA_NAMES = [
-    ("embed_tokens.", "tokens."),
-    ("layers.{i}.input_layernorm.", "layers.{i}.norm1."),
-    ("layers.{i}.self_attn.q_proj.", "layers.{i}.attention.q_proj."),
-    ("layers.{i}.self_attn.k_proj.", "layers.{i}.attention.k_proj."),
-    ("layers.{i}.self_attn.v_proj.", "layers.{i}.attention.v_proj."),
-    ("layers.{i}.self_attn.o_proj.", "layers.{i}.attention.out_proj."),
-    ("layers.{i}.self_attn.q_norm.", "layers.{i}.attention.q_norm."),  # Qwen3
-    ("layers.{i}.self_attn.k_norm.", "layers.{i}.attention.k_norm."),
-    ("layers.{i}.post_attention_layernorm.", "layers.{i}.norm2."),
-    ("layers.{i}.mlp.gate_proj.", "layers.{i}.ff_gate."),
-    ("layers.{i}.mlp.up_proj.", "layers.{i}.ff_in."),
-    ("layers.{i}.mlp.down_proj.", "layers.{i}.ff_out."),
-    ("norm.", "final_norm."),
-]
-# Gemma: its post_attention_layernorm normalises the attention's output (Llama's the
-# feed-forward's input, which Gemma calls pre_feedforward_layernorm).
-_GEMMA_NAMES = [
-    *(pair for pair in _LLAMA_NAMES if "post_attention_layernorm" not in pair[0]),
-    ("layers.{i}.post_attention_layernorm.", "layers.{i}.attention_out_norm."),
-    ("layers.{i}.pre_feedforward_layernorm.", "layers.{i}.norm2."),
-    ("layers.{i}.post_feedforward_layernorm.", "layers.{i}.ff_out_norm."),
-]
-# (prefix of a *LMHeadModel / *ForCausalLM checkpoint, names, what is not the decoder)
-DECODER_LAYOUTS: dict[str, tuple[str, list[tuple[str, str]], str]] = {
-    "gpt2": ("transformer.", _GPT2_NAMES, r"^(h\.\d+\.attn\.(bias|masked_bias)$)"),
-    "llama": ("model.", _LLAMA_NAMES, r"^(rotary_emb\.|layers\.\d+\.self_attn\.rotary_emb\.)"),
-    "gemma": ("model.", _GEMMA_NAMES, r"^(rotary_emb\.)"),
-}
-# A multimodal Gemma 3 (Gemma3ForConditionalGeneration) keeps its language model under one
-# of these (transformers 5, then 4); its vision tower only reads images, so it is left out.
-GEMMA3_PREFIXES = ("model.language_model.", "language_model.model.")
 
 _LIMITS = {"layers": 1024, "heads": 1024, "hidden": 65536, "intermediate": 262144}
 _LIMITS.update({"positions": 1 << 20, "vocab": 4_000_000, "head_dim": 4096, "window": 1 << 20})
@@ -159,13 +111,6 @@ _GPT2_ALIASES = {
     "n_head": "num_attention_heads",
     "n_positions": "max_position_embeddings",
 }
-
-
-def layout(model_type: str) -> str:
-    """The state-dict layout of a decoder family: "gpt2", "gemma" or "llama"."""
-    if model_type in (*GEMMA_TYPES, "gemma3"):
-        return "gemma"
-    return "gpt2" if model_type == "gpt2" else "llama"
 
 
 def describe_decoder(raw: dict[str, Any], model_type: str, where: str) -> DecoderConfig:
@@ -246,6 +191,9 @@ def _gpt2(raw: dict[str, Any], where: str, size: Any, flag: Any, number: Any) ->
         tie_word_embeddings=flag("tie_word_embeddings", True),
         scale_attn_weights=flag("scale_attn_weights", True),
         scale_by_inverse_layer=flag("scale_attn_by_inverse_layer_idx", False),
+        learned_positions=True,
+        norm="layer",
+        gated_mlp=False,
     )
 
 
@@ -327,6 +275,9 @@ def _llama(
         local_rope_theta=local.theta if local is not None else None,
         local_rope_scaling=local.scaling if local is not None else (),
         rotary_dims=turned if turned != head_dim else None,
+        rms_offset=gemma,
+        embed_scale=gemma,
+        post_norms=gemma,
     )
 
 

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from attnviz.limits import shown
+from attnviz.model.families import DECODERS
 from attnviz.model.gguf_read import BadGguf, GgufHeader
 
 if TYPE_CHECKING:
@@ -30,51 +31,6 @@ ARCHITECTURES = {
     "phi3": "phi3",
 }
 
-# A GGUF tensor's name inside a block -> transformers' name inside `model.layers.N.`
-_LLAMA_BLOCK = {
-    "attn_norm": "input_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_norm": "post_attention_layernorm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-# Gemma 2 and 3 have four norms a layer: before and after attention, before and after the MLP.
-_GEMMA_BLOCK = {
-    **_LLAMA_BLOCK,
-    "ffn_norm": "pre_feedforward_layernorm",
-    "post_attention_norm": "post_attention_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm",
-}
-# Phi-3 keeps q, k and v in one qkv_proj, and the MLP's gate and up in one gate_up_proj.
-_PHI3_BLOCK = {
-    "attn_norm": "input_layernorm",
-    "attn_qkv": "self_attn.qkv_proj",
-    "attn_output": "self_attn.o_proj",
-    "ffn_norm": "post_attention_layernorm",
-    "ffn_up": "mlp.gate_up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-_GPT2_BLOCK = {
-    "attn_norm": "ln_1",
-    "attn_qkv": "attn.c_attn",
-    "attn_output": "attn.c_proj",
-    "ffn_norm": "ln_2",
-    "ffn_up": "mlp.c_fc",
-    "ffn_down": "mlp.c_proj",
-}
-# GPT-2 keeps these as Conv1D, (in, out): GGUF stores them (out, in), as nn.Linear does.
-_GPT2_TRANSPOSED = (
-    "attn.c_attn.weight",
-    "attn.c_proj.weight",
-    "mlp.c_fc.weight",
-    "mlp.c_proj.weight",
-)
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
@@ -94,25 +50,8 @@ def model_type(header: GgufHeader) -> str:
 
 def hf_name(gguf_name: str, kind: str) -> str | None:
     """transformers' name of a GGUF tensor in a `kind` (model_type) model, or None if none."""
-    if kind == "gpt2":
-        top = {
-            "token_embd.weight": "transformer.wte.weight",
-            "position_embd.weight": "transformer.wpe.weight",
-            "output_norm.weight": "transformer.ln_f.weight",
-            "output_norm.bias": "transformer.ln_f.bias",
-            "output.weight": "lm_head.weight",
-        }
-        block, prefix = _GPT2_BLOCK, "transformer.h."
-    else:
-        top = {
-            "token_embd.weight": "model.embed_tokens.weight",
-            "output_norm.weight": "model.norm.weight",
-            "output.weight": "lm_head.weight",
-        }
-        block = {"gemma2": _GEMMA_BLOCK, "gemma3_text": _GEMMA_BLOCK, "phi3": _PHI3_BLOCK}.get(
-            kind, _LLAMA_BLOCK
-        )
-        prefix = "model.layers."
+    family = DECODERS[kind]
+    top, block, prefix = family.gguf_top, family.gguf_block, family.gguf_layers
     if gguf_name in top:
         return top[gguf_name]
     found = _BLOCK.fullmatch(gguf_name)
@@ -146,27 +85,11 @@ def undo_converter(
 ) -> np.ndarray:
     """The tensor as transformers holds it, from llama.cpp's stored form.
 
-    - Llama and Mistral: llama.cpp's converter reorders the rows of Q and K within each
-      head (from rotating halves to rotating pairs); put them back.
-    - Gemma 2 and 3: the converter stores every RMSNorm weight as 1 + w (Gemma computes
-      x * (1 + w)); take the 1 off, as transformers' loader does.
-    - GPT-2: Conv1D weights are (in, out), the transpose of what GGUF stores.
+    Each family's file says what (`DecoderFamily.gguf_undo`): Llama and Mistral's Q and K
+    rows reordered back, Gemma's norms stored as 1 + w, GPT-2's Conv1D weights transposed.
     """
-    if kind in ("llama", "mistral") and re.search(r"\.attn_[qk]\.(weight|bias)$", gguf_name):
-        heads = config["num_attention_heads"]
-        if ".attn_k." in gguf_name:
-            heads = config["num_key_value_heads"]
-        rows = values.shape[0]
-        if rows % (2 * heads):
-            raise BadGguf(f"{gguf_name} has {rows} rows, not two per rotary pair of {heads} heads")
-        # (heads, 2, hs/2, C) stored as (heads, hs/2, 2, C): swap the two middle axes back
-        paired = values.reshape(heads, rows // heads // 2, 2, *values.shape[1:])
-        return paired.swapaxes(1, 2).reshape(values.shape)
-    if kind in ("gemma2", "gemma3_text") and gguf_name.endswith("norm.weight"):
-        return values - 1.0
-    if kind == "gpt2" and (hf_name(gguf_name, kind) or "").endswith(_GPT2_TRANSPOSED):
-        return values.T.copy()  # (out, in) -> Conv1D's (in, out)
-    return values
+    undo = DECODERS[kind].gguf_undo
+    return undo(gguf_name, values, config) if undo is not None else values
 
 
 def _key(header: GgufHeader, arch: str, name: str) -> Any:
@@ -189,7 +112,7 @@ def config_dict(header: GgufHeader) -> dict[str, Any]:
     if vocab is None:
         embed = header.tensor("token_embd.weight")
         vocab = embed.shape[0] if embed is not None else None
-    config: dict[str, Any] = {"model_type": kind, "architectures": [_class_name(kind)]}
+    config: dict[str, Any] = {"model_type": kind, "architectures": [DECODERS[kind].class_name]}
     config["tie_word_embeddings"] = header.tensor("output.weight") is None
     for key, gguf_key in (
         ("bos_token_id", "tokenizer.ggml.bos_token_id"),
@@ -266,16 +189,3 @@ def _check_rope(header: GgufHeader, arch: str) -> None:
             f"{header.path} asks for {shown(scaling, 30)} rope scaling, which attnviz does not "
             "read from GGUF files: use the model's Hugging Face folder"
         )
-
-
-def _class_name(kind: str) -> str:
-    return {
-        "llama": "LlamaForCausalLM",
-        "mistral": "MistralForCausalLM",
-        "qwen2": "Qwen2ForCausalLM",
-        "qwen3": "Qwen3ForCausalLM",
-        "gemma2": "Gemma2ForCausalLM",
-        "gemma3_text": "Gemma3ForCausalLM",
-        "gpt2": "GPT2LMHeadModel",
-        "phi3": "Phi3ForCausalLM",
-    }[kind]

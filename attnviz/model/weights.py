@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, TypeVar
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, short_reason
 from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.config import DecoderConfig
-from attnviz.model.decoder_families import DECODER_LAYOUTS, DECODER_NAMES, GEMMA3_PREFIXES, layout
-from attnviz.model.families import FAMILIES, describe, encoder_config_for, read_config
+from attnviz.model.families import DECODERS, FAMILIES, describe, encoder_config_for, read_config
 from attnviz.model.gguf_convert import source as gguf_source
 from attnviz.model.gguf_convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
@@ -220,8 +219,8 @@ def _layout(model_type: str) -> tuple[str, str, list[tuple[str, str]], str]:
     if model_type in FAMILIES:
         family = FAMILIES[model_type]
         return family.name, family.prefix, family.names, _IGNORED
-    prefix, names, ignored = DECODER_LAYOUTS[layout(model_type)]
-    return DECODER_NAMES[model_type], prefix, names, ignored
+    decoder = DECODERS[model_type]
+    return decoder.name, decoder.prefix, decoder.names, decoder.ignored
 
 
 # Per model_type: checkpoint names -> ours, and ours -> checkpoint names; compiled on
@@ -236,94 +235,8 @@ def _to_hf(model_type: str) -> list[tuple[re.Pattern[str], str]]:
     return _rules([(ours, hf) for hf, ours in _layout(model_type)[2]])
 
 
-# GPT-2 keeps its linear layers as Conv1D, weight (in, out): the transpose of nn.Linear's;
-# and q, k, v in one c_attn of 3C outputs, split here into the three projections.
-_GPT2_CONV1D = r"^h\.\d+\.(attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$"
-_GPT2_FUSED = r"^(h\.\d+\.attn\.)c_attn\.(weight|bias)$"
-
-
-def _gpt2_parts(name: str, value: V) -> list[tuple[str, V]]:
-    """One GPT-2 entry as nn.Linear entries: c_attn split in three, Conv1D weights transposed.
-
-    `value` is a tensor, a shape (a list, for counting parameters) or a name (for messages).
-    """
-    fused = re.match(_GPT2_FUSED, name)
-    if fused:
-        prefix, kind = fused[1], fused[2]
-        return [
-            (f"{prefix}{part}_attn.{kind}", _third(value, i, kind == "weight"))
-            for i, part in enumerate("qkv")
-        ]
-    if re.match(_GPT2_CONV1D, name):
-        return [(name, _transposed(value))]
-    return [(name, value)]
-
-
-def _transposed(value: Any) -> Any:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple):
-        return type(value)(reversed(value))
-    return value.t() if value.ndim == 2 else value
-
-
-def _third(value: Any, i: int, weight: bool) -> Any:
-    """Part i of q, k, v in c_attn (weight (C, 3C) -> (C, C) rows; bias (3C,) -> (C,))."""
-    if isinstance(value, str):
-        return value
-    if weight:
-        value = _transposed(value)  # (3C, C)
-    if isinstance(value, list | tuple):
-        return type(value)([value[0] // 3, *value[1:]])
-    rows = value.shape[0] // 3
-    return value[i * rows : (i + 1) * rows]
-
-
 # A *ForCausalLM checkpoint's LM head, beside the decoder's prefix: (V, C), as nn.Linear.
 _LM_HEAD = "lm_head.weight"
-
-# Phi-3 keeps q, k and v in one qkv_proj, and the feed-forward's gate and up in one
-# gate_up_proj (gate first): split here, by the config's widths, into Llama's names.
-_PHI3_FUSED = r"^(layers\.\d+\.)(self_attn\.qkv_proj|mlp\.gate_up_proj)\.weight$"
-
-
-def _phi3_parts(name: str, value: V, cfg: DecoderConfig) -> list[tuple[str, V]]:
-    """One Phi-3 entry as Llama entries: qkv_proj split in q, k, v; gate_up_proj in gate, up.
-
-    `value` is a tensor, a shape (a list) or a name. Rows that do not add up to the
-    config's widths are split anyway (the last part takes the rest), so that the strict
-    check reports the stored tensor's wrong shape.
-    """
-    fused = re.match(_PHI3_FUSED, name)
-    if not fused:
-        return [(name, value)]
-    prefix, kind = fused[1], fused[2]
-    widths: tuple[int, ...]
-    if kind == "self_attn.qkv_proj":
-        q, kv = cfg.num_heads * cfg.head_size, cfg.num_kv_heads * cfg.head_size
-        widths = (q, kv, kv)
-        names = [f"{prefix}self_attn.{part}_proj.weight" for part in "qkv"]
-    else:
-        widths = (cfg.intermediate_size, cfg.intermediate_size)
-        names = [f"{prefix}mlp.gate_proj.weight", f"{prefix}mlp.up_proj.weight"]
-    out: list[tuple[str, V]] = []
-    start = 0
-    for i, (part, width) in enumerate(zip(names, widths, strict=True)):
-        stop = None if i == len(widths) - 1 else start + width
-        out.append((part, _rows(value, start, stop)))
-        start += width
-    return out
-
-
-def _rows(value: Any, start: int, stop: int | None) -> Any:
-    """Rows start:stop of a weight (a tensor, or a shape), or the name itself."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple):
-        rows = len(range(value[0])[start:stop]) if value else 0
-        return type(value)([rows, *value[1:]])
-    return value[start:stop]
-
 
 # Slots 1.. of a shared-layer encoder (ALBERT): the checkpoint stores only slot 0.
 _LATER_SLOT = r"^layers\.(?!0\.)\d+\."
@@ -367,12 +280,8 @@ def convert_state_dict(
         if re.match(ignored, name):
             continue
         name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-        if model_type == "gpt2":
-            parts = _gpt2_parts(name, tensor)
-        elif model_type == "phi3" and decoder is not None:
-            parts = _phi3_parts(name, tensor, decoder)
-        else:
-            parts = [(name, tensor)]
+        split = DECODERS[model_type].split if model_type in DECODERS else None
+        parts = split(name, tensor, decoder) if split is not None else [(name, tensor)]
         for part, value in parts:
             converted[_rename(part, _to_ours(model_type))] = value
     return converted
@@ -381,21 +290,18 @@ def convert_state_dict(
 def _prefix(state: dict[str, Any], model_type: str) -> str:
     """Where a checkpoint of `model_type` keeps the model: the family's prefix, or the one of
     Gemma 3's multimodal layouts that `state` uses."""
-    if model_type == "gemma3":
-        for prefix in GEMMA3_PREFIXES:
-            if any(key.startswith(prefix) for key in state):
-                return prefix
+    for prefix in DECODERS[model_type].prefixes if model_type in DECODERS else ():
+        if any(key.startswith(prefix) for key in state):
+            return prefix
     return _layout(model_type)[1]
 
 
 def _stored_name(name: str, model_type: str) -> str:
-    """The checkpoint's name of one of ours: GPT-2's q, k and v live in one c_attn, Phi-3's
-    in one qkv_proj (and its gate and up in one gate_up_proj)."""
+    """The checkpoint's name of one of ours, where the family fuses several into one (GPT-2's
+    q, k and v in one c_attn, Phi-3's in one qkv_proj)."""
     hf = hf_name(name, model_type)
-    if model_type == "phi3":
-        hf = re.sub(r"\.self_attn\.[qkv]_proj\.", ".self_attn.qkv_proj.", hf)
-        return re.sub(r"\.mlp\.(gate|up)_proj\.", ".mlp.gate_up_proj.", hf)
-    return re.sub(r"\.[qkv]_attn\.", ".c_attn.", hf) if model_type == "gpt2" else hf
+    fused = DECODERS[model_type].stored_name if model_type in DECODERS else None
+    return fused(hf) if fused is not None else hf
 
 
 def _stored_shape(
@@ -403,21 +309,8 @@ def _stored_shape(
 ) -> tuple[int, ...]:
     """The shape a checkpoint stores for `key` when ours is `ours` (GPT-2: fused, transposed;
     Phi-3: fused)."""
-    if model_type == "phi3" and decoder is not None and len(ours) == 2:
-        if key.endswith("qkv_proj.weight"):
-            rows = (decoder.num_heads + 2 * decoder.num_kv_heads) * decoder.head_size
-            return (rows, ours[1])
-        if key.endswith("gate_up_proj.weight"):
-            return (2 * decoder.intermediate_size, ours[1])
-    if model_type != "gpt2":
-        return ours
-    if key.endswith("c_attn.weight") and len(ours) == 2:
-        return (ours[1], 3 * ours[0])  # Conv1D (in, out) of q, k and v side by side
-    if key.endswith("c_attn.bias") and len(ours) == 1:
-        return (3 * ours[0],)
-    if re.search(_GPT2_CONV1D, key.split("transformer.", 1)[-1]):
-        return ours[::-1]
-    return ours
+    stored = DECODERS[model_type].stored_shape if model_type in DECODERS else None
+    return stored(key, ours, decoder) if stored is not None else ours
 
 
 def _check_keys(

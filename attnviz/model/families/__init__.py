@@ -1,16 +1,19 @@
-"""Model families: what each config.json says, and where each keeps its weights.
+"""The registry of model families (model type -> family, one file a family), and the reader
+of every config.json attnviz computes.
 
+Each family's file (`bert.py`, ..., `gemma3.py`) holds its facts; shared code reads them
+through `FAMILIES` (encoders) and `DECODERS` (decoders) here.
 The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
 the decoders GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 (read by
 `attnviz.model.decoder_families`).
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
-refusing absurd sizes before anything is allocated; `Family` names each encoder
-family's config keys, state-dict names and quirks.
+refusing absurd sizes before anything is allocated; `Family` (`families.kinds`) names each
+encoder family's config keys, state-dict names and quirks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,34 @@ from attnviz.model.config import (
     whole,
 )
 from attnviz.model.decoder_families import DECODER_NAMES, DECODER_TYPES, describe_decoder
+from attnviz.model.families.albert import ALBERT
+from attnviz.model.families.bert import BERT
+from attnviz.model.families.distilbert import DISTILBERT
+from attnviz.model.families.electra import ELECTRA
+from attnviz.model.families.gemma2 import GEMMA2
+from attnviz.model.families.gemma3 import GEMMA3, GEMMA3_MULTIMODAL
+from attnviz.model.families.gpt2 import GPT2
+from attnviz.model.families.kinds import DecoderFamily, Family
+from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.mistral import MISTRAL
+from attnviz.model.families.phi3 import PHI3
+from attnviz.model.families.qwen2 import QWEN2
+from attnviz.model.families.qwen3 import QWEN3
+from attnviz.model.families.roberta import ROBERTA, XLM_ROBERTA
 from attnviz.reading import read_json
+
+# The registry of decoders: model type -> its family's facts (one line a family).
+DECODERS: dict[str, DecoderFamily] = {
+    "gpt2": GPT2,
+    "llama": LLAMA,
+    "mistral": MISTRAL,
+    "qwen2": QWEN2,
+    "qwen3": QWEN3,
+    "phi3": PHI3,
+    "gemma2": GEMMA2,
+    "gemma3_text": GEMMA3,
+    "gemma3": GEMMA3_MULTIMODAL,  # multimodal: the language model's config is text_config
+}
 
 # Sizes past these are not an encoder this tool can show; refuse before allocating.
 # Keyed by `ModelShape` field; messages name each family's own config key.
@@ -43,166 +73,14 @@ LIMITS = {
 # ---------------------------------------------------------------------------------------------
 # Families: where each keeps its sizes in config.json and its weights in the state dict.
 
-# HF BertModel names and this project's names, `{i}` standing for a layer number.
-_BERT_EMBEDDINGS = [
-    ("embeddings.word_embeddings.", "embeddings.word."),
-    ("embeddings.position_embeddings.", "embeddings.position."),
-    ("embeddings.token_type_embeddings.", "embeddings.token_type."),
-    ("embeddings.LayerNorm.", "embeddings.norm."),
-]
-_NAMES = [
-    *_BERT_EMBEDDINGS,
-    ("encoder.layer.{i}.attention.self.query.", "layers.{i}.attention.q_proj."),
-    ("encoder.layer.{i}.attention.self.key.", "layers.{i}.attention.k_proj."),
-    ("encoder.layer.{i}.attention.self.value.", "layers.{i}.attention.v_proj."),
-    ("encoder.layer.{i}.attention.output.dense.", "layers.{i}.attention.out_proj."),
-    ("encoder.layer.{i}.attention.output.LayerNorm.", "layers.{i}.attention_norm."),
-    ("encoder.layer.{i}.intermediate.dense.", "layers.{i}.ff_in."),
-    ("encoder.layer.{i}.output.dense.", "layers.{i}.ff_out."),
-    ("encoder.layer.{i}.output.LayerNorm.", "layers.{i}.ff_norm."),
-]
-# ELECTRA is BERT with narrower embeddings and a projection up to the hidden size.
-_ELECTRA_NAMES = [*_NAMES, ("embeddings_project.", "embeddings.project.")]
-# DistilBERT: no token types, its own layer names.
-_DISTILBERT_NAMES = [
-    ("embeddings.word_embeddings.", "embeddings.word."),
-    ("embeddings.position_embeddings.", "embeddings.position."),
-    ("embeddings.LayerNorm.", "embeddings.norm."),
-    ("transformer.layer.{i}.attention.q_lin.", "layers.{i}.attention.q_proj."),
-    ("transformer.layer.{i}.attention.k_lin.", "layers.{i}.attention.k_proj."),
-    ("transformer.layer.{i}.attention.v_lin.", "layers.{i}.attention.v_proj."),
-    ("transformer.layer.{i}.attention.out_lin.", "layers.{i}.attention.out_proj."),
-    ("transformer.layer.{i}.sa_layer_norm.", "layers.{i}.attention_norm."),
-    ("transformer.layer.{i}.ffn.lin1.", "layers.{i}.ff_in."),
-    ("transformer.layer.{i}.ffn.lin2.", "layers.{i}.ff_out."),
-    ("transformer.layer.{i}.output_layer_norm.", "layers.{i}.ff_norm."),
-]
-# ALBERT: one layer (group 0, inner layer 0) whose weights every layer uses.
-_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
-_ALBERT_NAMES = [
-    *_BERT_EMBEDDINGS,
-    ("encoder.embedding_hidden_mapping_in.", "embeddings.project."),
-    (_ALBERT_LAYER + "attention.query.", "layers.0.attention.q_proj."),
-    (_ALBERT_LAYER + "attention.key.", "layers.0.attention.k_proj."),
-    (_ALBERT_LAYER + "attention.value.", "layers.0.attention.v_proj."),
-    (_ALBERT_LAYER + "attention.dense.", "layers.0.attention.out_proj."),
-    (_ALBERT_LAYER + "attention.LayerNorm.", "layers.0.attention_norm."),
-    (_ALBERT_LAYER + "ffn.", "layers.0.ff_in."),
-    (_ALBERT_LAYER + "ffn_output.", "layers.0.ff_out."),
-    (_ALBERT_LAYER + "full_layer_layer_norm.", "layers.0.ff_norm."),
-]
-
-# config.json keys of the BERT-shaped families, by `ModelShape` field.
-_BERT_KEYS = {
-    "layers": "num_hidden_layers",
-    "heads": "num_attention_heads",
-    "hidden": "hidden_size",
-    "intermediate": "intermediate_size",
-    "vocab": "vocab_size",
-    "positions": "max_position_embeddings",
-    "type_vocab_size": "type_vocab_size",
-    "activation": "hidden_act",
-    "layer_norm_eps": "layer_norm_eps",
-}
-# Defaults of transformers' config classes, for keys an old config.json leaves out.
-_BERT_DEFAULTS: dict[str, Any] = {
-    "layers": 12,
-    "heads": 12,
-    "hidden": 768,
-    "intermediate": 3072,
-    "vocab": 30522,
-    "positions": 512,
-    "type_vocab_size": 2,
-    "activation": "gelu",
-    "layer_norm_eps": 1e-12,
-    "pad_token_id": 0,
-}
-
-
-@dataclass(frozen=True)
-class Family:
-    """One model family: its display name, config keys, state-dict names and quirks."""
-
-    name: str  # as shown to users: "RoBERTa"
-    prefix: str  # where a *For* checkpoint keeps the encoder: "roberta."
-    names: list[tuple[str, str]]  # checkpoint name templates -> this project's
-    keys: dict[str, str] = field(default_factory=lambda: dict(_BERT_KEYS))
-    defaults: dict[str, Any] = field(default_factory=lambda: dict(_BERT_DEFAULTS))
-    pad_positions: bool = False  # RoBERTa: positions count from pad_token_id + 1
-    projection: str = "never"  # "never", "if narrower" (ELECTRA), "always" (ALBERT)
-    shared_layers: bool = False  # ALBERT
-    # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
-    # takes hidden_size for dim. Two that disagree are refused, naming both.
-    aliases: dict[str, str] = field(default_factory=dict)
-
-
+# The registry of encoders: model type -> its family (one line a family).
 FAMILIES: dict[str, Family] = {
-    "bert": Family("BERT", "bert.", _NAMES),
-    "roberta": Family(
-        "RoBERTa",
-        "roberta.",
-        _NAMES,
-        defaults={**_BERT_DEFAULTS, "vocab": 50265, "pad_token_id": 1},
-        pad_positions=True,
-    ),
-    "xlm-roberta": Family(
-        "XLM-RoBERTa",
-        "roberta.",
-        _NAMES,
-        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
-        pad_positions=True,
-    ),
-    "distilbert": Family(
-        "DistilBERT",
-        "distilbert.",
-        _DISTILBERT_NAMES,
-        keys={
-            "layers": "n_layers",
-            "heads": "n_heads",
-            "hidden": "dim",
-            "intermediate": "hidden_dim",
-            "vocab": "vocab_size",
-            "positions": "max_position_embeddings",
-            "activation": "activation",
-        },
-        defaults={**_BERT_DEFAULTS, "layers": 6, "type_vocab_size": 0},
-        aliases={
-            "hidden": "hidden_size",
-            "heads": "num_attention_heads",
-            "layers": "num_hidden_layers",
-        },
-    ),
-    "electra": Family(
-        "ELECTRA",
-        "electra.",
-        _ELECTRA_NAMES,
-        keys={**_BERT_KEYS, "embedding_size": "embedding_size"},
-        defaults={
-            **_BERT_DEFAULTS,
-            "hidden": 256,
-            "heads": 4,
-            "intermediate": 1024,
-            "embedding_size": 128,
-        },
-        projection="if narrower",
-    ),
-    "albert": Family(
-        "ALBERT",
-        "albert.",
-        _ALBERT_NAMES,
-        keys={**_BERT_KEYS, "embedding_size": "embedding_size"},
-        defaults={
-            **_BERT_DEFAULTS,
-            "vocab": 30000,
-            "hidden": 4096,
-            "heads": 64,
-            "intermediate": 16384,
-            "activation": "gelu_new",
-            "embedding_size": 128,
-        },
-        projection="always",
-        shared_layers=True,
-    ),
+    "bert": BERT,
+    "roberta": ROBERTA,
+    "xlm-roberta": XLM_ROBERTA,
+    "distilbert": DISTILBERT,
+    "electra": ELECTRA,
+    "albert": ALBERT,
 }
 SUPPORTED_TYPES = (*FAMILIES, *DECODER_TYPES, "gemma3")
 SUPPORTED_FAMILIES = (
