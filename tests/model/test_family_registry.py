@@ -12,7 +12,7 @@ from attnviz.measures.decoder_parts import DECODER_FACTS
 from attnviz.model.families import DECODERS, FAMILIES
 from attnviz.model.gguf_arch import ARCHITECTURES
 
-ROOT = Path(__file__).resolve().parents[1] / "attnviz"
+ROOT = Path(__file__).resolve().parents[2] / "attnviz"
 FAMILY_FOLDER = ROOT / "model" / "families"
 # Every model type attnviz computes, and the layout names a decoder config carries.
 NAMES = {*FAMILIES, *DECODERS, "gemma", "mt5", "t5", "bart"}
