@@ -28,7 +28,6 @@ from attnviz.version import __version__
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.api import (
-        ModelDetails,
         analyse,
         analyse_long,
         generate,
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
         sample_sentences,
     )
     from attnviz.arrays import from_attentions
+    from attnviz.details import ModelDetails
     from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
     from attnviz.generation import Generation
@@ -71,7 +71,7 @@ _EXPORTS = {
     "Analysis": "attnviz.analysis",
     "Prepared": "attnviz.prepared",
     "ModelInfo": "attnviz.inputs",
-    "ModelDetails": "attnviz.api",
+    "ModelDetails": "attnviz.details",
     "model_info": "attnviz.api",
     "sample_sentences": "attnviz.api",
     "AttentionView": "attnviz.measures.views",

@@ -40,6 +40,10 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "inputs": 5,
     "arrays": 5,
     "loading": 5,
+    "arguments": 5,
+    "corpus": 5,
+    "long_input": 5,
+    "details": 5,
     "cli": 6,
     "__main__": 7,
 }

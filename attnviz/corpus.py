@@ -1,0 +1,205 @@
+"""Head statistics over a corpus: the batches and running sums behind `api.head_stats`."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from attnviz import perf
+from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
+from attnviz.errors import BadInput
+from attnviz.inputs import DTYPES
+from attnviz.lexicon import resolve_lang
+from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
+from attnviz.prepared import Prepared
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attnviz.measures.stats import HeadStats
+    from attnviz.pipeline import Corpus
+    from attnviz.text.pieces import TokenKinds
+
+
+def head_stats(
+    texts: Iterable[str],
+    *,
+    model: str | None = None,
+    truncate: bool = False,
+    batch_size: int = 32,
+    device: str = "auto",
+    threads: int | None = None,
+    dtype: str = "float32",
+    progress: Callable[[int], None] | None = None,
+    max_tokens: int | None = None,
+    bos: bool = True,
+    lang: str | None = None,
+    engine: str = "auto",
+    exclude: str | Sequence[str] | None = None,
+) -> HeadStats:
+    """`attnviz.api.head_stats`'s work: see its docstring."""
+    from attnviz.measures.select import check_exclude, excluded_pieces
+    from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
+    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole, load_engine
+    from attnviz.text.pieces import token_kinds
+
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise BadInput(
+            "texts must be a list (or any iterable) of sentences, not "
+            f"{type(texts).__name__}: head_stats([text]) for one sentence"
+        )
+    model = check_model(model)
+    truncate, bos = check_flag(truncate, "truncate"), check_flag(bos, "bos")
+    max_tokens = check_max_tokens(max_tokens)
+    lang = resolve_lang(lang)
+    if progress is not None and not callable(progress):
+        raise BadInput(
+            f"progress must be a function of the sentences done, or None; got "
+            f"{type(progress).__name__}"
+        )
+    check_range(batch_size, "batch_size", BATCH_SIZE)
+    if threads is not None:
+        check_range(threads, "threads", THREADS)
+    check_choice(device, ("auto", "cpu", "cuda"), "device")
+    check_choice(dtype, DTYPES, "dtype")
+    excluded = check_exclude(exclude)
+    sentences = (check_text(t, "a sentence") for t in texts)  # read as used: a file streams
+    first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
+    if not first:
+        raise BadInput("no sentences: give at least one")
+    sums: StatsAccumulator | None = None
+    encoder = None
+    dropped = 0
+    firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
+    texts = itertools.chain(first, sentences)
+    chunks = corpus_chunks(
+        texts,
+        model=model,
+        truncate=truncate,
+        max_tokens=max_tokens,
+        bos=bos,
+        long=True,
+        engine=engine,
+    )
+    for corpus in chunks:
+        shape = corpus.shape
+        if sums is None:
+            sums = StatsAccumulator(shape.layers, shape.heads)
+        if encoder is None:
+            perf.import_torch()
+            encoder = load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype)
+            if corpus.engine != "attnviz":
+                _engine_note(corpus.model.name, corpus.config)
+        decoder = shape.causal
+        kinds = [token_kinds(p, first=decoder) for p in corpus.pieces]
+        keeps = [~excluded_pieces(p, excluded) for p in corpus.pieces] if excluded else None
+        if decoder:
+            firsts |= {p.tokens[0] if p.sequence_ids[0] is None else None for p in corpus.pieces}
+        dropped += sum(p.dropped for p in corpus.pieces)
+        whole = [i for i, p in enumerate(corpus.pieces) if fits_whole(len(p), shape)]
+        for i in sorted(set(range(len(corpus.pieces))) - set(whole)):  # too long: layer by layer
+            keep = None if keeps is None else keeps[i]
+            n = len(corpus.pieces[i]) if keep is None else int(keep.sum())
+            if keep is None:
+                sums.add_sums(_long_sums(corpus, i, kinds[i], encoder), [n])
+                if decoder:
+                    sums.drop_first_queries([kinds[i]])
+            elif n > decoder:  # something left to measure
+                sums.add_sums(_long_sums(corpus, i, kinds[i], encoder, keep), [n])
+                if decoder:
+                    sums.forget_first_queries([n])  # its first row added zeros
+            if progress is not None:
+                progress(1)
+        if len(whole) < len(corpus.pieces):
+            kept = [corpus.pieces[i] for i in whole]
+            corpus = Corpus(corpus.model, corpus.config, kept, corpus.engine)
+            kinds = [kinds[i] for i in whole]
+            keeps = None if keeps is None else [keeps[i] for i in whole]
+        for batch in compute_batches(
+            corpus,
+            batch_size=batch_size,
+            device=device,
+            threads=threads,
+            dtype=dtype,
+            encoder=encoder,
+            on_device=True,  # summed where they are: no copy of every weight to the host
+        ):
+            batch_kinds = [kinds[i] for i in batch.indices]
+            if keeps is not None:
+                batch_keeps = [keeps[i] for i in batch.indices]
+                sums.add_excluding(
+                    batch.attentions, batch.lengths, batch_kinds, batch_keeps, first_forced=decoder
+                )
+            else:
+                sums.add_batch(batch.attentions, batch.lengths, batch_kinds)
+                if decoder:
+                    sums.drop_first_queries(batch_kinds)
+            if progress is not None:
+                progress(len(batch.indices))
+    assert sums is not None  # corpus_chunks yields at least one chunk
+    name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
+    if corpus.engine != "attnviz":
+        name += f" · {corpus.engine} engine"
+    if excluded and not sums.queries:
+        raise BadInput(
+            f"{{exclude}} {','.join(excluded)} leaves nothing to measure in these sentences: "
+            "exclude less, or give longer sentences",
+            param="exclude",
+        )
+    if decoder and not sums.queries:
+        raise BadInput(
+            f"every sentence is one piece long, and {corpus.model.name} is a decoder: a first "
+            "token sees only itself, so there is nothing to measure; give longer sentences"
+        )
+    records = sums.result()
+    if decoder:
+        records = decoder_records(records, sums.uniform_entropy)
+    for record in records if excluded else ():
+        record["excluded"] = list(excluded)
+    return HeadStats(
+        records=records,
+        model=name,
+        layers=shape.layers,
+        heads=shape.heads,
+        sentences=sums.sentences,
+        queries=sums.queries,
+        dropped=dropped,
+        first_token=next(iter(firsts)) if len(firsts) == 1 else None,
+        lang=lang,
+        exclude=excluded,
+    )
+
+
+def _engine_note(name: str, config: dict[str, Any]) -> None:
+    """The transformers engine's one line on stderr (see `Prepared.note_engine`)."""
+    from attnviz.cache import notices
+    from attnviz.model.foreign import engine_note
+
+    notices.note(engine_note(name, config))
+
+
+def _long_sums(
+    corpus: Corpus, i: int, kinds: TokenKinds, encoder: Any, keep: np.ndarray | None = None
+) -> np.ndarray:
+    """The statistics' sums (S, L, H) of sentence `i` of `corpus`, a block of queries at a
+    time: its whole attention is over the budget. `keep` (T,): the pieces kept, when some
+    are excluded; a decoder's first query (the first kept) then adds zeros."""
+    from attnviz.measures.long import LongReducer
+    from attnviz.pipeline import compute_blocked
+
+    shape, pieces = corpus.shape, corpus.pieces[i]
+    prepared = Prepared(corpus.model, corpus.config, pieces, False, None, True)
+    reducer = LongReducer(
+        shape.layers,
+        shape.heads,
+        len(pieces),
+        causal=shape.causal,
+        kinds=kinds,
+        keep=keep,
+        first_forced=shape.causal,
+        profile=False,
+    )
+    compute_blocked(prepared, reducer, block=reducer.block, encoder=encoder)
+    assert reducer.stats_sums is not None
+    return reducer.stats_sums
