@@ -102,7 +102,7 @@ class ModelDetails:
             share = cfg.num_heads // cfg.num_kv_heads
             grouped = f"each read by {share} query heads (grouped-query attention)"
             rows.append(("key/value heads", f"{cfg.num_kv_heads}, {grouped}"))
-        if cfg.kind == "gpt2":
+        if cfg.learned_positions:
             rows.append(("positions", "a learned vector per position, added to the tokens"))
         else:
             rotary = f"rotary (RoPE): q and k turned by position, θ = {cfg.rope_theta:g}"

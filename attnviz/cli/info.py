@@ -11,6 +11,7 @@ from attnviz import api
 from attnviz.cli.errors import in_flags
 
 if TYPE_CHECKING:
+    from attnviz.details import ModelDetails
     from attnviz.model.seq2seq_config import Seq2seqShape
 
 
@@ -96,7 +97,7 @@ def _encdec_rows(rows: list[tuple[str, Any]], seq: Seq2seqShape) -> None:
     ]
 
 
-def _start(details: api.ModelDetails) -> str:
+def _start(details: ModelDetails) -> str:
     """Who puts the decoder's start token in front, for `info`."""
     if details.start_token is None:
         return "none (the model defines none: the first word is the first token)"
