@@ -19,7 +19,8 @@ import numpy as np
 from attnviz import limits
 from attnviz.errors import BadInput
 from attnviz.inputs import ModelInfo, PreparedInput, TokenizedInput, no_model, short
-from attnviz.lexicon import label, resolve_lang
+from attnviz.language import resolve_lang
+from attnviz.lexicon import label
 from attnviz.limits import TOP, check_choice, check_export, check_range, resolve_heads
 from attnviz.measures.select import UnitMap, check_exclude, exclusion_note
 from attnviz.measures.views import (

@@ -10,7 +10,7 @@ from attnviz import perf
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES
-from attnviz.lexicon import resolve_lang
+from attnviz.language import resolve_lang
 from attnviz.limits import BATCH_SIZE, THREADS, check_choice, check_range
 from attnviz.prepared import Prepared
 

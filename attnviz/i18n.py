@@ -7,15 +7,11 @@ so a template never carries a format spec. Error messages stay in English.
 
 from __future__ import annotations
 
-import os
 import string
-from collections.abc import Mapping
 
-from attnviz.errors import BadInput
+from attnviz.language import resolve_lang
 
-__all__ = ["CATALOGUE", "LANGS", "check_lang", "default_lang", "placeholders", "quoted", "text"]
-
-LANGS = ("en", "pt")
+__all__ = ["CATALOGUE", "placeholders", "quoted", "text"]
 
 _EN: dict[str, str] = {
     "title": "How head {head} of layer {layer} builds the new vector of {label} (piece {index})",
@@ -613,28 +609,6 @@ _PT: dict[str, str] = {
 CATALOGUE: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}
 
 
-def default_lang(environ: Mapping[str, str] | None = None) -> str:
-    """ "pt" when the locale's messages are Portuguese (pt_BR.UTF-8, pt_PT), else "en".
-
-    The locale is read as POSIX reads it for messages: the first of LC_ALL, LC_MESSAGES
-    and LANG that is set and not empty."""
-    env = os.environ if environ is None else environ
-    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = env.get(name, "").strip().lower()
-        if value:
-            return "pt" if value.startswith("pt") else "en"
-    return "en"
-
-
-def check_lang(lang: str) -> str:
-    """`lang` if the explanation exists in it, else BadInput naming the choices."""
-    if lang not in CATALOGUE:
-        raise BadInput(
-            f"{{lang}} {lang!r} is not available: use one of {', '.join(LANGS)}", param="lang"
-        )
-    return lang
-
-
 def placeholders(template: str) -> set[str]:
     """The field names a template fills, e.g. {"T", "C"} for "T = {T}, C = {C}"."""
     return {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
@@ -647,4 +621,4 @@ def quoted(label: str) -> str:
 
 def text(lang: str, key: str, **values: object) -> str:
     """The text `key` in `lang`, filled with `values`."""
-    return CATALOGUE[check_lang(lang)][key].format(**values)
+    return CATALOGUE[resolve_lang(lang)][key].format(**values)

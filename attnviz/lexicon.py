@@ -8,19 +8,15 @@ consulta (query), chave (key), valor (value), camada (layer), cabeça (head), pe
 atenção (attention weight), peça (a token: a piece of a word).
 
 The language is resolved once, by the command line (`--lang`) or the public API (`lang=`),
-with `resolve_lang`: a renderer is handed the language and never reads the environment.
+with `attnviz.language.resolve_lang`: a renderer is handed the language and never reads the
+environment.
 Error messages stay in English. Data files keep their field names in English (they are an
 API); JSON records may name the language they were drawn in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from attnviz.errors import BadInput
-from attnviz.i18n import LANGS, default_lang
-
-__all__ = ["LABELS", "label", "page_texts", "resolve_lang"]
+__all__ = ["LABELS", "label", "page_texts"]
 
 _EN: dict[str, str] = {
     # axes, colour bars, the words of every title
@@ -513,20 +509,6 @@ _PT: dict[str, str] = {
 }
 
 LABELS: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}
-
-
-def resolve_lang(lang: object = None, environ: Mapping[str, str] | None = None) -> str:
-    """`lang` checked ("en" or "pt"), or, when None, what the environment asks for
-    (`i18n.default_lang`: LC_ALL, LC_MESSAGES or LANG starting with pt). Called once, by the
-    command line or the public API; renderers are handed the result."""
-    if lang is None:
-        return default_lang(environ)
-    if not isinstance(lang, str) or lang not in LABELS:
-        shown = repr(lang) if isinstance(lang, str) else type(lang).__name__
-        raise BadInput(
-            f"{{lang}} {shown} is not available: use one of {', '.join(LANGS)}", param="lang"
-        )
-    return lang
 
 
 def label(lang: str, key: str, /, **values: object) -> str:

@@ -275,13 +275,13 @@ class Prepared(TokenizedInput):
         """One query's attention in one head, step by step (see `Analysis.explain`)."""
         import dataclasses
 
-        from attnviz.i18n import check_lang
+        from attnviz.language import resolve_lang
         from attnviz.measures.explain import explain, find_query
 
         if not isinstance(lang, str):
             raise BadInput(f"{{lang}} must be a str such as 'en', got {type(lang).__name__}",
                            param="lang")  # fmt: skip
-        lang = check_lang(lang)
+        lang = resolve_lang(lang)
         self.refuse_internals("explain (each step of one head)")
         causal = self.what_if_mask(mask)
         query = find_query(self.pieces, token=token, index=index, lang=lang)

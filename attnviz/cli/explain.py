@@ -19,9 +19,9 @@ def run(
 ) -> None:
     """One query's attention, step by step, on the model's own numbers, in the request's
     language."""
-    from attnviz.i18n import check_lang
+    from attnviz.language import resolve_lang
 
-    lang = check_lang(request.lang)
+    lang = resolve_lang(request.lang)
     explanation = prepare_request(request)[0].explain(
         token=token, index=index, layer=layer, head=head, lang=lang, mask=request.mask
     )

@@ -72,7 +72,7 @@ def read_request(ctx: typer.Context) -> Request:
 
 def language(lang: Lang | None) -> str:
     """--lang, or when not given the locale's language (LC_ALL, LC_MESSAGES, LANG)."""
-    from attnviz.lexicon import resolve_lang
+    from attnviz.language import resolve_lang
 
     return resolve_lang(None if lang is None else lang.value)
 

@@ -407,7 +407,8 @@ class LongResult:
     ) -> AttentionView:
         """One layer's head (or head mean when None), pooled, as a view that draws itself;
         its title and labels in `lang` ("en" or "pt")."""
-        from attnviz.lexicon import label, resolve_lang
+        from attnviz.language import resolve_lang
+        from attnviz.lexicon import label
         from attnviz.limits import resolve_index
         from attnviz.measures.views import AttentionView
 
@@ -443,7 +444,8 @@ class LongResult:
 
     def heads_view(self, layer: int = -1, *, lang: str | None = None) -> HeadsView:
         """Every head of one layer, pooled; its titles and labels in `lang`."""
-        from attnviz.lexicon import label, resolve_lang
+        from attnviz.language import resolve_lang
+        from attnviz.lexicon import label
         from attnviz.limits import resolve_index
         from attnviz.measures.views import HeadsView
 
@@ -476,7 +478,8 @@ class LongResult:
 
     def model_view(self, *, lang: str | None = None) -> HeadsView:
         """Every layer (rows) and head (columns), pooled; its titles and labels in `lang`."""
-        from attnviz.lexicon import label, resolve_lang
+        from attnviz.language import resolve_lang
+        from attnviz.lexicon import label
         from attnviz.measures.views import HeadsView
 
         lang = resolve_lang(lang)
@@ -502,7 +505,8 @@ class LongResult:
         """The query's row (`query=` when analysed) in one layer's head, or the head mean,
         as a list of pieces, largest weight first (what `show --query` prints); the keys the
         model cannot see are marked masked; its title in `lang`."""
-        from attnviz.lexicon import label, resolve_lang
+        from attnviz.language import resolve_lang
+        from attnviz.lexicon import label
         from attnviz.limits import resolve_index
         from attnviz.measures.query import QueryRow
 
@@ -555,7 +559,7 @@ class LongResult:
         """A rich Table of each head's distance profile (the share of its weight at each
         distance, in %), sink share and kind; `layers` (default: all); `lang` "en" or "pt";
         made to fit `width` columns (the bins' headers shortened when they do not)."""
-        from attnviz.lexicon import resolve_lang
+        from attnviz.language import resolve_lang
         from attnviz.limits import resolve_index
         from attnviz.render.long import long_profile_title, profile_table
 
@@ -581,7 +585,7 @@ class LongResult:
 
     def profile_figure(self, cmap: str = "viridis", *, lang: str | None = None) -> Figure:
         """The distance profiles as one heatmap: heads × distance bins; `lang` "en" or "pt"."""
-        from attnviz.lexicon import resolve_lang
+        from attnviz.language import resolve_lang
         from attnviz.render.long import long_profile_title, profile_figure
 
         lang = resolve_lang(lang)
@@ -604,7 +608,7 @@ class LongResult:
         It opens on `view`: "matrix" (one head, or the head mean when `head` is None), "heads"
         (the heads of `layer`) or "model" (every layer and head). Refused past
         `attnviz.render.long.LONG_PAGE_BLOCKS` blocks, naming the `pool` that fits."""
-        from attnviz.lexicon import resolve_lang
+        from attnviz.language import resolve_lang
         from attnviz.limits import check_choice, resolve_index
         from attnviz.render.long import check_long_page, long_page, long_page_title
 

@@ -21,7 +21,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from attnviz.i18n import check_lang, quoted, text
+from attnviz.i18n import quoted, text
+from attnviz.language import resolve_lang
 from attnviz.render.cells import MAX_LABEL_CELLS, truncate, visible
 from attnviz.render.explained import Explained
 
@@ -106,7 +107,7 @@ class ExplanationView:
 
     def __init__(self, explanation: Explained, lang: str, *, max_rows: int = 32) -> None:
         self.x = explanation
-        self.lang = check_lang(lang)
+        self.lang = resolve_lang(lang)
         self.rows = shown_rows(explanation, max_rows)
 
     def _t(self, key: str, **values: object) -> str:

@@ -195,7 +195,7 @@ def _encode_pooled(pooled: np.ndarray) -> dict[str, object]:
 
 
 def _check_lang(lang: str) -> None:
-    """`lang` is resolved by the caller (`attnviz.lexicon.resolve_lang`): a slip is a bug."""
+    """`lang` is resolved by the caller (`attnviz.language.resolve_lang`): a slip is a bug."""
     if lang not in LABELS:
         raise ValueError(f"lang must be one of {', '.join(LABELS)}, got {lang!r}")
 
@@ -261,7 +261,7 @@ def long_page(
     and kind; it opens on
     `view` ("matrix": one head, or the head mean when `head` is None; "heads": a layer's
     heads; "model": every layer and head) at `layer`; its controls, captions, hover texts
-    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.lexicon.resolve_lang`).
+    and head kinds in `lang` ("en" or "pt", resolved: `attnviz.language.resolve_lang`).
     `windows` (a decoder's sliding window of each layer, in pieces, None where a layer sees
     every earlier piece): a block whose every key is that far or farther behind every query
     of its block is drawn masked, as the blocks after the queries are."""

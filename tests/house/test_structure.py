@@ -21,6 +21,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "limits": 0,
     "perf": 0,
     "i18n": 0,
+    "language": 0,
     "lexicon": 0,
     "cache": 0,
     "output": 0,

@@ -18,7 +18,8 @@ from rich.cells import cell_len
 
 from attnviz.api import prepare
 from attnviz.errors import BadInput
-from attnviz.i18n import CATALOGUE, LANGS, default_lang, placeholders, text
+from attnviz.i18n import CATALOGUE, placeholders, text
+from attnviz.language import LANGS, default_lang
 from attnviz.measures.explain import Explanation, explain, find_query
 from attnviz.prepared import Prepared
 from attnviz.render.explain import ExplanationView, bar, shown_rows

@@ -16,7 +16,7 @@ import pytest
 from rich.cells import cell_len
 
 from attnviz import analyse, prepare
-from attnviz.i18n import LANGS
+from attnviz.language import LANGS
 from attnviz.measures.explain import Explanation, explain
 from attnviz.render.explain import ExplanationView
 from tests.model.test_decoder_families import TEXT, write_checkpoint

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 import attnviz
 from attnviz.cli import app
 from attnviz.errors import BadInput
-from attnviz.i18n import default_lang
-from attnviz.lexicon import LABELS, label, page_texts, resolve_lang
+from attnviz.language import default_lang, resolve_lang
+from attnviz.lexicon import LABELS, label, page_texts
 
 PT = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 # Words of the English labels that must not show in a Portuguese drawing.
