@@ -24,7 +24,7 @@ from rich.text import Text
 from attnviz.i18n import quoted, text
 from attnviz.language import resolve_lang
 from attnviz.render.cells import MAX_LABEL_CELLS, truncate, visible
-from attnviz.render.explained import Explained
+from attnviz.render.explain_input import Explained
 
 __all__ = ["BAR_CELLS", "ExplanationView", "bar", "shown_rows"]
 
