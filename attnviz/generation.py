@@ -382,8 +382,8 @@ def run(
     (held back while a character is split over byte tokens).
     """
     from attnviz import perf
-    from attnviz.model.generate import write
     from attnviz.model.weights import load_encoder
+    from attnviz.model.writing import write
     from attnviz.text.tokenize import load_tokenizer
 
     check_generation(prepared, max_new, dtype=dtype)

@@ -34,8 +34,8 @@ def measure(folder: Path, new: int, rounds: int) -> dict[str, float]:
     from transformers import AutoModelForCausalLM
 
     import attnviz
-    from attnviz.model.generate import write
     from attnviz.model.weights import load_encoder
+    from attnviz.model.writing import write
     from attnviz.text.tokenize import load_tokenizer, tokenize
 
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """`attnviz.generate` and `attnviz generate`: what a user sees of a decoder writing.
 
-The model-level checks against transformers are in tests/model/test_generate.py; here the
+The model-level checks against transformers are in tests/model/test_writing.py; here the
 public API's result, the command line's output and files, the page's step slider in a
 real browser, and the refusals.
 """

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.model.generate import write
 from attnviz.model.lens import logit_lens
 from attnviz.model.weights import load_encoder
+from attnviz.model.writing import write
 from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.conftest import TinyFactory
 

@@ -1,4 +1,4 @@
-"""A decoder of the newer families writes as transformers' own does (after the fam merge)."""
+"""A decoder of the newer families writes as transformers' own does."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnviz.model.generate import write
 from attnviz.model.weights import load_encoder
+from attnviz.model.writing import write
 from attnviz.text.tokenize import load_tokenizer, tokenize
 from tests.model.test_decoder_families import write_checkpoint
 
