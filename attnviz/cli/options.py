@@ -349,9 +349,28 @@ class ReadingOptions:
     dtype: DtypeOpt = Dtype.float32
 
 
-GROUPS = (ImageOptions, ReadingOptions)
+@dataclass(frozen=True)
+class PoolOptions:
+    """--pool and --pool-by: a long input drawn in blocks of pieces."""
+
+    pool: PoolOpt = None
+    pool_by: PoolByOpt = PoolBy.mean
+
+
+@dataclass(frozen=True)
+class EndOptions:
+    """--lang, --quiet and --debug: the options most commands end with."""
+
+    lang: LangOpt = None
+    quiet: QuietOpt = False
+    debug: DebugOpt = False
+
+
+GROUPS = (ImageOptions, ReadingOptions, PoolOptions, EndOptions)
 IMAGES = ImageOptions()  # the defaults a signature shows; typer passes the options given
 READING = ReadingOptions()
+POOLING = PoolOptions()
+ENDING = EndOptions()
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 GIVEN = "attnviz.options"  # the context's `meta` key of every option's value (see `given`)
 
