@@ -45,6 +45,8 @@ from attnviz.errors import BadInput
 from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 
@@ -123,10 +125,16 @@ def _running(debug: bool) -> Iterator[None]:
 BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
 
 
-def _console() -> Console:
+def _console(out: Path | None = None, show: bool = False) -> Console:
+    """The terminal; silent when the command writes --out instead, unless --show asks for both
+    (JSON, notes and the `wrote` line are printed outside it)."""
     from rich.console import Console
 
-    return Console(highlight=False, width=console_width())
+    if show and out is None:
+        raise BadInput(
+            "{show} draws in the terminal as well as the file: pass {out}", param=("show", "out")
+        )
+    return Console(highlight=False, width=console_width(), quiet=out is not None and not show)
 
 
 @command()
@@ -139,6 +147,7 @@ def show(
     units: opt.UnitsOpt = opt.Units.words,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.ShowJsonOpt = False,
     query: own.ShowQueryOpt = None,
     exclude: opt.ExcludeOpt = None,
@@ -158,7 +167,7 @@ def show(
     from attnviz.cli.show import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         layer=layer,
         head=head,
@@ -185,6 +194,7 @@ def heads(
     measure: opt.MeasureOpt = opt.Measure.weight,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
     pooling: opt.PoolOptions = opt.POOLING,
@@ -197,7 +207,7 @@ def heads(
     from attnviz.cli.heads import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         layer=layer,
         units=units.value,
@@ -221,6 +231,7 @@ def model_view(
     measure: opt.MeasureOpt = opt.Measure.weight,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
     pooling: opt.PoolOptions = opt.POOLING,
@@ -235,7 +246,7 @@ def model_view(
     from attnviz.cli.model_view import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         units=units.value,
         out=out,
@@ -254,6 +265,7 @@ def distance(
     layer: own.DistanceLayerOpt = None,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     truncate: opt.TruncateOpt = False,
     max_tokens: opt.MaxTokensOpt = None,
     no_bos: opt.NoBosOpt = False,
@@ -270,7 +282,7 @@ def distance(
     """
     from attnviz.cli.distance import run
 
-    run(_console(), read_request(ctx), layers=layer, out=out, cmap=cmap)
+    run(_console(out, show), read_request(ctx), layers=layer, out=out, cmap=cmap)
 
 
 @command()
@@ -324,6 +336,7 @@ def rollout(
     method: own.RolloutMethodOpt = opt.Method.rollout,
     model: opt.ModelOpt = None,
     out: opt.ImageOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.RolloutJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
@@ -340,7 +353,7 @@ def rollout(
     from attnviz.cli.rollout import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         upto=upto,
         units=units.value,
@@ -365,6 +378,7 @@ def find(
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
     out: own.FindOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.FindJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
@@ -382,7 +396,7 @@ def find(
     from attnviz.cli.find import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         source=source,
         target=to,
@@ -405,6 +419,7 @@ def compare_measures(
     units: opt.UnitsOpt = opt.Units.words,
     model: opt.ModelOpt = None,
     out: opt.ImageOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.CompareJsonOpt = False,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
@@ -427,7 +442,7 @@ def compare_measures(
     from attnviz.cli.compare import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         query=query,
         layer=layer,
@@ -448,6 +463,7 @@ def stats(
     top: own.StatsTopOpt = None,
     as_json: own.StatsJsonOpt = False,
     out: own.StatsOutOpt = None,
+    show: opt.ShowOpt = False,
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
     truncate: opt.TruncateOpt = False,
@@ -479,7 +495,7 @@ def stats(
     from attnviz.cli.stats import BatchOptions, run
 
     run(
-        _console(),
+        _console(out, show),
         corpus(texts, file),
         model=model,
         truncate=truncate,
@@ -547,6 +563,7 @@ def generate(
     lens: own.GenerateLensOpt = False,
     model: opt.ModelOpt = None,
     out: own.GenerateOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.GenerateJsonOpt = False,
     max_tokens: opt.MaxTokensOpt = None,
     no_bos: opt.NoBosOpt = False,
@@ -567,7 +584,7 @@ def generate(
     from attnviz.cli.generate import run
 
     run(
-        _console(),
+        _console(out, show),
         read_request(ctx),
         max_new=max_new,
         sample=sample,

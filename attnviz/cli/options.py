@@ -131,8 +131,8 @@ OutOpt = Annotated[
     typer.Option(
         "--out",
         "-o",
-        help="Also write an image (.png, .svg, .pdf) or an interactive page that works "
-        "offline (.html).",
+        help="Write an image (.png, .svg, .pdf) or an interactive page that works offline "
+        "(.html) instead of drawing in the terminal (both with --show).",
     ),
 ]
 LoadOpt = Annotated[
@@ -147,7 +147,15 @@ LoadOpt = Annotated[
 ]
 ImageOutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write an image instead of drawing in the terminal (both with --show): .png, .svg "
+        "or .pdf.",
+    ),
+]
+ShowOpt = Annotated[
+    bool, typer.Option("--show", help="With --out, draw in the terminal as well as the file.")
 ]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
 CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
