@@ -11,10 +11,11 @@ an exit code in `errors`; `lazy` and `help` keep `--help` light.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -44,6 +45,8 @@ from attnviz.errors import BadInput
 from attnviz.perf import import_quietly
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 
@@ -51,9 +54,23 @@ if TYPE_CHECKING:
 catalogue = typer.Typer(pretty_exceptions_enable=False)
 
 
-def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Declare a command on the catalogue, its option groups spelled out (`options.grouped`)."""
-    return lambda function: catalogue.command(name)(grouped(function))
+def command(
+    name: str | None = None, on: typer.Typer = catalogue
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a command on the catalogue (or `on` a group of it), its option groups spelled out
+    (`options.grouped`), its body run by `_running` with the command's --debug."""
+
+    def declare(function: Callable[..., None]) -> Callable[..., None]:
+        body = grouped(function)
+
+        @functools.wraps(body)
+        def running(**values: Any) -> None:
+            with _running(values["debug"]):
+                body(**values)
+
+        return on.command(name)(running)
+
+    return declare
 
 
 app = typer.Typer(
@@ -108,10 +125,16 @@ def _running(debug: bool) -> Iterator[None]:
 BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
 
 
-def _console() -> Console:
+def _console(out: Path | None = None, show: bool = False) -> Console:
+    """The terminal; silent when the command writes --out instead, unless --show asks for both
+    (JSON, notes and the `wrote` line are printed outside it)."""
     from rich.console import Console
 
-    return Console(highlight=False, width=console_width())
+    if show and out is None:
+        raise BadInput(
+            "{show} draws in the terminal as well as the file: pass {out}", param=("show", "out")
+        )
+    return Console(highlight=False, width=console_width(), quiet=out is not None and not show)
 
 
 @command()
@@ -124,17 +147,15 @@ def show(
     units: opt.UnitsOpt = opt.Units.words,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.ShowJsonOpt = False,
     query: own.ShowQueryOpt = None,
     exclude: opt.ExcludeOpt = None,
     measure: opt.MeasureOpt = opt.Measure.weight,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    pool: opt.PoolOpt = None,
-    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    pooling: opt.PoolOptions = opt.POOLING,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
@@ -143,23 +164,22 @@ def show(
 
     [bold]Example:[/bold] attnviz show "Vi João e Maria ontem. Eles estavam juntos." --layer 2
     """
-    with _running(debug):
-        from attnviz.cli.show import run
+    from attnviz.cli.show import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            layer=layer,
-            head=head,
-            units=units.value,
-            out=out,
-            as_json=as_json,
-            style=image_style(ctx, out, images),
-            query=query,
-            exclude=exclude_list(exclude),
-            pool=pool,
-            pool_by=pool_by.value,
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        layer=layer,
+        head=head,
+        units=units.value,
+        out=out,
+        as_json=as_json,
+        style=image_style(ctx, out, images),
+        query=query,
+        exclude=exclude_list(exclude),
+        pool=pooling.pool,
+        pool_by=pooling.pool_by.value,
+    )
 
 
 @command()
@@ -174,33 +194,30 @@ def heads(
     measure: opt.MeasureOpt = opt.Measure.weight,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    pool: opt.PoolOpt = None,
-    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    pooling: opt.PoolOptions = opt.POOLING,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
 
     [bold]Example:[/bold] attnviz heads --layer 3
     """
-    with _running(debug):
-        from attnviz.cli.heads import run
+    from attnviz.cli.heads import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            layer=layer,
-            units=units.value,
-            out=out,
-            style=image_style(ctx, out, images),
-            subset=head_list(heads),
-            exclude=exclude_list(exclude),
-            pool=pool,
-            pool_by=pool_by.value,
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        layer=layer,
+        units=units.value,
+        out=out,
+        style=image_style(ctx, out, images),
+        subset=head_list(heads),
+        exclude=exclude_list(exclude),
+        pool=pooling.pool,
+        pool_by=pooling.pool_by.value,
+    )
 
 
 @command("model")
@@ -214,13 +231,11 @@ def model_view(
     measure: opt.MeasureOpt = opt.Measure.weight,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    pool: opt.PoolOpt = None,
-    pool_by: opt.PoolByOpt = opt.PoolBy.mean,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    pooling: opt.PoolOptions = opt.POOLING,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
 
@@ -228,20 +243,19 @@ def model_view(
 
     [bold]Example:[/bold] attnviz model "O trem estava cheio." --heads 0,1,2 --out model.png
     """
-    with _running(debug):
-        from attnviz.cli.model_view import run
+    from attnviz.cli.model_view import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            units=units.value,
-            out=out,
-            style=image_style(ctx, out, images),
-            subset=head_list(heads),
-            exclude=exclude_list(exclude),
-            pool=pool,
-            pool_by=pool_by.value,
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        units=units.value,
+        out=out,
+        style=image_style(ctx, out, images),
+        subset=head_list(heads),
+        exclude=exclude_list(exclude),
+        pool=pooling.pool,
+        pool_by=pooling.pool_by.value,
+    )
 
 
 @command()
@@ -251,14 +265,13 @@ def distance(
     layer: own.DistanceLayerOpt = None,
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
+    show: opt.ShowOpt = False,
     truncate: opt.TruncateOpt = False,
     max_tokens: opt.MaxTokensOpt = None,
     no_bos: opt.NoBosOpt = False,
     engine: opt.EngineOpt = opt.Engine.auto,
     cmap: opt.CmapOpt = "viridis",
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Where each head looks, by distance: the share of its weight 0, 1, 2, 3–4, 5–8, ...
     pieces back, its sink share and its kind (self, previous, local, global, sink).
@@ -267,10 +280,9 @@ def distance(
 
     [bold]Example:[/bold] attnviz distance < long.txt --out distance.png
     """
-    with _running(debug):
-        from attnviz.cli.distance import run
+    from attnviz.cli.distance import run
 
-        run(_console(), read_request(ctx), layers=layer, out=out, cmap=cmap)
+    run(_console(out, show), read_request(ctx), layers=layer, out=out, cmap=cmap)
 
 
 @command()
@@ -301,15 +313,14 @@ def explain(
     [bold]Example:[/bold] attnviz explain "João pensou: O trem estava cheio, mas ele
     conseguiu uma cadeira livre." --token ele --layer 5 --head 0 --lang pt
     """
-    with _running(debug):
-        if (token is None) == (index is None):
-            raise BadInput(
-                "say which token to explain: pass --token WORD or --index N (not both); "
-                "'attnviz tokens TEXT' lists them"
-            )
-        from attnviz.cli.explain import run
+    if (token is None) == (index is None):
+        raise BadInput(
+            "say which token to explain: pass --token WORD or --index N (not both); "
+            "'attnviz tokens TEXT' lists them"
+        )
+    from attnviz.cli.explain import run
 
-        run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
+    run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
 
 
 @command()
@@ -325,12 +336,11 @@ def rollout(
     method: own.RolloutMethodOpt = opt.Method.rollout,
     model: opt.ModelOpt = None,
     out: opt.ImageOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.RolloutJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Attention rollout (Abnar & Zuidema 2020): attention chained through the layers.
 
@@ -340,21 +350,20 @@ def rollout(
 
     [bold]Example:[/bold] attnviz rollout "O trem estava cheio, mas ele conseguiu uma cadeira."
     """
-    with _running(debug):
-        from attnviz.cli.rollout import run
+    from attnviz.cli.rollout import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            upto=upto,
-            units=units.value,
-            top=top,
-            out=out,
-            as_json=as_json,
-            style=image_style(ctx, out, images),
-            exclude=exclude_list(exclude),
-            method=method.value,
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        upto=upto,
+        units=units.value,
+        top=top,
+        out=out,
+        as_json=as_json,
+        style=image_style(ctx, out, images),
+        exclude=exclude_list(exclude),
+        method=method.value,
+    )
 
 
 @command()
@@ -369,12 +378,11 @@ def find(
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
     out: own.FindOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.FindJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Which heads link two words: every layer and head ranked by the weight from one to the other.
 
@@ -385,21 +393,20 @@ def find(
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
     """
-    with _running(debug):
-        from attnviz.cli.find import run
+    from attnviz.cli.find import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            source=source,
-            target=to,
-            top=top,
-            units=units.value,
-            out=out,
-            as_json=as_json,
-            style=image_style(ctx, out, images),
-            exclude=exclude_list(exclude),
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        source=source,
+        target=to,
+        top=top,
+        units=units.value,
+        out=out,
+        as_json=as_json,
+        style=image_style(ctx, out, images),
+        exclude=exclude_list(exclude),
+    )
 
 
 @command("compare-measures")
@@ -412,6 +419,7 @@ def compare_measures(
     units: opt.UnitsOpt = opt.Units.words,
     model: opt.ModelOpt = None,
     out: opt.ImageOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.CompareJsonOpt = False,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
@@ -422,31 +430,28 @@ def compare_measures(
     no_cache: opt.NoCacheOpt = False,
     dtype: opt.DtypeOpt = opt.Dtype.float32,
     images: opt.ImageOptions = opt.IMAGES,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """One query, every measure: how the weight, the norm, norm-res-ln, ALTI and value
     zeroing rank its keys, side by side, and where they disagree.
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    with _running(debug):
-        if not query.strip():
-            raise BadInput("say which query to compare: pass --query WORD")
-        from attnviz.cli.compare import run
+    if not query.strip():
+        raise BadInput("say which query to compare: pass --query WORD")
+    from attnviz.cli.compare import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            query=query,
-            layer=layer,
-            top=top,
-            units=units.value,
-            out=out,
-            as_json=as_json,
-            style=image_style(ctx, out, images),
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        query=query,
+        layer=layer,
+        top=top,
+        units=units.value,
+        out=out,
+        as_json=as_json,
+        style=image_style(ctx, out, images),
+    )
 
 
 @command()
@@ -458,6 +463,7 @@ def stats(
     top: own.StatsTopOpt = None,
     as_json: own.StatsJsonOpt = False,
     out: own.StatsOutOpt = None,
+    show: opt.ShowOpt = False,
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
     truncate: opt.TruncateOpt = False,
@@ -470,9 +476,7 @@ def stats(
     dtype: opt.DtypeOpt = opt.Dtype.float32,
     own_scales: own.StatsOwnScalesOpt = False,
     images: opt.ImageOptions = opt.IMAGES,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019): what each head looks at.
 
@@ -486,30 +490,29 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    with _running(debug):
-        if images.annotate:
-            raise BadInput("--annotate does not apply to the statistics figure: drop it")
-        from attnviz.cli.stats import BatchOptions, run
+    if images.annotate:
+        raise BadInput("--annotate does not apply to the statistics figure: drop it")
+    from attnviz.cli.stats import BatchOptions, run
 
-        run(
-            _console(),
-            corpus(texts, file),
-            model=model,
-            truncate=truncate,
-            sort=sort.value,
-            top=top,
-            as_json=as_json,
-            out=out,
-            style=image_style(ctx, out, images),
-            batching=BatchOptions(batch_size, device.value, threads, dtype.value),
-            quiet=quiet,
-            shared_scale=not own_scales,
-            max_tokens=max_tokens,
-            bos=not no_bos,
-            lang=language(lang),
-            engine=engine.value,
-            exclude=exclude_list(exclude),
-        )
+    run(
+        _console(out, show),
+        corpus(texts, file),
+        model=model,
+        truncate=truncate,
+        sort=sort.value,
+        top=top,
+        as_json=as_json,
+        out=out,
+        style=image_style(ctx, out, images),
+        batching=BatchOptions(batch_size, device.value, threads, dtype.value),
+        quiet=ending.quiet,
+        shared_scale=not own_scales,
+        max_tokens=max_tokens,
+        bos=not no_bos,
+        lang=language(ending.lang),
+        engine=engine.value,
+        exclude=exclude_list(exclude),
+    )
 
 
 @command()
@@ -522,18 +525,15 @@ def tokens(
     max_tokens: opt.MaxTokensOpt = None,
     no_bos: opt.NoBosOpt = False,
     engine: opt.EngineOpt = opt.Engine.auto,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
 
     [bold]Example:[/bold] attnviz tokens "João pensou: O trem estava cheio."
     """
-    with _running(debug):
-        from attnviz.cli.tokens import run
+    from attnviz.cli.tokens import run
 
-        run(_console(), read_request(ctx))
+    run(_console(), read_request(ctx))
 
 
 @command()
@@ -544,10 +544,9 @@ def info(
 
     [bold]Example:[/bold] attnviz info --model ./my-finetuned-bert
     """
-    with _running(debug):
-        from attnviz.cli.info import run
+    from attnviz.cli.info import run
 
-        run(_console(), model, engine=engine.value)
+    run(_console(), model, engine=engine.value)
 
 
 @command()
@@ -564,6 +563,7 @@ def generate(
     lens: own.GenerateLensOpt = False,
     model: opt.ModelOpt = None,
     out: own.GenerateOutOpt = None,
+    show: opt.ShowOpt = False,
     as_json: own.GenerateJsonOpt = False,
     max_tokens: opt.MaxTokensOpt = None,
     no_bos: opt.NoBosOpt = False,
@@ -581,24 +581,23 @@ def generate(
 
     [bold]Example:[/bold] attnviz generate "Once upon a time" --max-new 20 --model ./smollm2
     """
-    with _running(debug):
-        from attnviz.cli.generate import run
+    from attnviz.cli.generate import run
 
-        run(
-            _console(),
-            read_request(ctx),
-            max_new=max_new,
-            sample=sample,
-            temperature=temperature,
-            top_k=top_k,
-            seed=seed,
-            layer=layer,
-            head=head,
-            lens=lens,
-            out=out,
-            as_json=as_json,
-            style=image_style(ctx, out, images),
-        )
+    run(
+        _console(out, show),
+        read_request(ctx),
+        max_new=max_new,
+        sample=sample,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        layer=layer,
+        head=head,
+        lens=lens,
+        out=out,
+        as_json=as_json,
+        style=image_style(ctx, out, images),
+    )
 
 
 @command()
@@ -615,9 +614,7 @@ def export(
     model: opt.ModelOpt = None,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
-    lang: opt.LangOpt = None,
-    quiet: opt.QuietOpt = False,
-    debug: opt.DebugOpt = False,
+    ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """Save a view as an image, or every layer's raw attention as data.
 
@@ -626,18 +623,17 @@ def export(
 
     [bold]Example:[/bold] attnviz export "O banco negou o empréstimo." --out banco.npz
     """
-    with _running(debug):
-        from attnviz.cli.export import run
+    from attnviz.cli.export import run
 
-        run(
-            read_request(ctx),
-            out=out,
-            view=view.value,
-            layer=layer,
-            head=head,
-            units=units.value,
-            style=image_style(ctx, out, images),
-        )
+    run(
+        read_request(ctx),
+        out=out,
+        view=view.value,
+        layer=layer,
+        head=head,
+        units=units.value,
+        style=image_style(ctx, out, images),
+    )
 
 
 cache_app = typer.Typer(
@@ -650,28 +646,26 @@ cache_app = typer.Typer(
 catalogue.add_typer(cache_app)
 
 
-@cache_app.command("info")
+@command("info", on=cache_app)
 def cache_info(debug: opt.DebugOpt = False) -> None:
     """Where the cache is, how many entries and megabytes it holds, and its limit.
 
     [bold]Example:[/bold] attnviz cache info
     """
-    with _running(debug):
-        from attnviz.cli.cache import info
+    from attnviz.cli.cache import info
 
-        info(_console())
+    info(_console())
 
 
-@cache_app.command("clear")
+@command("clear", on=cache_app)
 def cache_clear(debug: opt.DebugOpt = False) -> None:
     """Delete every cached attention (only the cache's own files).
 
     [bold]Example:[/bold] attnviz cache clear
     """
-    with _running(debug):
-        from attnviz.cli.cache import clear
+    from attnviz.cli.cache import clear
 
-        clear(_console())
+    clear(_console())
 
 
 def main() -> None:

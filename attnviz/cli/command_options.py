@@ -105,7 +105,10 @@ FindTopOpt = Annotated[int, typer.Option("--top", help="Heads listed, strongest 
 FindOutOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out", "-o", help="Also write a layers × heads heatmap of the weight: .png/.svg/.pdf."
+        "--out",
+        "-o",
+        help="Write a layers × heads heatmap of the weight instead of the table (both with "
+        "--show): .png/.svg/.pdf.",
     ),
 ]
 
@@ -163,7 +166,10 @@ StatsJsonOpt = Annotated[
 StatsOutOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out", "-o", help="Also write one figure, a panel per statistic: .png/.svg/.pdf."
+        "--out",
+        "-o",
+        help="Write one figure, a panel per statistic, instead of the table (both with --show): "
+        ".png/.svg/.pdf.",
     ),
 ]
 
@@ -243,8 +249,9 @@ GenerateOutOpt = Annotated[
     typer.Option(
         "--out",
         "-o",
-        help="Also write: .png/.svg/.pdf (each new token's attention, or the lens), .html "
-        "(a page with a step slider) or .npz/.json (tokens, steps, per-step attention).",
+        help="Write, instead of printing (both with --show): .png/.svg/.pdf (each new token's "
+        "attention, or the lens), .html (a page with a step slider) or .npz/.json (tokens, "
+        "steps, per-step attention).",
         show_default=False,
     ),
 ]

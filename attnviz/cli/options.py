@@ -131,8 +131,8 @@ OutOpt = Annotated[
     typer.Option(
         "--out",
         "-o",
-        help="Also write an image (.png, .svg, .pdf) or an interactive page that works "
-        "offline (.html).",
+        help="Write an image (.png, .svg, .pdf) or an interactive page that works offline "
+        "(.html) instead of drawing in the terminal (both with --show).",
     ),
 ]
 LoadOpt = Annotated[
@@ -147,7 +147,15 @@ LoadOpt = Annotated[
 ]
 ImageOutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Also write an image: .png, .svg or .pdf."),
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write an image instead of drawing in the terminal (both with --show): .png, .svg "
+        "or .pdf.",
+    ),
+]
+ShowOpt = Annotated[
+    bool, typer.Option("--show", help="With --out, draw in the terminal as well as the file.")
 ]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Image resolution in dots per inch (10..1200).")]
 CmapOpt = Annotated[str, typer.Option("--cmap", help="Image colormap: any matplotlib name.")]
@@ -349,9 +357,28 @@ class ReadingOptions:
     dtype: DtypeOpt = Dtype.float32
 
 
-GROUPS = (ImageOptions, ReadingOptions)
+@dataclass(frozen=True)
+class PoolOptions:
+    """--pool and --pool-by: a long input drawn in blocks of pieces."""
+
+    pool: PoolOpt = None
+    pool_by: PoolByOpt = PoolBy.mean
+
+
+@dataclass(frozen=True)
+class EndOptions:
+    """--lang, --quiet and --debug: the options most commands end with."""
+
+    lang: LangOpt = None
+    quiet: QuietOpt = False
+    debug: DebugOpt = False
+
+
+GROUPS = (ImageOptions, ReadingOptions, PoolOptions, EndOptions)
 IMAGES = ImageOptions()  # the defaults a signature shows; typer passes the options given
 READING = ReadingOptions()
+POOLING = PoolOptions()
+ENDING = EndOptions()
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 GIVEN = "attnviz.options"  # the context's `meta` key of every option's value (see `given`)
 

@@ -135,8 +135,9 @@ def test_the_command_streams_the_text_then_each_tokens_row(
 
     png = tmp_path / "lens.png"
     code, out, err = _run(
-        "generate", PROMPT, "--model", str(folder), "--max-new", "3", "--lens", "--out", str(png)
-    )
+        "generate", PROMPT, "--model", str(folder), "--max-new", "3", "--lens", "--out", str(png),
+        "--show",
+    )  # fmt: skip
     assert code == 0, err
     assert "logit lens" in out and "L1" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -140,12 +140,13 @@ def test_export_images_open(tmp_path: Path, suffix: str, view: str) -> None:
 
 
 @pytest.mark.slow  # image files
-def test_show_and_heads_write_images_too(tmp_path: Path) -> None:
+def test_show_and_heads_write_images_instead_and_both_with_show(tmp_path: Path) -> None:
     from PIL import Image
 
     for command in ("show", "heads"):
         out = tmp_path / f"{command}.png"
-        terminal = ok(command, SHORT, "--out", str(out), "--dpi", "50", "--theme", "dark")
+        assert ok(command, SHORT, "--out", str(out), "--dpi", "50", "--theme", "dark") == ""
+        terminal = ok(command, SHORT, "--out", str(out), "--dpi", "50", "--show")
         assert "Maria" in terminal
         with Image.open(out) as image:
             assert image.format == "PNG"

@@ -70,12 +70,14 @@ def test_every_parameter_a_command_declares_is_read_in_its_body(name: str) -> No
         for node in ast.walk(statement)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     }
+    read.add("debug")  # `app.command` runs every body under its --debug
     if "read_request" in read:  # the request's options, read by name from the context
         hints = typing.get_type_hints(inspect.unwrap(function), include_extras=True)
+        by_name = {*REQUEST_OPTIONS, "debug"}
         read |= set(REQUEST_OPTIONS) | {
             p
             for p in declared
-            if hints[p] in GROUPS and {f.name for f in fields(hints[p])} <= set(REQUEST_OPTIONS)
+            if hints[p] in GROUPS and {f.name for f in fields(hints[p])} <= by_name
         }
     assert [p for p in declared if p not in read] == [], name
 

@@ -184,11 +184,12 @@ def _cli(*args: str) -> tuple[int, str, str]:
 
 def test_the_command_line_draws_long_views(tiny_decoder: TinyFactory, tmp_path: Path) -> None:
     folder = str(tiny_decoder("llama", num_hidden_layers=2))
-    code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--out",
+    code, out, err = _cli("model", TEXT, "--model", folder, "--pool", "8", "--show", "--out",
                           str(tmp_path / "m.png"))  # fmt: skip
     assert code == 0, err
     assert "0–7" in out and (tmp_path / "m.png").stat().st_size > 0
-    code, out, err = _cli("distance", TEXT, "--model", folder, "--out", str(tmp_path / "d.png"))
+    code, out, err = _cli("distance", TEXT, "--model", folder, "--out", str(tmp_path / "d.png"),
+                          "--show")  # fmt: skip
     assert code == 0, err
     assert "3–4" in out and "kind" in out and (tmp_path / "d.png").stat().st_size > 0
     for command in (["show", "--layer", "1", "--head", "2"], ["heads", "--layer", "0"]):

@@ -112,7 +112,7 @@ def test_the_command_line_writes_pooled_pages(tiny_decoder: TinyFactory, tmp_pat
                           (["heads", "--layer", "0"], "heads"), (["model"], "model")):  # fmt: skip
         out = tmp_path / f"{command[0]}.html"
         code, text, err = _cli(command[0], TEXT, "--model", folder, "--pool", "8", *command[1:],
-                               "--out", str(out))  # fmt: skip
+                               "--out", str(out), "--show")  # fmt: skip
         assert code == 0, err
         assert "0–7" in text
         spec = _spec(out.read_text(encoding="utf-8"))

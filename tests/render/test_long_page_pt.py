@@ -245,7 +245,8 @@ def test_distance_speaks_the_commands_language(tiny_decoder: TinyFactory, tmp_pa
     folder = str(tiny_decoder("mistral", num_hidden_layers=2, sliding_window=2))
     out = tmp_path / "d.png"
     result = CliRunner().invoke(app, ["distance", TEXT, "--model", folder, "--lang", "pt",
-                                      "--out", str(out)], env={"COLUMNS": "200"})  # fmt: skip
+                                      "--out", str(out), "--show"],
+                                 env={"COLUMNS": "200"})  # fmt: skip
     assert result.exit_code == 0, result.stderr
     shown = " ".join(result.stdout.split())
     for words in ("fração do peso de cada cabeça por distância", "sumidouro", "tipo", "anterior"):
