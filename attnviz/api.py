@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from attnviz.generation import Generation
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
+    from attnviz.model.open import OpenModel
 
 __all__ = [
     "analyse",
@@ -67,6 +68,23 @@ def prepare(
     ModernBERT, OLMo, Falcon, ...) or "auto" (attnviz's where it computes the type). One
     note on stderr says when transformers computed them.
     """
+    return _prepared(text, None, pair=pair, model=model, truncate=truncate, cache=cache,
+                     max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+
+
+def _prepared(
+    text: str,
+    opened: OpenModel | None,
+    *,
+    pair: str | None,
+    model: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    bos: bool,
+    engine: str,
+) -> Prepared:
+    """`prepare`, on the model `opened` already where it is given."""
     from attnviz.pipeline import prepare as _prepare
 
     model = check_model(model)
@@ -88,6 +106,7 @@ def prepare(
         max_tokens=max_tokens,
         bos=bos,
         engine=engine,
+        opened=opened,
     )
     return Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
 
@@ -127,10 +146,14 @@ def analyse(
     [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
     (over the source). See `prepare_encdec`. Other models refuse all three.
     """
+    from attnviz.encdec import found_in, open_encdec
+
     given = target is not None or generate is not None or stack is not None
-    if given or is_encoder_decoder(model, cache=cache):
-        encdec = prepare_encdec(
+    opened = open_encdec(check_model(model), use_cache=check_flag(cache, "cache"))
+    if given or found_in(opened) is not None:  # one door: the model is opened once
+        encdec = _encdec_input(
             text,
+            opened,
             model=model,
             target=target,
             generate=generate,
@@ -155,16 +178,10 @@ def analyse(
         if hit is not None:
             hit.prepared.note_engine()
             return hit
-    prepared = prepare(
-        text,
-        pair=pair,
-        model=model,
-        truncate=truncate,
-        cache=cache,
-        max_tokens=max_tokens,
-        bos=bos,
-        engine=engine,
-    )
+    prepared = _prepared(
+        text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
+        max_tokens=max_tokens, bos=bos, engine=engine,
+    )  # fmt: skip
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
 
 
@@ -193,7 +210,27 @@ def prepare_encdec(
     own engine does not compute these). A model that is not an encoder-decoder refuses
     `target`, `generate` and `stack` in one line.
     """
-    from attnviz.encdec import check_not_encdec, read_encdec
+    return _encdec_input(
+        text, None, model=model, target=target, generate=generate, stack=stack,
+        truncate=truncate, cache=cache, max_tokens=max_tokens, engine=engine,
+    )  # fmt: skip
+
+
+def _encdec_input(
+    text: str,
+    opened: OpenModel | None,
+    *,
+    model: str | None,
+    target: str | None,
+    generate: int | None,
+    stack: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    engine: str,
+) -> EncdecInput:
+    """`prepare_encdec`, on the model `opened` already where it is given."""
+    from attnviz.encdec import check_not_encdec, found_in, read_encdec
     from attnviz.encdec import prepare_encdec as _prepare_encdec
 
     model = check_model(model)
@@ -204,11 +241,11 @@ def prepare_encdec(
         check_text(target, "the target")
     if stack is not None and not isinstance(stack, str):
         raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
-    found = read_encdec(model, use_cache=cache)
+    found = read_encdec(model, use_cache=cache) if opened is None else found_in(opened)
     if found is None:
         from attnviz.model.locate import locate
 
-        name = locate(model, use_cache=cache).name
+        name = locate(model, use_cache=cache).name if opened is None else opened.source.name
         check_not_encdec(name, stack=stack, target=target, generate=generate)
         raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
     return _prepare_encdec(
