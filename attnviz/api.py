@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from attnviz.generation import Generation
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
-    from attnviz.model.open import OpenModel
 
 __all__ = [
     "analyse",
@@ -68,47 +67,10 @@ def prepare(
     ModernBERT, OLMo, Falcon, ...) or "auto" (attnviz's where it computes the type). One
     note on stderr says when transformers computed them.
     """
-    return _prepared(text, None, pair=pair, model=model, truncate=truncate, cache=cache,
+    from attnviz.prepared import prepare_input
+
+    return prepare_input(text, None, pair=pair, model=model, truncate=truncate, cache=cache,
                      max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
-
-
-def _prepared(
-    text: str,
-    opened: OpenModel | None,
-    *,
-    pair: str | None,
-    model: str | None,
-    truncate: bool,
-    cache: bool,
-    max_tokens: int | None,
-    bos: bool,
-    engine: str,
-) -> Prepared:
-    """`prepare`, on the model `opened` already where it is given."""
-    from attnviz.pipeline import prepare as _prepare
-
-    model = check_model(model)
-    truncate, cache, bos = (
-        check_flag(truncate, "truncate"),
-        check_flag(cache, "cache"),
-        check_flag(bos, "bos"),
-    )
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if pair is not None:
-        check_text(pair, "the pair")
-    source, config, pieces, engine = _prepare(
-        text,
-        model=model,
-        pair=pair,
-        truncate=truncate,
-        use_cache=cache,
-        max_tokens=max_tokens,
-        bos=bos,
-        engine=engine,
-        opened=opened,
-    )
-    return Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
 
 
 def analyse(
@@ -146,12 +108,13 @@ def analyse(
     [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
     (over the source). See `prepare_encdec`. Other models refuse all three.
     """
-    from attnviz.encdec import found_in, open_encdec
+    from attnviz.encdec import encdec_input, found_in, open_encdec
+    from attnviz.prepared import prepare_input
 
     given = target is not None or generate is not None or stack is not None
     opened = open_encdec(check_model(model), use_cache=check_flag(cache, "cache"))
     if given or found_in(opened) is not None:  # one door: the model is opened once
-        encdec = _encdec_input(
+        encdec = encdec_input(
             text,
             opened,
             model=model,
@@ -178,7 +141,7 @@ def analyse(
         if hit is not None:
             hit.prepared.note_engine()
             return hit
-    prepared = _prepared(
+    prepared = prepare_input(
         text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
         max_tokens=max_tokens, bos=bos, engine=engine,
     )  # fmt: skip
@@ -210,55 +173,12 @@ def prepare_encdec(
     own engine does not compute these). A model that is not an encoder-decoder refuses
     `target`, `generate` and `stack` in one line.
     """
-    return _encdec_input(
+    from attnviz.encdec import encdec_input
+
+    return encdec_input(
         text, None, model=model, target=target, generate=generate, stack=stack,
         truncate=truncate, cache=cache, max_tokens=max_tokens, engine=engine,
     )  # fmt: skip
-
-
-def _encdec_input(
-    text: str,
-    opened: OpenModel | None,
-    *,
-    model: str | None,
-    target: str | None,
-    generate: int | None,
-    stack: str | None,
-    truncate: bool,
-    cache: bool,
-    max_tokens: int | None,
-    engine: str,
-) -> EncdecInput:
-    """`prepare_encdec`, on the model `opened` already where it is given."""
-    from attnviz.encdec import check_not_encdec, found_in, read_encdec
-    from attnviz.encdec import prepare_encdec as _prepare_encdec
-
-    model = check_model(model)
-    truncate, cache = check_flag(truncate, "truncate"), check_flag(cache, "cache")
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if target is not None:
-        check_text(target, "the target")
-    if stack is not None and not isinstance(stack, str):
-        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
-    found = read_encdec(model, use_cache=cache) if opened is None else found_in(opened)
-    if found is None:
-        from attnviz.model.locate import locate
-
-        name = locate(model, use_cache=cache).name if opened is None else opened.source.name
-        check_not_encdec(name, stack=stack, target=target, generate=generate)
-        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
-    return _prepare_encdec(
-        text,
-        found,
-        target=target,
-        generate=generate,
-        stack=stack,
-        truncate=truncate,
-        use_cache=cache,
-        max_tokens=max_tokens,
-        engine=engine,
-    )
 
 
 def is_encoder_decoder(model: str | None = None, *, cache: bool = True) -> bool:

@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, exhausted, short_reason
 from attnviz.inputs import ModelInfo, TokenizedInput, short
 from attnviz.limits import check_choice, check_range, resolve_heads, resolve_index
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EncdecInput",
     "check_not_encdec",
+    "encdec_input",
     "found_in",
     "open_encdec",
     "prepare_encdec",
@@ -461,3 +463,45 @@ def check_not_encdec(
             f"not one: leave {them} out",
             param=tuple(given),
         )
+
+
+def encdec_input(
+    text: str,
+    opened: OpenModel | None,
+    *,
+    model: str | None,
+    target: str | None,
+    generate: int | None,
+    stack: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    engine: str,
+) -> EncdecInput:
+    """`attnviz.api.prepare_encdec`'s work, on the model `opened` already where it is given."""
+    model = check_model(model)
+    truncate, cache = check_flag(truncate, "truncate"), check_flag(cache, "cache")
+    max_tokens = check_max_tokens(max_tokens)
+    check_text(text, "the text")
+    if target is not None:
+        check_text(target, "the target")
+    if stack is not None and not isinstance(stack, str):
+        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
+    found = read_encdec(model, use_cache=cache) if opened is None else found_in(opened)
+    if found is None:
+        from attnviz.model.locate import locate
+
+        name = locate(model, use_cache=cache).name if opened is None else opened.source.name
+        check_not_encdec(name, stack=stack, target=target, generate=generate)
+        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
+    return prepare_encdec(
+        text,
+        found,
+        target=target,
+        generate=generate,
+        stack=stack,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+        engine=engine,
+    )
