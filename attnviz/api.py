@@ -67,29 +67,10 @@ def prepare(
     ModernBERT, OLMo, Falcon, ...) or "auto" (attnviz's where it computes the type). One
     note on stderr says when transformers computed them.
     """
-    from attnviz.pipeline import prepare as _prepare
+    from attnviz.prepared import prepare_input
 
-    model = check_model(model)
-    truncate, cache, bos = (
-        check_flag(truncate, "truncate"),
-        check_flag(cache, "cache"),
-        check_flag(bos, "bos"),
-    )
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if pair is not None:
-        check_text(pair, "the pair")
-    source, config, pieces, engine = _prepare(
-        text,
-        model=model,
-        pair=pair,
-        truncate=truncate,
-        use_cache=cache,
-        max_tokens=max_tokens,
-        bos=bos,
-        engine=engine,
-    )
-    return Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
+    return prepare_input(text, None, pair=pair, model=model, truncate=truncate, cache=cache,
+                     max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
 
 
 def analyse(
@@ -127,10 +108,15 @@ def analyse(
     [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
     (over the source). See `prepare_encdec`. Other models refuse all three.
     """
+    from attnviz.encdec import encdec_input, found_in, open_encdec
+    from attnviz.prepared import prepare_input
+
     given = target is not None or generate is not None or stack is not None
-    if given or is_encoder_decoder(model, cache=cache):
-        encdec = prepare_encdec(
+    opened = open_encdec(check_model(model), use_cache=check_flag(cache, "cache"))
+    if given or found_in(opened) is not None:  # one door: the model is opened once
+        encdec = encdec_input(
             text,
+            opened,
             model=model,
             target=target,
             generate=generate,
@@ -155,16 +141,10 @@ def analyse(
         if hit is not None:
             hit.prepared.note_engine()
             return hit
-    prepared = prepare(
-        text,
-        pair=pair,
-        model=model,
-        truncate=truncate,
-        cache=cache,
-        max_tokens=max_tokens,
-        bos=bos,
-        engine=engine,
-    )
+    prepared = prepare_input(
+        text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
+        max_tokens=max_tokens, bos=bos, engine=engine,
+    )  # fmt: skip
     return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
 
 
@@ -193,35 +173,12 @@ def prepare_encdec(
     own engine does not compute these). A model that is not an encoder-decoder refuses
     `target`, `generate` and `stack` in one line.
     """
-    from attnviz.encdec import check_not_encdec, read_encdec
-    from attnviz.encdec import prepare_encdec as _prepare_encdec
+    from attnviz.encdec import encdec_input
 
-    model = check_model(model)
-    truncate, cache = check_flag(truncate, "truncate"), check_flag(cache, "cache")
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if target is not None:
-        check_text(target, "the target")
-    if stack is not None and not isinstance(stack, str):
-        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
-    found = read_encdec(model, use_cache=cache)
-    if found is None:
-        from attnviz.model.locate import locate
-
-        name = locate(model, use_cache=cache).name
-        check_not_encdec(name, stack=stack, target=target, generate=generate)
-        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
-    return _prepare_encdec(
-        text,
-        found,
-        target=target,
-        generate=generate,
-        stack=stack,
-        truncate=truncate,
-        use_cache=cache,
-        max_tokens=max_tokens,
-        engine=engine,
-    )
+    return encdec_input(
+        text, None, model=model, target=target, generate=generate, stack=stack,
+        truncate=truncate, cache=cache, max_tokens=max_tokens, engine=engine,
+    )  # fmt: skip
 
 
 def is_encoder_decoder(model: str | None = None, *, cache: bool = True) -> bool:

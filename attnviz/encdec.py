@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, exhausted, short_reason
 from attnviz.inputs import ModelInfo, TokenizedInput, short
 from attnviz.limits import check_choice, check_range, resolve_heads, resolve_index
@@ -33,11 +34,15 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
+    from attnviz.model.open import OpenModel
     from attnviz.text.pieces import Pieces
 
 __all__ = [
     "EncdecInput",
     "check_not_encdec",
+    "encdec_input",
+    "found_in",
+    "open_encdec",
     "prepare_encdec",
     "read_encdec",
     "stack_shape",
@@ -334,35 +339,35 @@ def stack_shape(seq: Seq2seqShape, stack: str) -> ModelShape:
     )
 
 
+def open_encdec(model: str | None, *, use_cache: bool = True) -> OpenModel | None:
+    """`model` opened (`model.open.open_model`), or None for the embedded model and a GGUF
+    file, which are never encoder-decoders (nothing is located for them)."""
+    import os
+
+    from attnviz.model.locate import MODEL_ENV, SHORT_NAMES
+    from attnviz.model.open import open_model
+
+    spec = model if model is not None else os.environ.get(MODEL_ENV, "").strip() or None
+    if spec is None or spec in SHORT_NAMES or Path(spec).expanduser().is_file():
+        return None
+    return open_model(model, use_cache=use_cache)
+
+
+def found_in(
+    opened: OpenModel | None,
+) -> tuple[ModelSource, dict[str, Any], Seq2seqShape] | None:
+    """(where the model is, its config.json, its shape) when `opened` is an encoder-decoder,
+    else None."""
+    seq = None if opened is None else opened.seq2seq()
+    return None if opened is None or seq is None else (opened.source, opened.raw, seq)
+
+
 def read_encdec(
     model: str | None, *, use_cache: bool = True
 ) -> tuple[ModelSource, dict[str, Any], Seq2seqShape] | None:
     """(where the model is, its shape) when `model` is an encoder-decoder, else None: the
     config.json is read, bounded, without torch."""
-    import os
-
-    from attnviz.model.locate import MODEL_ENV, SHORT_NAMES, locate
-    from attnviz.model.seq2seq_config import describe_seq2seq, is_seq2seq
-    from attnviz.reading import read_json
-
-    spec = model if model is not None else os.environ.get(MODEL_ENV, "").strip() or None
-    if spec is None or spec in SHORT_NAMES or Path(spec).expanduser().is_file():
-        return None  # the embedded model, a GGUF file: never an encoder-decoder
-    source = locate(model, use_cache=use_cache)
-    path = source.folder / "config.json"
-    if not path.is_file():
-        return None
-    from attnviz.limits import CONFIG_BYTES
-
-    raw = read_json(path, CONFIG_BYTES, "config.json")
-    if not isinstance(raw, dict) or not is_seq2seq(raw):
-        return None
-    start = None
-    generation = source.folder / "generation_config.json"
-    if generation.is_file():
-        extra = read_json(generation, CONFIG_BYTES, "generation_config.json")
-        start = extra.get("decoder_start_token_id") if isinstance(extra, dict) else None
-    return source, raw, describe_seq2seq(raw, where=str(path), start=start)
+    return found_in(open_encdec(model, use_cache=use_cache))
 
 
 def prepare_encdec(
@@ -458,3 +463,45 @@ def check_not_encdec(
             f"not one: leave {them} out",
             param=tuple(given),
         )
+
+
+def encdec_input(
+    text: str,
+    opened: OpenModel | None,
+    *,
+    model: str | None,
+    target: str | None,
+    generate: int | None,
+    stack: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    engine: str,
+) -> EncdecInput:
+    """`attnviz.api.prepare_encdec`'s work, on the model `opened` already where it is given."""
+    model = check_model(model)
+    truncate, cache = check_flag(truncate, "truncate"), check_flag(cache, "cache")
+    max_tokens = check_max_tokens(max_tokens)
+    check_text(text, "the text")
+    if target is not None:
+        check_text(target, "the target")
+    if stack is not None and not isinstance(stack, str):
+        raise BadInput(f"{{stack}} must be a str, got {type(stack).__name__}", param="stack")
+    found = read_encdec(model, use_cache=cache) if opened is None else found_in(opened)
+    if found is None:
+        from attnviz.model.locate import locate
+
+        name = locate(model, use_cache=cache).name if opened is None else opened.source.name
+        check_not_encdec(name, stack=stack, target=target, generate=generate)
+        raise BadInput(f"{name} is not an encoder-decoder model: call analyse(text) instead")
+    return prepare_encdec(
+        text,
+        found,
+        target=target,
+        generate=generate,
+        stack=stack,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+        engine=engine,
+    )

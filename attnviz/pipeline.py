@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
-from attnviz.model.families import ModelShape, read_raw_config
-from attnviz.model.foreign import TRANSFORMERS, check_folder, resolve_engine, shape_of
-from attnviz.model.locate import ModelSource, locate
+from attnviz.model.families import ModelShape
+from attnviz.model.foreign import TRANSFORMERS, shape_of
+from attnviz.model.locate import ModelSource
+from attnviz.model.open import OpenModel, open_model
 from attnviz.text.pieces import Pieces
 from attnviz.text.tokenize import load_tokenizer, own_start, start_token, tokenize
 
@@ -64,12 +65,8 @@ def read_model(
 ) -> tuple[ModelSource, dict[str, Any], str]:
     """The model's folder, its config.json and the engine that computes it (`auto`: attnviz's
     own where it computes the model type, else transformers' eager model); no torch."""
-    source = locate(model, use_cache=use_cache)
-    config = read_raw_config(source.folder)
-    engine = resolve_engine(config, engine, where=str(source.folder / "config.json"))
-    if engine == TRANSFORMERS:
-        check_folder(source.folder, source.gguf)
-    return source, config, engine
+    opened = open_model(model, use_cache=use_cache)
+    return opened.source, opened.config, opened.engine(engine)
 
 
 def refuse_on_transformers(engine: str, what: str, *, param: str | None = None) -> None:
@@ -95,6 +92,7 @@ def prepare(
     bos: bool = True,
     blocked: bool = False,
     engine: str = "auto",
+    opened: OpenModel | None = None,
 ) -> Tokenized:
     """Find the model and tokenize `text` (and `pair`) for it, without importing torch.
 
@@ -103,9 +101,12 @@ def prepare(
     decoder at most `limits.DECODER_TOKENS`). `bos`: a decoder whose tokenizer adds no
     start token gets the model's own in front (`text.tokenize.start_token`); False reads
     the text exactly as typed. `blocked`: for the views made for length (`compute_blocked`),
-    which read up to `limits.LONG_TOKENS` pieces. `engine`: see `read_model`.
+    which read up to `limits.LONG_TOKENS` pieces. `engine`: see `read_model`. `opened`: the
+    model as `model.open.open_model` opened it already (then `model` is not located again).
     """
-    source, config, engine = read_model(model, engine, use_cache=use_cache)
+    if opened is None:
+        opened = open_model(model, use_cache=use_cache)
+    source, config, engine = opened.source, opened.config, opened.engine(engine)
     if blocked:
         refuse_on_transformers(engine, "a view made for length (pooled maps, distances)")
     shape = shape_of(config, engine)

@@ -14,6 +14,7 @@ from math import isqrt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import BadInput, exhausted
 from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
 from attnviz.limits import check_choice, number_list, resolve_heads, resolve_index
@@ -23,9 +24,10 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
+    from attnviz.model.open import OpenModel
     from attnviz.text.pieces import Pieces
 
-__all__ = ["Prepared"]
+__all__ = ["Prepared", "prepare_input"]
 
 
 @dataclass(frozen=True)
@@ -327,3 +329,42 @@ class Prepared(TokenizedInput):
         out = as_path(out, "out")
         check_page_measure(out, measure)
         check_export(out.suffix, self.attention_bytes() // 4, self.num_layers * self.num_heads)
+
+
+def prepare_input(
+    text: str,
+    opened: OpenModel | None,
+    *,
+    pair: str | None,
+    model: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    bos: bool,
+    engine: str,
+) -> Prepared:
+    """`attnviz.api.prepare`'s work, on the model `opened` already where it is given."""
+    from attnviz.pipeline import prepare as _prepare
+
+    model = check_model(model)
+    truncate, cache, bos = (
+        check_flag(truncate, "truncate"),
+        check_flag(cache, "cache"),
+        check_flag(bos, "bos"),
+    )
+    max_tokens = check_max_tokens(max_tokens)
+    check_text(text, "the text")
+    if pair is not None:
+        check_text(pair, "the pair")
+    source, config, pieces, engine = _prepare(
+        text,
+        model=model,
+        pair=pair,
+        truncate=truncate,
+        use_cache=cache,
+        max_tokens=max_tokens,
+        bos=bos,
+        engine=engine,
+        opened=opened,
+    )
+    return Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
