@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.extras import DECODER_AT_HAND, offer
 from attnviz.limits import (
     CONFIG_BYTES,
     amount,
@@ -341,9 +342,9 @@ def check_generation(prepared: Prepared, max_new: int, *, dtype: str = "float32"
     shape = prepared.shape
     if shape.decoder is None:
         raise BadInput(
-            f"generate needs a decoder (GPT-2, Llama, Mistral, Qwen2), and {prepared.source.name} "
-            "is an encoder: pass {model} a decoder's folder, e.g. one written by transformers' "
-            "AutoModelForCausalLM.from_pretrained('HuggingFaceTB/SmolLM2-135M').save_pretrained(DIR)",
+            f"generate needs a decoder, and {prepared.source.name} is an encoder: pass "
+            f"{offer(DECODER_AT_HAND)}, a decoder's folder or .gguf file ({{model}}; attnviz "
+            "models lists the models at hand)",
             param="model",
         )
     P = len(prepared.pieces)

@@ -78,8 +78,9 @@ app = typer.Typer(
     name="attnviz",
     help=(
         "Look inside transformer attention: heatmaps of the attention weights of a real "
-        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen2), computed by a "
-        "from-scratch multi-head attention, in the terminal or as images."
+        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen, Phi-3, Gemma; folders "
+        "or GGUF files), computed by a from-scratch multi-head attention, in the terminal or "
+        "as images. `attnviz models` lists the models at hand."
     ),
     rich_markup_mode="rich",
     no_args_is_help=True,
@@ -547,6 +548,23 @@ def info(
     from attnviz.cli.info import run
 
     run(_console(), model, engine=engine.value)
+
+
+@command()
+def models(
+    folder: own.ModelsFolderArg = None,
+    as_json: own.ModelsJsonOpt = False,
+    debug: opt.DebugOpt = False,
+) -> None:
+    """The models at hand, found offline: the embedded default, installed extras
+    (gemma-3-270m), GGUF files and model folders in FOLDER (or $ATTNVIZ_MODELS) and the
+    local Hugging Face cache, each with the --model value to pass.
+
+    [bold]Example:[/bold] attnviz models ~/models
+    """
+    from attnviz.cli.models import run
+
+    run(_console(), folder, as_json)
 
 
 @command()

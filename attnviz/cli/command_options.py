@@ -273,3 +273,13 @@ ExportOutOpt = Annotated[
 ]
 
 ExportViewOpt = Annotated[View, typer.Option("--view", help="The view an image or page opens on.")]
+
+ModelsFolderArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="A folder of GGUF files and model folders to list as well (default: $ATTNVIZ_MODELS).",
+        show_default=False,
+    ),
+]
+
+ModelsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON.")]

@@ -106,8 +106,9 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="Local folder or Hugging Face Hub id. Default: $ATTNVIZ_MODEL, else the embedded "
-        "all-MiniLM-L6-v2.",
+        help="A model folder, a .gguf file, an installed model (gemma-3-270m: a multilingual "
+        "decoder) or a Hugging Face Hub id; `attnviz models` lists those at hand. Default: "
+        "$ATTNVIZ_MODEL, else the embedded all-MiniLM-L6-v2 (English).",
         show_default=False,
     ),
 ]

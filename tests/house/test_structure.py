@@ -27,6 +27,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "output": 0,
     "version": 0,
     "reading": 0,
+    "extras": 0,
     "text": 1,
     "model": 2,
     "render": 3,

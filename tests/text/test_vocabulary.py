@@ -102,6 +102,7 @@ def test_a_poor_fit_gets_one_note_on_stderr_and_json_stays_clean() -> None:
     assert "1.9 pieces per word" in notes[0] and "(model language: en)" in notes[0]
     for name in OTHER_MODELS:
         assert name in notes[0]
+    assert "for Portuguese --model gemma-3-270m (installed, multilingual)" in notes[0]
     code, out, err = cli("find", PT_SENTENCE, "--from", "ele", "--to", "joao", "--json", "-q")
     assert code == 0 and err == ""
     json.loads(out)
