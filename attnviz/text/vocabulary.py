@@ -255,10 +255,11 @@ class VocabularyFit:
         """
         if not self.poor:
             return None
-        how = [f"{self.pieces_per_word:.1f} pieces per word ({self.pieces} for {self.words} words)"]
+        counts = f"{_count(self.pieces, 'piece')} for {_count(self.words, 'word')}"
+        how = [f"{self.pieces_per_word:.1f} pieces per word ({counts})"]
         if self.unknown:
             shown = ", ".join(self.unknown[:5]) + (" …" if len(self.unknown) > 5 else "")
-            how.append(f"{len(self.unknown)} unknown word(s): {shown}")
+            how.append(f"{_count(len(self.unknown), 'unknown word')}: {shown}")
         speaks = f" (model language: {language_list(languages)})" if languages else ""
         start = (
             f"note: this text fits {model}'s vocabulary badly{speaks}: {'; '.join(how)}, so "
@@ -275,6 +276,10 @@ class VocabularyFit:
         )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def vocabulary_fit(pieces: Pieces) -> VocabularyFit:
     """Pieces per word and unknown words of one tokenized input."""
     from attnviz.text.pieces import is_punctuation
@@ -287,6 +292,7 @@ def vocabulary_fit(pieces: Pieces) -> VocabularyFit:
             continue
         words += 1
         counted += len(word.pieces)
-        if any(pieces.tokens[i] in UNKNOWN_TOKENS for i in word.pieces):
+        lettered = any(c.isalpha() for c in word.label)  # ░▒▓█ or 🙂: no language's fault
+        if lettered and any(pieces.tokens[i] in UNKNOWN_TOKENS for i in word.pieces):
             unknown.append(word.label)
     return VocabularyFit(words, counted, tuple(dict.fromkeys(unknown)))

@@ -131,3 +131,11 @@ def test_a_card_listing_thousands_of_languages_is_one_short_line() -> None:
     many = language_list(tuple(f"l{i}" for i in range(5000)))
     assert many.startswith("l0, l1,") and many.endswith("… (5,000 languages)")
     assert len(many) < 120
+
+
+def test_symbols_the_vocabulary_lacks_are_not_a_language_and_counts_read_as_english() -> None:
+    symbols = vocabulary_fit(attnviz.prepare("The shades ░▒▓█ carry the values.").pieces)
+    assert symbols.unknown == () and not symbols.poor
+    one = vocabulary_fit(attnviz.prepare("Pneumonoultramicroscopicsilicovolcanoconiosis").pieces)
+    note = one.note("m")
+    assert note is not None and " for 1 word)" in note and "words)" not in note
