@@ -27,6 +27,11 @@ _EN: dict[str, str] = {
     "new_token": "new token",
     "attention_weight": "attention weight",
     "axis_every": "{name} (every {nth} token labelled)",
+    "axis_every_block": "{name} (every {nth} block labelled)",
+    "query_blocks": "blocks of queries",
+    "key_blocks": "blocks of keys",
+    "pooled_share": "share of the queries' attention",
+    "pooled_max": "largest weight in the block",
     "layer_n": "layer {layer}",
     "head_n": "head {head}",
     "query_named": "query {label}",
@@ -223,11 +228,11 @@ _EN: dict[str, str] = {
     "long_heat_label": "{layer}, {which}, {n} × {n} blocks",
     "long_hover": "hover a block: its row",
     "long_legend": (
-        "rows are blocks of queries, columns blocks of keys; {how} weight of each block of "
-        "{pool} pieces; brightest {vmax}"
+        "rows are blocks of queries, columns blocks of keys, of {pool} pieces; each block: "
+        "{how}; brightest {vmax}"
     ),
-    "long_by_mean": "mean",
-    "long_by_max": "max",
+    "long_by_mean": "the queries' share of attention",
+    "long_by_max": "the largest weight",
     "long_row_status": "queries {queries}: the {shown} largest of {n} key blocks",
     "long_tip": "queries {queries} → keys {keys}: {weight}",
     "long_tip_masked": "queries {queries} → keys {keys}: masked (after the queries)",
@@ -269,6 +274,11 @@ _PT: dict[str, str] = {
     "new_token": "token novo",
     "attention_weight": "peso de atenção",
     "axis_every": "{name} (uma peça rotulada a cada {nth})",
+    "axis_every_block": "{name} (um bloco rotulado a cada {nth})",
+    "query_blocks": "blocos de consultas",
+    "key_blocks": "blocos de chaves",
+    "pooled_share": "parcela da atenção das consultas",
+    "pooled_max": "maior peso do bloco",
     "layer_n": "camada {layer}",
     "head_n": "cabeça {head}",
     "query_named": "consulta {label}",
@@ -469,11 +479,11 @@ _PT: dict[str, str] = {
     "long_heat_label": "{layer}, {which}, {n} × {n} blocos",
     "long_hover": "passe o mouse sobre um bloco: a sua linha",
     "long_legend": (
-        "linhas são blocos de consultas, colunas blocos de chaves; peso {how} de cada bloco "
-        "de {pool} peças; o mais claro {vmax}"
+        "linhas são blocos de consultas, colunas blocos de chaves, de {pool} peças; cada "
+        "bloco: {how}; o mais claro {vmax}"
     ),
-    "long_by_mean": "médio",
-    "long_by_max": "máximo",
+    "long_by_mean": "a parcela da atenção das consultas",
+    "long_by_max": "o maior peso",
     "long_row_status": "consultas {queries}: os {shown} maiores de {n} blocos de chaves",
     "long_tip": "consultas {queries} → chaves {keys}: {weight}",
     "long_tip_masked": "consultas {queries} → chaves {keys}: mascaradas (depois das consultas)",

@@ -84,7 +84,7 @@ def analyse_long(
         heads=shape.heads,
         pool=pool,
         pool_by=pool_by,
-        pooled=reducer.pooled(windows) if pool is not None else None,
+        pooled=reducer.pooled() if pool is not None else None,
         pool_labels=[_bin_label(a, b) for a, b in pool_edges(T, pool or T)],
         profile=reducer.profile(),
         bin_labels=[_bin_label(a, b) for a, b in reducer.bins],

@@ -196,6 +196,7 @@ def heads(
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
     show: opt.ShowOpt = False,
+    as_json: own.PooledJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
     pooling: opt.PoolOptions = opt.POOLING,
@@ -218,6 +219,7 @@ def heads(
         exclude=exclude_list(exclude),
         pool=pooling.pool,
         pool_by=pooling.pool_by.value,
+        as_json=as_json,
     )
 
 
@@ -233,6 +235,7 @@ def model_view(
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
     show: opt.ShowOpt = False,
+    as_json: own.PooledJsonOpt = False,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
     pooling: opt.PoolOptions = opt.POOLING,
@@ -256,6 +259,7 @@ def model_view(
         exclude=exclude_list(exclude),
         pool=pooling.pool,
         pool_by=pooling.pool_by.value,
+        as_json=as_json,
     )
 
 

@@ -283,3 +283,13 @@ ModelsFolderArg = Annotated[
 ]
 
 ModelsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the list as JSON.")]
+
+PooledJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the pooled maps as JSON (with --pool, or a text too long to draw whole): "
+        "blocks, and for each head the share of each block of queries' attention per block "
+        "of keys.",
+    ),
+]

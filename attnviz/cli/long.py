@@ -63,6 +63,8 @@ def whole_or_pooled(request: Request, poolable: bool, *, query: bool) -> Iterato
         yield
     except BadInput as exc:
         T = None
+        if poolable and request.measure == "weight":
+            name_the_pool(exc, request)
         if poolable and request.measure == "weight" and "pieces long" in exc.template:
             T = long_pieces(request)
         if T is None:
@@ -73,6 +75,19 @@ def whole_or_pooled(request: Request, poolable: bool, *, query: bool) -> Iterato
             f"({{pool}} {-(-T // 64)}){row}, or keep its start ({{truncate}})",
             param=("pool", "query", "truncate") if query else ("pool", "truncate"),
         ) from None
+
+
+def name_the_pool(exc: BadInput, request: Request) -> None:
+    """A --max-tokens refused for the whole views' bound, refused again naming the --pool
+    that reads it (the views made for length never hold a layer whole); else nothing."""
+    if "more than attnviz keeps" not in exc.template:
+        return
+    blocks = -(-(request.max_tokens or 0) // 64)
+    raise BadInput(
+        f"{exc.template}, or draw it in blocks ({{pool}} {blocks}), which never holds a "
+        "layer's attention whole",
+        param=("max_tokens", "pool"),
+    ) from None
 
 
 def too_long(request: Request) -> bool:
@@ -120,12 +135,29 @@ def draw_pooled(
     out: Path | None,
     style: ImageStyle,
     page: Callable[[], str] | None = None,
+    data: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
-    """Print the pooled `view`; write it to `out`: an image, or for .html the `page()`."""
+    """Print the pooled `view`, or with `data` (--json) what it shows as JSON; write it to
+    `out`: an image, or for .html the `page()`."""
+    from attnviz.cli.printing import print_json
+
     if out is not None and out.suffix.lower() in HTML_SUFFIXES and page is not None:
         with atomic_write(out, "w") as handle:
             handle.write(page())
     elif out is not None:
         view.save(out, **asdict(style))
-    console.print(view)
+    if data is not None:
+        print_json(data())
+    else:
+        console.print(view)
     wrote(out)
+
+
+def refuse_whole_json(as_json: bool) -> None:
+    """--json on `heads` and `model` prints a pooled map; the whole attention is `export`'s."""
+    if as_json:
+        raise BadInput(
+            "{json} prints a pooled map: add {pool} N, or write the whole attention with "
+            "attnviz export TEXT --out FILE.json",
+            param=("json", "pool"),
+        )

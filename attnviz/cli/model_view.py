@@ -13,7 +13,9 @@ from attnviz.cli.input import Request
 from attnviz.cli.long import (
     draw_pooled,
     long_pieces,
+    name_the_pool,
     pooled,
+    refuse_whole_json,
 )
 from attnviz.cli.printing import save, wrote
 from attnviz.errors import BadInput
@@ -32,6 +34,7 @@ def run(
     exclude: Sequence[str] | None = None,
     pool: int | None = None,
     pool_by: str = "mean",
+    as_json: bool = False,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
     blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
@@ -44,6 +47,7 @@ def run(
         try:
             prepared, hit = prepare_request(request, cached=True)
         except BadInput as exc:  # past the whole views' bound: the long views may read it
+            name_the_pool(exc, request)
             long = long_pieces(request) if "pieces long" in exc.template else None
             if long is None:
                 raise
@@ -63,8 +67,12 @@ def run(
                     f"block at a time (--pool {pool})"
                 )
     if pool is not None:
-        _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
+        result = pooled(request, out, style, pool, pool_by, subset, exclude)
+        draw_pooled(console, result.model_view(lang=request.lang), out, style,
+                    lambda: result.html("model", theme=style.theme, lang=request.lang),
+                    result.pooled_dict if as_json else None)  # fmt: skip
         return
+    refuse_whole_json(as_json)
     analysis = analyse_request(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
         subset, units, exclude=exclude, measure=request.measure, lang=request.lang
@@ -73,19 +81,3 @@ def run(
         save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
     console.print(view)
     wrote(out)
-
-
-def _pooled_model_view(
-    console: Console,
-    request: Request,
-    out: Path | None,
-    style: ImageStyle,
-    pool: int,
-    pool_by: str,
-    subset: Sequence[int] | None,
-    exclude: Sequence[str] | None,
-) -> None:
-    """The model view in blocks of `pool` pieces."""
-    result = pooled(request, out, style, pool, pool_by, subset, exclude)
-    draw_pooled(console, result.model_view(lang=request.lang), out, style,
-                 lambda: result.html("model", theme=style.theme, lang=request.lang))  # fmt: skip

@@ -51,9 +51,9 @@ def run(
     if pool is not None and loaded:
         raise BadInput("{pool} computes the attention a block at a time: leave it out with "
                        "{load}", param=("pool", "load"))  # fmt: skip
-    if pool is not None and (query is not None or as_json):  # first: a '#N' query read pooled
-        raise BadInput("{pool} draws a heatmap: leave out {query} and {json}",
-                       param=("pool", "query", "json"))  # fmt: skip
+    if pool is not None and query is not None:  # first: a '#N' query read pooled
+        raise BadInput("{pool} draws a heatmap of blocks: leave out {query}",
+                       param=("pool", "query"))  # fmt: skip
     if (query is not None and not loaded and not encdec_model(request)
             and (by_index or (not request.truncate and too_long(request)))):  # fmt: skip
         _refuse_unread(exclude, request.measure, by_index)
@@ -76,7 +76,8 @@ def run(
             return result.html("matrix", layer=layer, head=head, theme=style.theme,
                                lang=request.lang)  # fmt: skip
 
-        draw_pooled(console, result.view(layer, head, lang=request.lang), out, style, page)
+        data = (lambda: result.pooled_dict(layer, head)) if as_json else None
+        draw_pooled(console, result.view(layer, head, lang=request.lang), out, style, page, data)
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES

@@ -5,8 +5,10 @@ heads would be 65 GB). The model (attnviz.model.blocked) hands each layer's weig
 blocks of queries, (H, b, K) for rows start..start+b (keys past K weigh 0: a causal
 block stops at its last query), and `LongReducer` keeps only:
 
-- `pooled` (L, H, n, n): blocks of `pool` pieces, the mean (or max) weight of the cells
-  of each block of queries × block of keys; the last block may be shorter;
+- `pooled` (L, H, n, n): blocks of `pool` pieces; for each block of queries × block of
+  keys, the share of the queries' attention that falls in the keys (the mean over the
+  block's queries of the sum over its keys: a row of blocks sums to 1), or the max weight
+  of its cells; the last block may be shorter;
 - the distance profile (L, H, bins): the mean weight of the (query, key) pairs at each
   distance i − j (|i − j| for an encoder), on log bins 0, 1, 2, 3–4, 5–8, 9–16, ...;
   a decoder counts the pairs j ≤ i (a key the mask hides after a sliding window is a
@@ -79,24 +81,6 @@ def hidden_blocks(T: int, pool: int, causal: bool, window: int | None) -> np.nda
     if window is not None:
         hidden |= first_query - last_key >= window
     return hidden if hidden.any() else None
-
-
-def visible_cells(T: int, pool: int, causal: bool, window: int | None) -> np.ndarray:
-    """(n, n): how many (query, key) cells of each block of `pool` queries × block of keys
-    the model can see: all of them in an encoder; in a decoder the keys up to the query and,
-    with a sliding `window`, fewer than `window` pieces behind it."""
-    edges = np.array(pool_edges(T, pool))  # (n, 2): first and last piece of each block
-    firsts, lasts = edges[:, 0], edges[:, 1]  # (n,) each
-    if not causal:
-        sizes = (lasts - firsts + 1).astype(np.float64)  # (n,)
-        return np.outer(sizes, sizes)
-    counts = np.zeros((len(edges), len(edges)))  # (n, n)
-    for r, (q0, q1) in enumerate(edges):
-        i = np.arange(q0, q1 + 1)[:, None]  # (p, 1): the block's queries
-        low = np.maximum(firsts[None], 0 if window is None else i - window + 1)  # (p, n)
-        high = np.minimum(lasts[None], i)  # (p, n): no key after the query
-        counts[r] = np.clip(high - low + 1, 0, None).sum(axis=0)
-    return counts
 
 
 def check_pool(pool: object, pool_by: object) -> tuple[int, str]:
@@ -314,22 +298,16 @@ class LongReducer:
 
     # ------------------------------------------------------------ results
 
-    def pooled(self, windows: Sequence[int | None] = ()) -> np.ndarray:
-        """(L, H, n, n): the max of each block of the attention, or its mean over the cells
-        the model can see (a decoder's diagonal block is half hidden, and a block behind a
-        sliding window, `windows` per layer, partly or wholly: a hidden cell is a 0 that is
-        not a weight). A block with no cell to see is 0."""
+    def pooled(self) -> np.ndarray:
+        """(L, H, n, n): the max of each block of the attention, or the share of a query's
+        attention that falls in each block of keys, averaged over the block's queries (the
+        mean over its queries of the sum over its keys): each row of blocks sums to 1, as a
+        row of weights does, whatever hides a cell (a decoder's mask, a sliding window)."""
         if self.pool_by == "max":
             return self.pooled_acc.astype(np.float32)
-        out = np.zeros(self.pooled_acc.shape, dtype=np.float32)  # (L, H, n, n)
-        seen: dict[int | None, np.ndarray] = {}
-        for layer in range(self.L):
-            window = windows[layer] if layer < len(windows) else None
-            if window not in seen:
-                seen[window] = visible_cells(self.T, self.pool or 1, self.causal, window)
-            cells = seen[window]  # (n, n)
-            np.divide(self.pooled_acc[layer], cells, out=out[layer], where=cells > 0)
-        return out
+        edges = np.array(pool_edges(self.T, self.pool or 1))  # (n, 2)
+        queries = (edges[:, 1] - edges[:, 0] + 1).astype(np.float64)  # (n,) per query block
+        return (self.pooled_acc / queries[:, None]).astype(np.float32)  # (L, H, n, n)
 
     def profile(self) -> np.ndarray:
         """(L, H, bins): the mean weight of a (query, key) pair at each distance."""
@@ -397,6 +375,12 @@ class LongResult:
             raise BadInput("this result has no pooled map: analyse with {pool}=N", param="pool")
         return self.pooled
 
+    @property
+    def _axes(self) -> tuple[str, str, str]:
+        """A pooled view's axes and colour bar, in the lexicon's words."""
+        return ("query_blocks", "key_blocks", "pooled_max" if self.pool_by == "max" else
+                "pooled_share")  # fmt: skip
+
     def _title(self, what: str, lang: str = "en") -> str:
         from attnviz.render.long import pooled_title
 
@@ -435,6 +419,7 @@ class LongResult:
             pair_start=None,
             masked=hidden,
             lang=lang,
+            axes=self._axes,
         )
 
     def _hidden(self, layer: int) -> np.ndarray | None:
@@ -465,7 +450,54 @@ class LongResult:
             pair_start=None,
             masked=self._stacked_hidden([layer]),
             lang=lang,
+            axes=self._axes,
         )
+
+    def pooled_dict(
+        self, layer: int | None = None, head: int | None = None, *, every_head: bool = False
+    ) -> dict[str, Any]:
+        """What a pooled view shows, as data. Always `model`, `pieces`, `pool`, `pool_by` and
+        `blocks` (the first and last piece of each block). For one `layer` (`show`): its
+        `head` (None: the mean of its heads) as `"layer", "head", "map", "masked"`; with
+        `every_head` (`heads`): `"layer", "masked", "heads": [{"head", "map"}]`; with no
+        layer (`model`): `"layers": [{"layer", "masked", "heads": [{"head", "map"}]}]`.
+        A map's row is a block of queries: with `pool_by` "mean" the share of their attention
+        in each block of keys (a row sums to 1); `masked` (or null) marks the blocks the model
+        cannot see."""
+        from attnviz.limits import resolve_index
+
+        pooled = self._pooled_or_refuse()
+        found: dict[str, Any] = {
+            "model": self.model,
+            "pieces": self.T,
+            "pool": self.pool,
+            "pool_by": self.pool_by,
+            "blocks": [list(edge) for edge in pool_edges(self.T, self.pool or 1)],
+        }
+
+        def as_list(a: np.ndarray) -> list[list[float]]:
+            return np.round(a.astype(np.float64), 6).tolist()
+
+        def masked(at: int) -> list[list[bool]] | None:
+            hidden = self._hidden(at)
+            return None if hidden is None else hidden.tolist()
+
+        def every(at: int) -> list[dict[str, Any]]:
+            return [{"head": h, "map": as_list(pooled[at, h])} for h in range(self.heads)]
+
+        if layer is None:
+            found["layers"] = [
+                {"layer": at, "masked": masked(at), "heads": every(at)} for at in range(self.layers)
+            ]
+            return found
+        layer = resolve_index(layer, self.layers, "layer")
+        if every_head:
+            return {**found, "layer": layer, "masked": masked(layer), "heads": every(layer)}
+        if head is not None:
+            head = resolve_index(head, self.heads, "head")
+        matrix = pooled[layer].mean(axis=0) if head is None else pooled[layer, head]
+        return {**found, "layer": layer, "head": head, "map": as_list(matrix),
+                "masked": masked(layer)}  # fmt: skip
 
     def _stacked_hidden(self, layers: Sequence[int]) -> np.ndarray | None:
         """(len(layers)·H, n, n): each panel's hidden blocks, heads of a layer alike."""
@@ -499,6 +531,7 @@ class LongResult:
             columns=H,
             masked=self._stacked_hidden(range(L)),
             lang=lang,
+            axes=self._axes,
         )
 
     def row(self, layer: int = -1, head: int | None = None, *, lang: str | None = None) -> QueryRow:

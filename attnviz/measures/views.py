@@ -96,6 +96,9 @@ class AttentionView(Drawn):
     key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
     engine: str = "attnviz"  # what computed the weights: "attnviz", "transformers", "given"
     stack: str | None = None  # an encoder-decoder's stack: "encoder", "decoder", "cross"
+    # the lexicon's names of the y axis, the x axis and the colour bar (a pooled view's:
+    # blocks of queries and keys, the share of the queries' attention)
+    axes: tuple[str, str, str] = ("query", "key", "attention_weight")
 
     @property
     def columns(self) -> list[str]:
@@ -209,6 +212,8 @@ class AttentionView(Drawn):
             annotate=annotate,
             lang=self.lang,
             masked=self.masked,
+            axis_names=self.axes[:2],
+            bar_name=self.axes[2],
         )
 
 
@@ -278,6 +283,7 @@ class HeadsView(Drawn):
     key_tokens: list[str] | None = None  # (M,) the same without the `B:` mark
     engine: str = "attnviz"  # what computed the weights (see AttentionView)
     stack: str | None = None  # an encoder-decoder's stack (see AttentionView)
+    axes: tuple[str, str, str] = ("query", "key", "attention_weight")  # see AttentionView
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -373,6 +379,7 @@ class HeadsView(Drawn):
             transparent=style.transparent,
             lang=self.lang,
             masked=self.masked,
+            axes=self.axes,
         )
 
     def figure(
@@ -392,6 +399,7 @@ class HeadsView(Drawn):
             columns=self.columns,
             lang=self.lang,
             masked=self.masked,
+            axes=self.axes,
         )
 
 

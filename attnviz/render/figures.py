@@ -41,6 +41,7 @@ from attnviz.render.labels import (
     wrap_title,
 )
 from attnviz.render.layout import (
+    AXES,
     BAR_GAP_IN,
     COS_ROT,
     GRID_TICK_PT,
@@ -162,11 +163,13 @@ def _colorbar(
     rect: tuple[float, float, float, float],
     fg: str,
     lang: str = "en",
+    name: str = "attention_weight",
 ) -> None:
-    """A colour bar for `image` in `rect` (figure fractions), labelled on its right."""
+    """A colour bar for `image` in `rect` (figure fractions), labelled on its right with the
+    lexicon's `name`."""
     cax = fig.add_axes(rect, label="<colorbar>")
     bar = fig.colorbar(image, cax=cax)
-    bar.set_label(lexicon.label(lang, "attention_weight"), color=fg)
+    bar.set_label(lexicon.label(lang, name), color=fg)
     bar.ax.tick_params(colors=fg, which="both")
     bar.outline.set_edgecolor(fg)
 
@@ -204,6 +207,7 @@ def heatmap_figure(
     axis_names: tuple[str, str] = ("query", "key"),
     lang: str = "en",
     masked: np.ndarray | None = None,
+    bar_name: str = "attention_weight",
 ) -> Figure:
     """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
 
@@ -279,7 +283,8 @@ def heatmap_figure(
         ax.set_title(title_text, color=fg, fontproperties=title_font, parse_math=False)
         style_axes(ax, fg)
         bar_x = (left + ax_w + BAR_GAP_IN) / fig_w
-        _colorbar(fig, image, (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h), fg, lang)
+        bar_rect = (bar_x, bottom / fig_h, bar_w / fig_w, ax_h / fig_h)
+        _colorbar(fig, image, bar_rect, fg, lang, bar_name)
         if write_values:
             _annotate(ax, values, colormap, norm, 8.0, masked=mask, masked_colour=colours["masked"])
         if mask is not None and mask.any():
@@ -386,6 +391,7 @@ def grid_figure(
     lang: str = "en",
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
+    axes: tuple[str, str, str] = AXES,
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
 
@@ -420,6 +426,7 @@ def grid_figure(
         lang=lang,
         masked=masked,
         key_labels=key_labels,
+        axes=axes,
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
@@ -522,10 +529,18 @@ def grid_figure(
         middle_x = (g.left + (fig_w - g.left - g.right) / 2) / fig_w
         middle_y = (g.bottom + grid_h / 2) / fig_h
         fig.supxlabel(
-            axis_name("key", g.keys_step, lang), color=fg, fontsize=10, x=middle_x, y=PAD_IN / fig_h
+            axis_name(axes[1], g.keys_step, lang),
+            color=fg,
+            fontsize=10,
+            x=middle_x,
+            y=PAD_IN / fig_h,
         )
         fig.supylabel(
-            axis_name("query", g.step, lang), color=fg, fontsize=10, x=PAD_IN / fig_w, y=middle_y
+            axis_name(axes[0], g.step, lang),
+            color=fg,
+            fontsize=10,
+            x=PAD_IN / fig_w,
+            y=middle_y,
         )
         fig.suptitle(
             g.title,
@@ -538,7 +553,7 @@ def grid_figure(
         bar_x, bar_y, bar_w, bar_h = plan.bar
         scale = ScalarMappable(norm=norm, cmap=colormap)
         bar_rect = (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h)
-        _colorbar(fig, scale, bar_rect, fg, lang)
+        _colorbar(fig, scale, bar_rect, fg, lang, axes[2])
         if plan.masked is not None and plan.masked.any():
             _masked_key(fig, colours["masked"], fg, lang)
     return fig

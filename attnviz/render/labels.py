@@ -82,9 +82,8 @@ def axis_name(key: str, step: int, lang: str = "en") -> str:
     name = lexicon.label(lang, key)
     if step == 1:
         return name
-    return lexicon.label(
-        lang, "axis_every", name=name, nth=_ordinal(step) if lang == "en" else step
-    )
+    every = "axis_every_block" if key.endswith("_blocks") else "axis_every"
+    return lexicon.label(lang, every, name=name, nth=_ordinal(step) if lang == "en" else step)
 
 
 def _extent(text: str, font: FontProperties, dpi: float) -> tuple[float, float, float]:

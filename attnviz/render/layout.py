@@ -48,6 +48,9 @@ KEY_ROTATION = 60
 MAX_FIGURE_IN = 30.0
 _MIN_PANEL_IN = 0.6
 PAD_IN = 0.1  # the blank border around the drawing
+# The lexicon's names of a heatmap's y axis, x axis and colour bar; a pooled view's are
+# ("query_blocks", "key_blocks", "pooled_share") (or "pooled_max").
+AXES = ("query", "key", "attention_weight")
 _GAP_IN = 0.08  # between a block of text and the next thing
 BAR_GAP_IN = 0.12  # between the heatmaps and the colour bar
 _SIN_ROT = math.sin(math.radians(KEY_ROTATION))
@@ -241,6 +244,7 @@ class GridPlan:
     lang: str = "en"  # the language of the axis and colour-bar names: "en" or "pt"
     masked: np.ndarray | None = None  # (H, T, T) bool: cells the model could not see
     key_tokens: list[str] | None = None  # a rectangle's keys (the columns); None: `tokens`
+    axes: tuple[str, str, str] = AXES  # the lexicon's names of the y and x axes and the bar
 
     @property
     def columns(self) -> list[str]:
@@ -289,6 +293,7 @@ def plan_grid(
     lang: str = "en",
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
+    axes: tuple[str, str, str] = AXES,
 ) -> GridPlan:
     """A grid of [H, T, T] panels (or [H, Tq, Tk] with `key_labels`, a rectangle: its
     panels stay square, their cells as wide as the keys let them) laid out."""
@@ -347,4 +352,5 @@ def plan_grid(
         lang,
         mask,
         keys,
+        axes,
     )

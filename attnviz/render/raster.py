@@ -356,7 +356,8 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
                     ha="right", va="bottom")  # fmt: skip
     grid_h = plan.grid_h
     middle_x = g.left + (plan.fig_w - g.left - g.right) / 2
-    key, query = axis_name("key", g.keys_step, plan.lang), axis_name("query", g.step, plan.lang)
+    key = axis_name(plan.axes[1], g.keys_step, plan.lang)
+    query = axis_name(plan.axes[0], g.step, plan.lang)
     writer.text(key, middle_x, PAD_IN, size=10.0, colour=fg, ha="center", va="bottom")
     writer.text(
         query,
@@ -415,7 +416,7 @@ def _colour_bar(
         writer.text(offset, left_in + width_in, bottom_in + height_in + 0.05, size=size, colour=fg)
     name_size = font_properties(rc["axes.labelsize"]).get_size_in_points()
     writer.text(
-        lexicon.label(plan.lang, "attention_weight"),
+        lexicon.label(plan.lang, plan.axes[2]),
         label_x + widest + rc["axes.labelpad"] / 72,
         bottom_in + height_in / 2,
         size=name_size,

@@ -17,7 +17,7 @@ import numpy as np
 
 from attnviz.errors import BadInput
 from attnviz.output import IMAGE_SUFFIXES, atomic_write
-from attnviz.render.layout import crop_options, plan_grid
+from attnviz.render.layout import AXES, crop_options, plan_grid
 from attnviz.render.png import encode_png
 from attnviz.render.style import DEFAULT_CMAP, quiet_fonts
 
@@ -94,6 +94,7 @@ def save_grid(
     lang: str = "en",
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
+    axes: tuple[str, str, str] = AXES,
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -112,6 +113,7 @@ def save_grid(
         "lang": lang,
         "masked": masked,
         "key_labels": key_labels,
+        "axes": axes,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

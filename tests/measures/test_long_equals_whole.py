@@ -39,31 +39,19 @@ def _profile(A: np.ndarray, causal: bool) -> np.ndarray:
     return out
 
 
-def _pooled(
-    A: np.ndarray, pool: int, how: str, windows: tuple[int | None, ...] | None = None
-) -> np.ndarray:
-    """Each block's max, or its mean over the cells the model sees: with `windows` (a
-    decoder's, one per layer; () for no window) keys after the query and a window or more
-    behind it are hidden, and a block with no cell to see is 0."""
+def _pooled(A: np.ndarray, pool: int, how: str) -> np.ndarray:
+    """Each block's max, or the share of its queries' attention that falls in its keys
+    (the mean over the block's queries of the sum over its keys)."""
     L, H, T, _ = A.shape
     edges = pool_edges(T, pool)
-    q, k = np.ogrid[:T, :T]
-    visible = np.ones((L, T, T), dtype=bool)
-    if windows is not None:
-        for layer in range(L):
-            window = windows[layer] if layer < len(windows) else None
-            visible[layer] = (k <= q) & ((window is None) | (q - k < (window or 0)))
     out = np.zeros((L, H, len(edges), len(edges)))
     for r, (q0, q1) in enumerate(edges):
         for c, (k0, k1) in enumerate(edges):
             cell = A[..., q0 : q1 + 1, k0 : k1 + 1]  # (L, H, p, p)
-            seen = visible[:, None, q0 : q1 + 1, k0 : k1 + 1]  # (L, 1, p, p)
             if how == "max":
                 out[..., r, c] = cell.max(axis=(-2, -1))
             else:
-                count = seen.sum(axis=(-2, -1))  # (L, 1)
-                total = (cell * seen).sum(axis=(-2, -1))  # (L, H)
-                out[..., r, c] = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+                out[..., r, c] = cell.sum(axis=-1).mean(axis=-1)
     return out
 
 
@@ -79,12 +67,13 @@ def _check(folder: str | None, causal: bool, block: int = 6, pool: int = 3) -> n
     A = whole.attentions.astype(np.float64)  # (L, H, T, T)
     L, H, T, _ = A.shape
     assert 2 * block < T  # several blocks, the last one short
-    windows = whole._windows if causal else None  # each layer's sliding window
     for how in ("mean", "max"):
         reducer = LongReducer(L, H, T, pool=pool, pool_by=how, causal=causal, query=T - 2)
         compute_blocked(whole.prepared, reducer, block=block)
-        expected = _pooled(A, pool, how, windows)
-        np.testing.assert_allclose(reducer.pooled(windows or ()), expected, atol=1e-5)
+        expected = _pooled(A, pool, how)
+        np.testing.assert_allclose(reducer.pooled(), expected, atol=1e-5)
+        if how == "mean":  # a row of blocks sums to 1, as a row of weights does
+            np.testing.assert_allclose(reducer.pooled().sum(axis=-1), 1.0, atol=1e-5)
     np.testing.assert_allclose(reducer.profile(), _profile(A, causal), atol=1e-5)
     np.testing.assert_allclose(reducer.sink(), _sink(A, causal), atol=1e-7)
     assert reducer.rows is not None
@@ -113,7 +102,7 @@ def test_analyse_long_reads_past_the_whole_attention_bound(tiny_decoder: TinyFac
     assert long.profile.shape == (2, A.shape[1], len(long.bin_labels))
     assert long.bin_labels[:5] == ["0", "1", "2", "3–4", "5–8"]
     assert long.pool_labels[0] == "0–3" and long.pooled is not None
-    expected = _pooled(A.astype(np.float64), 4, "mean", windows=())  # a decoder's, no window
+    expected = _pooled(A.astype(np.float64), 4, "mean")
     np.testing.assert_allclose(long.pooled, expected, atol=1e-5)
     assert long.query is not None and long.query_label == "he"
     assert long.rows is not None
@@ -393,8 +382,7 @@ def test_blocked_reductions_equal_the_whole_array_on_the_real_gemma3_270m() -> N
     assert len(windowed) == 15 and {5, 11, 17}.isdisjoint(windowed)  # every 6th layer is global
     reducer = LongReducer(L, H, T, pool=64, causal=True, query=T - 2)
     compute_blocked(whole.prepared, reducer, block=128)
-    windows = whole._windows  # 512 on every layer but every 6th
-    np.testing.assert_allclose(reducer.pooled(windows), _pooled(A, 64, "mean", windows), atol=1e-5)
+    np.testing.assert_allclose(reducer.pooled(), _pooled(A, 64, "mean"), atol=1e-5)
     np.testing.assert_allclose(reducer.profile(), _profile(A, True), atol=1e-5)
     np.testing.assert_allclose(reducer.sink(), _sink(A, True), atol=1e-7)
     assert reducer.rows is not None

@@ -84,7 +84,8 @@ def test_the_page_carries_its_words_in_its_language(tiny_decoder: TinyFactory) -
     assert spec["text"]["view_matrix"] == "Matriz" and spec["text"]["kind_previous"] == "anterior"
     assert spec["kinds"] == [long.head_kinds(x) for x in range(2)]  # the data keeps English keys
     assert spec["poolBy"] == "mean"
-    title = f"{long.T} peças · 2 camadas × 8 cabeças · blocos de 4 peças, médio"
+    how = "a parcela da atenção das consultas"
+    title = f"{long.T} peças · 2 camadas × 8 cabeças · blocos de 4 peças, {how}"
     assert spec["title"].endswith(title) and f"<title>{spec['title']}</title>" in page
     english = _spec(_page(long, "en"))
     assert english["lang"] == "en" and english["text"]["kind_sink"] == "sink"
@@ -208,7 +209,8 @@ def test_the_pooled_page_reads_in_portuguese_in_chromium(
         text = "\n".join(seen)
         expected = [
             *("Matriz", "Cabeças", "Modelo", "passe o mouse sobre um bloco: a sua linha"),
-            "linhas são blocos de consultas, colunas blocos de chaves; peso médio",
+            "linhas são blocos de consultas, colunas blocos de chaves, de 4 peças; cada bloco: a "
+            "parcela da atenção das consultas",
             "camada 1: fração do peso de cada cabeça por distância consulta–chave",
             *("sumidouro", "tipo", "anterior", "si-mesma", "os 12 maiores de", "blocos de chaves"),
             "mascaradas (depois das consultas)",
