@@ -420,6 +420,7 @@ class LongResult:
             masked=hidden,
             lang=lang,
             axes=self._axes,
+            scale="linear" if self.pool_by == "max" else "sqrt",
         )
 
     def _hidden(self, layer: int) -> np.ndarray | None:
@@ -451,6 +452,7 @@ class LongResult:
             masked=self._stacked_hidden([layer]),
             lang=lang,
             axes=self._axes,
+            scale="linear" if self.pool_by == "max" else "sqrt",
         )
 
     def pooled_dict(
@@ -532,6 +534,7 @@ class LongResult:
             masked=self._stacked_hidden(range(L)),
             lang=lang,
             axes=self._axes,
+            scale="linear" if self.pool_by == "max" else "sqrt",
         )
 
     def row(self, layer: int = -1, head: int | None = None, *, lang: str | None = None) -> QueryRow:

@@ -99,6 +99,7 @@ class AttentionView(Drawn):
     # the lexicon's names of the y axis, the x axis and the colour bar (a pooled view's:
     # blocks of queries and keys, the share of the queries' attention)
     axes: tuple[str, str, str] = ("query", "key", "attention_weight")
+    scale: str = "linear"  # values to colours: "linear", or "sqrt" (a pooled view's shares)
 
     @property
     def columns(self) -> list[str]:
@@ -214,6 +215,7 @@ class AttentionView(Drawn):
             masked=self.masked,
             axis_names=self.axes[:2],
             bar_name=self.axes[2],
+            scale=self.scale,
         )
 
 
@@ -284,6 +286,7 @@ class HeadsView(Drawn):
     engine: str = "attnviz"  # what computed the weights (see AttentionView)
     stack: str | None = None  # an encoder-decoder's stack (see AttentionView)
     axes: tuple[str, str, str] = ("query", "key", "attention_weight")  # see AttentionView
+    scale: str = "linear"  # see AttentionView
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -380,6 +383,7 @@ class HeadsView(Drawn):
             lang=self.lang,
             masked=self.masked,
             axes=self.axes,
+            scale=self.scale,
         )
 
     def figure(
@@ -400,6 +404,7 @@ class HeadsView(Drawn):
             lang=self.lang,
             masked=self.masked,
             axes=self.axes,
+            scale=self.scale,
         )
 
 

@@ -64,6 +64,7 @@ from attnviz.render.style import (
     THEME_COLOURS,
     check_theme,
     colour_max,
+    colour_norm,
     contrast_text,
     font_family,
     font_properties,
@@ -208,6 +209,7 @@ def heatmap_figure(
     lang: str = "en",
     masked: np.ndarray | None = None,
     bar_name: str = "attention_weight",
+    scale: str = "linear",
 ) -> Figure:
     """One attention matrix [Tq, Tk]: queries on the y axis, keys on the x axis.
 
@@ -273,7 +275,7 @@ def heatmap_figure(
         ax = fig.add_axes((left / fig_w, bottom / fig_h, ax_w / fig_w, ax_h / fig_h))
         ax.set_facecolor(colours["face"])
         colormap = matplotlib.colormaps[cmap]
-        norm = Normalize(vmin=0.0, vmax=top)
+        norm = colour_norm(top, scale)
         shown = values if mask is None else np.ma.masked_array(values, mask)
         image = _show(ax, shown, colormap.with_extremes(bad=colours["masked"]), norm)
         _set_ticks(ax, "x", cols, x_step, x_pt)
@@ -392,6 +394,7 @@ def grid_figure(
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
     axes: tuple[str, str, str] = AXES,
+    scale: str = "linear",
 ) -> Figure:
     """Every head of a layer, [H, T, T], as a grid of panels with one shared colour scale.
 
@@ -427,6 +430,7 @@ def grid_figure(
         masked=masked,
         key_labels=key_labels,
         axes=axes,
+        scale=scale,
     )
     from matplotlib import transforms
     from matplotlib.cm import ScalarMappable
@@ -446,7 +450,7 @@ def grid_figure(
     with quiet_fonts():
         fig = InlineFigure(figsize=(fig_w, fig_h), facecolor=colours["face"])
         colormap = matplotlib.colormaps[cmap]
-        norm = Normalize(vmin=0.0, vmax=top)
+        norm = colour_norm(top, plan.scale)
         rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the colours, then enlarged
         n, pitch = n_k, n_k + g.gap_cells  # panel c of a row starts at x = c * pitch
         positions = list(range(0, n_q, g.step))  # the queries labelled
@@ -551,9 +555,9 @@ def grid_figure(
             y=1 - PAD_IN / fig_h,
         )
         bar_x, bar_y, bar_w, bar_h = plan.bar
-        scale = ScalarMappable(norm=norm, cmap=colormap)
+        mappable = ScalarMappable(norm=norm, cmap=colormap)
         bar_rect = (bar_x / fig_w, bar_y / fig_h, bar_w / fig_w, bar_h / fig_h)
-        _colorbar(fig, scale, bar_rect, fg, lang, axes[2])
+        _colorbar(fig, mappable, bar_rect, fg, lang, axes[2])
         if plan.masked is not None and plan.masked.any():
             _masked_key(fig, colours["masked"], fg, lang)
     return fig

@@ -245,6 +245,7 @@ class GridPlan:
     masked: np.ndarray | None = None  # (H, T, T) bool: cells the model could not see
     key_tokens: list[str] | None = None  # a rectangle's keys (the columns); None: `tokens`
     axes: tuple[str, str, str] = AXES  # the lexicon's names of the y and x axes and the bar
+    scale: str = "linear"  # values to colours: "linear" or "sqrt" (render.style.colour_norm)
 
     @property
     def columns(self) -> list[str]:
@@ -294,6 +295,7 @@ def plan_grid(
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
     axes: tuple[str, str, str] = AXES,
+    scale: str = "linear",
 ) -> GridPlan:
     """A grid of [H, T, T] panels (or [H, Tq, Tk] with `key_labels`, a rectangle: its
     panels stay square, their cells as wide as the keys let them) laid out."""
@@ -353,4 +355,5 @@ def plan_grid(
         mask,
         keys,
         axes,
+        scale,
     )

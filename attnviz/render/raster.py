@@ -20,7 +20,7 @@ from functools import cache
 
 import matplotlib
 import numpy as np
-from matplotlib.colors import Normalize, to_rgb, to_rgba
+from matplotlib.colors import to_rgb, to_rgba
 
 from attnviz import lexicon
 from attnviz.render.labels import axis_name
@@ -37,6 +37,7 @@ from attnviz.render.layout import (
 )
 from attnviz.render.style import (
     THEME_COLOURS,
+    colour_norm,
     contrast_text,
     font_family,
     font_properties,
@@ -243,7 +244,7 @@ def grid_pixels(plan: GridPlan, dpi: float, *, transparent: bool = False) -> np.
 
     # The colours of every cell, blended with the background where a colour is not opaque.
     colormap = matplotlib.colormaps[plan.cmap]
-    norm = Normalize(vmin=0.0, vmax=plan.top)
+    norm = colour_norm(plan.top, plan.scale)
     rgba = plan.colours(colormap, norm)  # (H, T, T, 4): the theme's grey where masked
     if canvas.channels == 3:
         alpha = rgba[..., 3:].astype(np.float32) / 255
@@ -390,7 +391,8 @@ def _colour_bar(
     levels = getattr(colormap, "N", 256)
     lut = colormap(np.linspace(0, 1, levels), bytes=True)  # type: ignore[operator]
     share = (q1 - 0.5 - np.arange(q0, q1)) / max(1, q1 - q0)  # each row's height in the bar
-    colours = lut[np.clip((share * levels).astype(int), 0, levels - 1)]
+    shade = np.asarray(colour_norm(plan.top, plan.scale)(share * plan.top))  # its colour's place
+    colours = lut[np.clip((shade * levels).astype(int), 0, levels - 1)]
     if canvas.channels == 3:
         colours = colours[:, :3]
     canvas.pixels[q0:q1, c0:c1] = colours[:, None, :]

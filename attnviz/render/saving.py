@@ -95,6 +95,7 @@ def save_grid(
     masked: np.ndarray | None = None,
     key_labels: Sequence[str] | None = None,
     axes: tuple[str, str, str] = AXES,
+    scale: str = "linear",
 ) -> None:
     """Write the grid that `grid_figure` draws to `path` (PNG, SVG or PDF), all or nothing.
 
@@ -114,6 +115,7 @@ def save_grid(
         "masked": masked,
         "key_labels": key_labels,
         "axes": axes,
+        "scale": scale,
     }
     if fmt != "png":
         from attnviz.render.figures import grid_figure

@@ -25,6 +25,7 @@ from attnviz.errors import BadInput
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.colors import Normalize
     from matplotlib.ft2font import FT2Font
 
 DEFAULT_CMAP = "viridis"
@@ -132,6 +133,19 @@ def ft_font(font: FontProperties, dpi: float) -> FT2Font:
     ft.clear()
     ft.set_size(font.get_size_in_points(), dpi)
     return ft
+
+
+SCALES = ("linear", "sqrt")  # how values map to colours: a pooled view's shares are "sqrt"
+
+
+def colour_norm(top: float, scale: str = "linear") -> Normalize:
+    """Values 0..`top` to colours: linearly, or ("sqrt") by their square root, which lifts
+    the small shares of a pooled view (1/n spread evenly over n blocks) off the floor."""
+    from matplotlib.colors import Normalize, PowerNorm
+
+    if scale == "sqrt":
+        return PowerNorm(gamma=0.5, vmin=0.0, vmax=top)
+    return Normalize(vmin=0.0, vmax=top)
 
 
 def colour_max(values: np.ndarray, vmax: float | None) -> float:
