@@ -69,16 +69,15 @@ def run_blocked(
         out = _blocked_forward(
             attn, queries, mask, rotary, lambda s, w: reduce(layer, s, w), block, causal, spans
         )
-        # The slot the layer loop reserved (for the last layer only) is handed back as it
-        # came, never written: a tensor from new_empty takes no memory until written.
-        return out, weights_out if weights_out is not None else queries.new_empty(0)
+        return out, queries.new_empty(0)  # the layer loop keeps no weights (keep_weights)
 
     for attn in attentions:
         attn.forward = _bind(forward, attn)  # type: ignore[method-assign]
     try:
         with torch.inference_mode():
-            # layers=[last]: every layer runs; the slot of the last one is never written.
-            model(input_ids, token_type_ids, causal=causal, layers=[num_layers - 1])
+            # every layer runs, and no (nh, T, T) slot is reserved for any
+            model(input_ids, token_type_ids, causal=causal, layers=[num_layers - 1],
+                  keep_weights=False)  # fmt: skip
     finally:
         for attn in attentions:
             del attn.forward  # the class's forward (the lesson) again

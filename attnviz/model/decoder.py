@@ -215,6 +215,7 @@ class Decoder(nn.Module):
         keep_inputs: bool = False,
         layers: Sequence[int] | None = None,
         past: list[PastKeys] | None = None,
+        keep_weights: bool = True,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) 1 for real tokens (right padding).
 
@@ -223,6 +224,7 @@ class Decoder(nn.Module):
         accepted for the encoder's signature: a decoder has no segments and is always causal.
         `past` (generation: one `PastKeys` per layer) holds the tokens read before these;
         they sit at the positions after them, and the attentions are (L, B, nh, T, past + T).
+        `keep_weights=False` keeps none (`run_layers`).
         """
         cfg = self.config
         T = input_ids.shape[1]
@@ -249,7 +251,8 @@ class Decoder(nn.Module):
             cache = past[i] if past else None
             return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
 
-        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs, start)
+        out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs, start,
+                         keep_weights)  # fmt: skip
         last = cfg.num_layers - 1 if layers is None else max(layers, default=-1)
         if last == cfg.num_layers - 1:  # the whole stack ran: its final norm closes it
             out = out._replace(hidden_states=self.final_norm(out.hidden_states))  # (B, T, C)

@@ -119,6 +119,7 @@ class Encoder(nn.Module):
         causal: bool = False,
         keep_inputs: bool = False,
         layers: Sequence[int] | None = None,
+        keep_weights: bool = True,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
 
@@ -127,7 +128,8 @@ class Encoder(nn.Module):
         what-if the real model never does. `keep_inputs` also returns what each layer read
         (up to the last layer run). `layers` (default: all) are the layers whose attention
         is returned, in that order, as (len, B, nh, T, T); the layers after the last of them
-        are not run (and `hidden_states` is then the last run's output).
+        are not run (and `hidden_states` is then the last run's output). `keep_weights=False`
+        keeps none (`run_layers`).
         """
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
@@ -135,7 +137,8 @@ class Encoder(nn.Module):
         def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
             return self.layers[i](x, mask, out)  # (B, T, C), (B, nh, T, T)
 
-        return run_layers(x, step, len(self.layers), self.config.num_heads, layers, keep_inputs)
+        L, nh = len(self.layers), self.config.num_heads
+        return run_layers(x, step, L, nh, layers, keep_inputs, keep_weights=keep_weights)
 
     def fuse_projections(self) -> None:
         """One Q/K/V matmul per layer from now on (see MultiHeadAttention.fuse_projections)."""

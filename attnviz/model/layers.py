@@ -56,6 +56,7 @@ def run_layers(
     layers: Sequence[int] | None = None,
     keep_inputs: bool = False,
     past: int = 0,
+    keep_weights: bool = True,
 ) -> EncoderOutput:
     """Run `step` over layers 0, 1, ... from `x` (B, T, C), the embedded tokens.
 
@@ -63,14 +64,18 @@ def run_layers(
     (len, B, nh, T, T); the layers after the last of them are not run, and `hidden_states`
     is the last run's output. `keep_inputs` also returns what each layer run read.
     `past` is how many earlier tokens each query also sees (a decoder's key/value cache):
-    the weights are then (len, B, nh, T, past + T).
+    the weights are then (len, B, nh, T, past + T). `keep_weights=False` runs the layers up
+    to the last of `layers` and keeps no weights (a long input's blocked run, which hands
+    them over a block at a time): nothing of (nh, T, T) is reserved, not even address space.
     """
     B, T, _ = x.shape
     keep = list(range(num_layers)) if layers is None else list(layers)
+    last = max(keep, default=-1)
+    if not keep_weights:
+        keep = []
     # Each layer's softmax writes straight into its slot: no copy of T·T arrays.
     weights = x.new_empty(len(keep), B, num_heads, T, past + T)  # (len(keep), B, nh, T, Tk)
     inputs = []
-    last = max(keep, default=-1)
     for i in range(min(last + 1, num_layers)):
         if keep_inputs:
             inputs.append(x)
