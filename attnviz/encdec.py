@@ -25,21 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, exhausted, short_reason
-from attnviz.inputs import (
-    DTYPES,
-    Asked,
-    Input,
-    ModelInfo,
-    TokenizedInput,
-    check_indices,
-    check_measure_asked,
-    short,
-)
+from attnviz.inputs import DTYPES, Input, ModelInfo, TokenizedInput, check_model_asked, short
 from attnviz.limits import check_choice, check_range
 from attnviz.model.seq2seq_config import STACKS, Seq2seqShape
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.inputs import Asked
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
@@ -165,7 +157,7 @@ class EncdecInput(TokenizedInput, Input["Analysis"]):
         from attnviz.limits import amount, attention_budget, check_export
         from attnviz.output import as_path, check_page_measure
 
-        check_measure_asked(self, asked)
+        check_model_asked(self, asked)
         if check_choice(asked.mask, ("none", "causal"), "mask") != "none":
             self.refuse_internals("the causal what-if ({mask} causal)", param="mask")
         if asked.upto is not None and self.stack == "cross":
@@ -175,7 +167,6 @@ class EncdecInput(TokenizedInput, Input["Analysis"]):
                 "or {stack} decoder",
                 param="stack",
             )
-        check_indices(asked, self.num_layers, self.num_heads)
         if self.attention_bytes() > attention_budget():
             raise BadInput(
                 f"the attention of {self.source.name}'s three stacks for this source and target "
@@ -254,12 +245,13 @@ class EncdecInput(TokenizedInput, Input["Analysis"]):
         *,
         mask: str = "none",
         dtype: str = "float32",
-        cache: bool = True,
         layers: Sequence[int] | None = None,
+        **_: Any,
     ) -> Analysis:
         """Run the model (transformers' eager attention, in `dtype`; a generated target is
         written first) and return the `Analysis` of this stack: every layer of it (`layers`
-        is refused), never from the cache; `mask` "causal" is refused (see `check`)."""
+        is refused), never from the cache (`cache` is not read); `mask` "causal" is refused
+        (see `check`)."""
         from attnviz import perf
         from attnviz.analysis import Analysis
         from attnviz.render.data import Sides

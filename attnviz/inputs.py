@@ -37,7 +37,7 @@ __all__ = [
     "PreparedInput",
     "TokenizedInput",
     "check_indices",
-    "check_measure_asked",
+    "check_model_asked",
     "no_model",
     "short",
 ]
@@ -292,10 +292,10 @@ def check_indices(asked: Asked, layers: int, heads: int) -> None:
     resolve_heads(asked.heads, heads)
 
 
-def check_measure_asked(prepared: PreparedInput, asked: Asked) -> None:
-    """Refuse the measure asked for where it does not apply (see `Analysis.measure`), and any
-    but the weight (or the comparison of them all) where the model's internals are not
-    attnviz's to read."""
+def check_model_asked(prepared: PreparedInput, asked: Asked) -> None:
+    """What an input with a model refuses of `asked`: the measure where it does not apply (see
+    `Analysis.measure`), any but the weight (or the comparison of them all) where the model's
+    internals are not attnviz's to read, and a layer or head the model does not have."""
     from attnviz.measures.contributions import check_measure
 
     check_measure(asked.measure, head=asked.head, heads=asked.heads, view=asked.view)
@@ -303,6 +303,7 @@ def check_measure_asked(prepared: PreparedInput, asked: Asked) -> None:
         prepared.refuse_internals("comparing the measures")
     elif asked.measure != "weight":
         prepared.refuse_internals(f"{{measure}} {asked.measure}", param="measure")
+    check_indices(asked, prepared.num_layers, prepared.num_heads)
 
 
 def no_model(what: str) -> BadInput:

@@ -17,22 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import BadInput, exhausted
-from attnviz.inputs import (
-    DTYPES,
-    MASKS,
-    Asked,
-    Input,
-    ModelInfo,
-    TokenizedInput,
-    check_indices,
-    check_measure_asked,
-    short,
-)
+from attnviz.inputs import DTYPES, MASKS, Input, ModelInfo, TokenizedInput, check_model_asked, short
 from attnviz.limits import check_choice, number_list, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.encdec import EncdecInput
+    from attnviz.inputs import Asked
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
@@ -190,8 +181,7 @@ class Prepared(TokenizedInput, Input["Analysis"]):
             check_model,
         )
 
-        check_measure_asked(self, asked)
-        check_indices(asked, self.num_layers, self.num_heads)
+        check_model_asked(self, asked)
         check_model(self, asked.measure)
         if asked.compared:
             check_decoder_comparison(self)
