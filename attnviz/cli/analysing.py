@@ -38,7 +38,7 @@ def prepare_request(request: Request, cached: bool = False) -> tuple[Prepared, A
         if cached and request.cache:
             hit = from_cache(request.text, pair=request.pair, model=request.model,
                              truncate=request.truncate, mask=request.mask, dtype=request.dtype,
-                             max_tokens=request.max_tokens, bos=request.bos,
+                             cache=True, max_tokens=request.max_tokens, bos=request.bos,
                              engine=request.engine)  # fmt: skip
         return hit or api.prepare(request.text, pair=request.pair, model=request.model,
                                   truncate=request.truncate, cache=request.cache,

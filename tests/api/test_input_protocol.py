@@ -14,6 +14,20 @@ from attnviz.errors import BadInput
 from attnviz.prepared import Prepared, read_input
 
 EN = "The protocol test reads this sentence once, then from the cache."
+AS_ANALYSE = {  # attnviz.analyse's defaults
+    "pair": None,
+    "model": None,
+    "target": None,
+    "generate": None,
+    "stack": None,
+    "truncate": False,
+    "cache": True,
+    "max_tokens": None,
+    "bos": True,
+    "engine": "auto",
+    "mask": "none",
+    "dtype": "float32",
+}
 
 
 def test_a_text_and_arrays_refuse_a_missing_layer_alike() -> None:
@@ -49,7 +63,7 @@ def test_a_text_seen_before_is_prepared_from_the_cache_without_a_tokenizer(
         raise AssertionError("the tokenizer was loaded for a text the cache holds")
 
     monkeypatch.setattr("attnviz.text.tokenize.load_tokenizer", no_tokenizer)
-    source = read_input(EN)
+    source = read_input(EN, **AS_ANALYSE)  # type: ignore[arg-type]
     assert isinstance(source, Prepared) and source.found is not None
     assert np.array_equal(source.analyse().attentions, whole.attentions)
     one = source.analyse(layers=[1])  # only the layer asked for, from what the cache held
