@@ -10,22 +10,22 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
+from attnviz.corpus import head_stats
+from attnviz.details import model_info
 from attnviz.errors import BadInput
-from attnviz.inputs import DTYPES, MASKS
+from attnviz.inputs import DTYPES
 from attnviz.limits import check_choice, check_range
+from attnviz.long_input import analyse_long
 from attnviz.prepared import Prepared
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-    from attnviz.details import ModelDetails
     from attnviz.encdec import EncdecInput
     from attnviz.generation import Generation
-    from attnviz.measures.long import LongResult
-    from attnviz.measures.stats import HeadStats
 
 __all__ = [
     "analyse",
@@ -108,44 +108,13 @@ def analyse(
     [layers, heads, T_target, T_source]), "decoder" (causal, over the target) or "encoder"
     (over the source). See `prepare_encdec`. Other models refuse all three.
     """
-    from attnviz.encdec import encdec_input, found_in, open_encdec
-    from attnviz.prepared import prepare_input
+    from attnviz.prepared import read_input
 
-    given = target is not None or generate is not None or stack is not None
-    opened = open_encdec(check_model(model), use_cache=check_flag(cache, "cache"))
-    if given or found_in(opened) is not None:  # one door: the model is opened once
-        encdec = encdec_input(
-            text,
-            opened,
-            model=model,
-            target=target,
-            generate=generate,
-            stack=stack,
-            truncate=truncate,
-            cache=cache,
-            max_tokens=max_tokens,
-            engine=engine,
-        )
-        if pair is not None or layers is not None:
-            named = "{pair}" if pair is not None else "{layers}"
-            raise BadInput(
-                f"{named} does not apply to an encoder-decoder, which reads a source and a "
-                "{target_text} and returns every layer of the stack: leave it out",
-                param=("pair" if pair is not None else "layers", "target_text"),
-            )
-        encdec.check(mask=mask)
-        return encdec.analyse(dtype=check_choice(dtype, DTYPES, "dtype"))
-    if layers is None:  # a text seen before: no tokenizer, no torch
-        hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
-                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
-        if hit is not None:
-            hit.prepared.note_engine()
-            return hit
-    prepared = prepare_input(
-        text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
-        max_tokens=max_tokens, bos=bos, engine=engine,
-    )  # fmt: skip
-    return prepared.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
+    source = read_input(text, pair=pair, model=model, target=target, generate=generate,
+                        stack=stack, truncate=truncate, cache=cache, max_tokens=max_tokens,
+                        bos=bos, engine=engine, mask=mask, dtype=dtype,
+                        look_up=layers is None)  # fmt: skip
+    return source.analyse(mask=mask, dtype=dtype, cache=cache, layers=layers)
 
 
 def prepare_encdec(
@@ -258,178 +227,6 @@ def generate(
         dtype=dtype,
         on_text=on_text,
     )
-
-
-def from_cache(
-    text: str,
-    *,
-    pair: str | None = None,
-    model: str | None = None,
-    mask: str = "none",
-    dtype: str = "float32",
-    truncate: bool = False,
-    cache: bool = True,
-    max_tokens: int | None = None,
-    bos: bool = True,
-    engine: str = "auto",
-) -> Analysis | None:
-    """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
-
-    The arguments are checked as `analyse` checks them (a bad one raises BadInput).
-    """
-    from attnviz.cache.settings import cache_enabled
-    from attnviz.pipeline import cached
-
-    model = check_model(model)
-    truncate, cache, bos = (
-        check_flag(truncate, "truncate"),
-        check_flag(cache, "cache"),
-        check_flag(bos, "bos"),
-    )
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if pair is not None:
-        check_text(pair, "the pair")
-    causal = check_choice(mask, MASKS, "mask") == "causal"
-    check_choice(dtype, DTYPES, "dtype")
-    if not cache_enabled(not cache):
-        return None
-    hit = cached(
-        text,
-        model=model,
-        pair=pair,
-        truncate=truncate,
-        causal=causal,
-        dtype=dtype,
-        max_tokens=max_tokens,
-        bos=bos,
-        engine=engine,
-    )
-    if hit is None:
-        return None
-    from attnviz.analysis import Analysis
-
-    (source, config, pieces, engine), attentions = hit
-    prepared = Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
-    if causal:
-        prepared.refuse_internals("the causal what-if ({mask} causal)", param="mask")
-    return Analysis(prepared, attentions, causal, dtype)
-
-
-def head_stats(
-    texts: Iterable[str],
-    *,
-    model: str | None = None,
-    truncate: bool = False,
-    batch_size: int = 32,
-    device: str = "auto",
-    threads: int | None = None,
-    dtype: str = "float32",
-    progress: Callable[[int], None] | None = None,
-    max_tokens: int | None = None,
-    bos: bool = True,
-    lang: str | None = None,
-    engine: str = "auto",
-    exclude: str | Sequence[str] | None = None,
-) -> HeadStats:
-    """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
-
-    `max_tokens` bounds each sentence in pieces and `bos=False` reads a decoder's sentences
-    without its start token, as in `prepare`; a sentence whose
-    attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
-
-    `texts` is any iterable of sentences (a list, a generator, an open file's lines):
-    it is read as the statistics run, a few thousand sentences at a time, so memory
-    does not grow with the length of the corpus.
-
-    The sentences run in padded batches of up to `batch_size`, shortest first, on
-    `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
-    torch's choice). Only running sums are kept, never the attention arrays.
-    `progress(n)` is called after each batch with the number of sentences it held.
-    `lang` ("en" or "pt"; None: Portuguese when LC_ALL, LC_MESSAGES or LANG starts with pt)
-    is the language of the table's and the figure's labels.
-    A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
-    `next`, and leave out each sentence's first query, which sees only itself.
-    `engine` as in `prepare`: on transformers' engine the batches run through its eager model,
-    and a sentence whose whole attention is over the budget is refused.
-    `exclude` ("special", "punct", "first" (alias "sink") or a list of them) drops those
-    pieces as keys and queries, each row renormalised over the keys left, as the views do:
-    with `exclude="first"` a decoder's `first` is 0, and every record has `excluded`.
-    """
-    from attnviz.corpus import head_stats as run
-
-    return run(
-        texts,
-        model=model,
-        truncate=truncate,
-        batch_size=batch_size,
-        device=device,
-        threads=threads,
-        dtype=dtype,
-        progress=progress,
-        max_tokens=max_tokens,
-        bos=bos,
-        lang=lang,
-        engine=engine,
-        exclude=exclude,
-    )
-
-
-def analyse_long(
-    text: str,
-    *,
-    model: str | None = None,
-    pool: int | None = None,
-    pool_by: str = "mean",
-    query: str | int | None = None,
-    max_tokens: int | None = None,
-    truncate: bool = False,
-    bos: bool = True,
-    dtype: str = "float32",
-    engine: str = "auto",
-    page: bool = False,
-) -> LongResult:
-    """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
-    (the model's own limit when lower), computed without holding any layer's whole attention.
-
-    Every layer runs once; its weights are reduced a block of queries at a time into: the
-    distance profile of each head (`profile` (L, H, bins), the mean weight of a pair at
-    distance 0, 1, 2, 3–4, 5–8, ...: `bin_labels`), the sink share of each head (`sink`
-    (L, H): the share of queries putting over half their weight on position 0), with `pool`
-    the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
-    "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
-    piece index) that query's row in every layer and head (`rows` (L, H, T)).
-    Only attnviz's own engine hands its weights over a block at a time: `engine`
-    "transformers", or a model type only transformers computes, is refused.
-    `page`: the result is for a page (`LongResult.html`): a pooled map too large for one is
-    refused after tokenizing, before the model runs, naming the `pool` that fits.
-    """
-    from attnviz.long_input import analyse_long as run
-
-    return run(
-        text,
-        model=model,
-        pool=pool,
-        pool_by=pool_by,
-        query=query,
-        max_tokens=max_tokens,
-        truncate=truncate,
-        bos=bos,
-        dtype=dtype,
-        engine=engine,
-        page=page,
-    )
-
-
-def model_info(
-    model: str | os.PathLike[str] | None = None, *, engine: str = "auto"
-) -> ModelDetails:
-    """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,
-    parameter count and weight files, and which engine computes it (`engine` as in
-    `prepare`); no weights loaded, no torch imported."""
-    from attnviz.details import model_info as run
-
-    return run(model, engine=engine)
 
 
 def check_head_stats(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +26,8 @@ import numpy as np
 
 from attnviz.analysis import Analysis
 from attnviz.errors import BadInput
-from attnviz.inputs import ARRAYS_ORIGIN, ModelInfo, no_model
-from attnviz.limits import amount, attention_budget, resolve_heads, resolve_index
+from attnviz.inputs import ARRAYS_ORIGIN, Asked, Input, ModelInfo, check_indices, no_model
+from attnviz.limits import amount, attention_budget
 
 if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
@@ -53,21 +53,30 @@ MAX_TOKEN_CHARS = 1000  # characters of one token
 
 
 @dataclass(frozen=True)
-class GivenInput:
-    """The input of attention given as arrays: its pieces and a model's name, no model.
+class GivenInput(Input["Analysis"]):
+    """The input of attention given as arrays: its pieces, a model's name and the checked
+    arrays, no model.
 
-    It is what `Analysis.prepared` needs (attnviz.inputs.PreparedInput); whatever would
-    run the model again refuses in one line."""
+    It is what `Analysis.prepared` needs (attnviz.inputs.PreparedInput); `analyse()` hands
+    the arrays over as an `Analysis`, and whatever would run the model again refuses in one
+    line."""
 
     name: str
     pieces: Pieces
     layers: int
     heads: int
+    attentions: np.ndarray = field(repr=False, compare=False)  # (L, H, Tq, Tk) float32, checked
     causal: bool = False
     windows: tuple[int | None, ...] = ()  # each model layer's sliding window (None: none)
     # What computed the weights, as `inputs.PreparedInput` asks: "given" (a caller's arrays:
     # no engine of attnviz's, titles unmarked), or what an attnviz export says it was.
     engine: str = GIVEN
+    # The model's layer of each entry of `attentions` when not all (None: all); the keys'
+    # pieces of a rectangle; whether the rows sum to 1; the dtype they came in.
+    kept: tuple[int, ...] | None = None
+    key_pieces: Pieces | None = None
+    normalised: bool = True
+    dtype: str = "float32"
 
     @property
     def source(self) -> ModelSource:
@@ -104,18 +113,27 @@ class GivenInput:
     def num_heads(self) -> int:
         return self.heads
 
-    def check(
-        self,
-        *,
-        layer: int | None = None,
-        head: int | None = None,
-        heads: Sequence[int] | None = None,
-    ) -> None:
-        if layer is not None:
-            resolve_index(layer, self.layers, "layer")
-        if head is not None:
-            resolve_index(head, self.heads, "head")
-        resolve_heads(heads, self.heads)
+    def check_asked(self, asked: Asked) -> None:
+        """A layer or a head the arrays lack; a measure or a comparison, which need the model."""
+        from attnviz.measures.contributions import check_measure
+
+        check_measure(asked.measure, head=asked.head, heads=asked.heads, view=asked.view)
+        check_indices(asked, self.layers, self.heads)
+        if asked.compared:
+            raise no_model("compare")
+        if asked.measure != "weight":
+            raise no_model(f"measure {asked.measure!r}")
+
+    def analyse(self, **_: Any) -> Analysis:
+        """The arrays as an `Analysis` (nothing to compute)."""
+        return Analysis(
+            prepared=self,
+            attentions=self.attentions,
+            dtype=self.dtype,
+            layers=self.kept,
+            key_pieces=self.key_pieces,
+            normalised=self.normalised,
+        )
 
     def refuse_internals(self, what: str, *, param: str | None = None) -> None:
         raise no_model(what)
@@ -123,16 +141,7 @@ class GivenInput:
     def note_engine(self) -> None:
         """Nothing to say: no engine computed the weights."""
 
-    def explain(
-        self,
-        *,
-        token: str | None = None,
-        index: int | None = None,
-        layer: int = -1,
-        head: int = 0,
-        lang: str = "en",
-        mask: str = "none",
-    ) -> Explanation:
+    def explain(self, **_: Any) -> Explanation:
         raise no_model("explain")
 
 
@@ -159,15 +168,9 @@ def arrays_analysis(
     L, H = attentions.shape[:2]
     kept = None if layers is None or list(layers) == list(range(L)) else tuple(layers)
     total = L if kept is None else max(kept) + 1
-    given = GivenInput(name, pieces, total, H, causal, tuple(windows), engine)
-    return Analysis(
-        prepared=given,
-        attentions=attentions,
-        dtype=dtype,
-        layers=kept,
-        key_pieces=key_pieces,
-        normalised=normalised,
-    )
+    given = GivenInput(name, pieces, total, H, attentions, causal, tuple(windows), engine, kept,
+                       key_pieces, normalised, dtype)  # fmt: skip
+    return given.analyse()
 
 
 # ---------------------------------------------------------------- from_attentions

@@ -38,7 +38,30 @@ def head_stats(
     engine: str = "auto",
     exclude: str | Sequence[str] | None = None,
 ) -> HeadStats:
-    """`attnviz.api.head_stats`'s work: see its docstring."""
+    """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
+
+    `max_tokens` bounds each sentence in pieces and `bos=False` reads a decoder's sentences
+    without its start token, as in `prepare`; a sentence whose
+    attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
+
+    `texts` is any iterable of sentences (a list, a generator, an open file's lines):
+    it is read as the statistics run, a few thousand sentences at a time, so memory
+    does not grow with the length of the corpus.
+
+    The sentences run in padded batches of up to `batch_size`, shortest first, on
+    `device` ("auto" takes CUDA when there is one) with `threads` CPU threads (None:
+    torch's choice). Only running sums are kept, never the attention arrays.
+    `progress(n)` is called after each batch with the number of sentences it held.
+    `lang` ("en" or "pt"; None: Portuguese when LC_ALL, LC_MESSAGES or LANG starts with pt)
+    is the language of the table's and the figure's labels.
+    A decoder's statistics have `first` (the first token) instead of `cls`, `sep` and
+    `next`, and leave out each sentence's first query, which sees only itself.
+    `engine` as in `prepare`: on transformers' engine the batches run through its eager model,
+    and a sentence whose whole attention is over the budget is refused.
+    `exclude` ("special", "punct", "first" (alias "sink") or a list of them) drops those
+    pieces as keys and queries, each row renormalised over the keys left, as the views do:
+    with `exclude="first"` a decoder's `first` is 0, and every record has `excluded`.
+    """
     from attnviz.measures.select import check_exclude, excluded_pieces
     from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
     from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole, load_engine

@@ -191,7 +191,9 @@ def _encdec_details(source: ModelSource, config: dict[str, Any], seq: Seq2seqSha
 def model_info(
     model: str | os.PathLike[str] | None = None, *, engine: str = "auto"
 ) -> ModelDetails:
-    """`attnviz.api.model_info`'s work: see its docstring."""
+    """The model `model` names (see `prepare`): its shape, tokenizer, model card's languages,
+    parameter count and weight files, and which engine computes it (`engine` as in
+    `prepare`); no weights loaded, no torch imported."""
     from attnviz.errors import AttnvizError
     from attnviz.inputs import ModelInfo
     from attnviz.model.foreign import computes_with, shape_of

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, exhausted, short_reason
-from attnviz.inputs import ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, check_range, resolve_heads, resolve_index
+from attnviz.inputs import DTYPES, Input, ModelInfo, TokenizedInput, check_model_asked, short
+from attnviz.limits import check_choice, check_range
 from attnviz.model.seq2seq_config import STACKS, Seq2seqShape
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.inputs import Asked
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
@@ -52,7 +53,7 @@ GENERATED = "generated"  # how titles and files mark a target the model wrote it
 
 
 @dataclass(frozen=True)
-class EncdecInput(TokenizedInput):
+class EncdecInput(TokenizedInput, Input["Analysis"]):
     """A source and a target for an encoder-decoder, and the stack to look at; no weights
     loaded, no torch imported. `target` is None until a generated target is written."""
 
@@ -149,60 +150,34 @@ class EncdecInput(TokenizedInput):
         dec = seq.decoder_layers * seq.decoder_heads * (T * T + T * S)
         return 4 * (enc + dec)
 
-    def check(
-        self,
-        *,
-        layer: int | None = None,
-        head: int | None = None,
-        heads: Sequence[int] | None = None,
-        upto: int | None = None,
-        measure: str = "weight",
-        view: str = "show",
-        words: Mapping[str, str] | None = None,
-        units: str = "words",
-        mask: str = "none",
-        out: str | Path | None = None,
-        compared: bool = False,
-    ) -> None:
-        """Refuse, before the model runs, what the call would refuse (see `Prepared.check`).
-        `words`: `query` and `source` are the queries' words (the target's on the cross
-        stack), `target` a key's (the source's on the cross stack)."""
+    def check_asked(self, asked: Asked) -> None:
+        """`check`'s work (see `attnviz.inputs.Input.check`). `words`: `query` and `source` are
+        the queries' words (the target's on the cross stack), `target` a key's (the source's
+        on the cross stack)."""
         from attnviz.limits import amount, attention_budget, check_export
-        from attnviz.measures.contributions import check_measure
         from attnviz.output import as_path, check_page_measure
 
-        check_measure(measure, head=head, heads=heads, view=view)
-        if compared:
-            self.refuse_internals("comparing the measures")
-        elif measure != "weight":
-            self.refuse_internals(f"{{measure}} {measure}", param="measure")
-        if check_choice(mask, ("none", "causal"), "mask") != "none":
+        check_model_asked(self, asked)
+        if check_choice(asked.mask, ("none", "causal"), "mask") != "none":
             self.refuse_internals("the causal what-if ({mask} causal)", param="mask")
-        if layer is not None:
-            resolve_index(layer, self.num_layers, "layer")
-        if head is not None:
-            resolve_index(head, self.num_heads, "head")
-        if upto is not None:
-            if self.stack == "cross":
-                raise BadInput(
-                    "rollout chains a stack's attention through its layers, and the cross "
-                    "stack's target queries never become its source keys: use {stack} encoder "
-                    "or {stack} decoder",
-                    param="stack",
-                )
-            resolve_index(upto, self.num_layers, "layer", "upto")
-        resolve_heads(heads, self.num_heads)
+        if asked.upto is not None and self.stack == "cross":
+            raise BadInput(
+                "rollout chains a stack's attention through its layers, and the cross "
+                "stack's target queries never become its source keys: use {stack} encoder "
+                "or {stack} decoder",
+                param="stack",
+            )
         if self.attention_bytes() > attention_budget():
             raise BadInput(
                 f"the attention of {self.source.name}'s three stacks for this source and target "
                 f"is {amount(self.attention_bytes())}, more than attnviz keeps for one input "
                 f"({amount(attention_budget())}): shorten the source or the target"
             )
-        if words is not None:
-            self.check_words(words, units=units)
-        if out is not None:
-            out = as_path(out, "out")
-            check_page_measure(out, measure)
+        if asked.words is not None:
+            self.check_words(asked.words, units=asked.units)
+        if asked.out is not None:
+            out = as_path(asked.out, "out")
+            check_page_measure(out, asked.measure)
             weights = self.num_layers * self.num_heads * len(self.source_pieces) ** 2
             if self.target is not None:
                 weights = self.num_layers * self.num_heads * len(self.pieces) * len(self.key_pieces)
@@ -265,14 +240,30 @@ class EncdecInput(TokenizedInput):
 
     # ------------------------------------------------------------ the run
 
-    def analyse(self, *, dtype: str = "float32", **_: Any) -> Analysis:
+    def analyse(
+        self,
+        *,
+        mask: str = "none",
+        dtype: str = "float32",
+        layers: Sequence[int] | None = None,
+        **_: Any,
+    ) -> Analysis:
         """Run the model (transformers' eager attention, in `dtype`; a generated target is
-        written first) and return the `Analysis` of this stack."""
+        written first) and return the `Analysis` of this stack: every layer of it (`layers`
+        is refused), never from the cache (`cache` is not read); `mask` "causal" is refused
+        (see `check`)."""
         from attnviz import perf
         from attnviz.analysis import Analysis
         from attnviz.render.data import Sides
 
-        self.check()
+        if layers is not None:
+            raise BadInput(
+                "{layers} does not apply to an encoder-decoder, which reads a source and a "
+                "{target_text} and returns every layer of the stack: leave it out",
+                param=("layers", "target_text"),
+            )
+        self.check(mask=mask)
+        check_choice(dtype, DTYPES, "dtype")
         perf.import_torch()
         from attnviz.model.seq2seq import generate_greedy, load_seq2seq, run_stacks
         from attnviz.text.target import generated_pieces

@@ -1,17 +1,21 @@
-"""What the face's objects share: the model's description, a tokenized input's words.
+"""What the face's objects share: the model's description, a tokenized input's words, and
+the one input protocol.
 
 `ModelInfo` says which model computed the attention; `TokenizedInput` is what `Prepared`
-and `Analysis` both offer about their text (tokens, labels, words, the pair); `PreparedInput`
-is what an `Analysis` needs of the `Prepared` input it came from, so that the analysis does
-not import the module that builds it.
+and `Analysis` both offer about their text (tokens, labels, words, the pair). `Input` is the
+one protocol of an input before its attention (a text's `Prepared`, an encoder-decoder's
+`EncdecInput`, arrays' `GivenInput`): `check(...)` refuses, before any work, what the call
+would refuse (`Asked` holds what the call asks), and `analyse(...)` gives its `Analysis`.
+`PreparedInput` is what an `Analysis` reads of the input it came from, so that the analysis
+does not import the modules that build it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from attnviz.errors import BadInput
 from attnviz.measures.model_input import ModelInput
@@ -27,9 +31,13 @@ __all__ = [
     "ARRAYS_ORIGIN",
     "DTYPES",
     "MASKS",
+    "Asked",
+    "Input",
     "ModelInfo",
     "PreparedInput",
     "TokenizedInput",
+    "check_indices",
+    "check_model_asked",
     "no_model",
     "short",
 ]
@@ -167,17 +175,31 @@ class TokenizedInput:
         return vocabulary_fit(self.pieces)
 
 
-class PreparedInput(ModelInput, Protocol):
-    """What an `Analysis` reads of the input it was computed for (`Prepared` is one): what a
-    measure reads (`source`, `config`, `pieces`, `shape`), and the model's description, its
-    size, the checks and the explanation."""
+# What `Input.analyse` gives: an `attnviz.Analysis` (named by its users, so that this module,
+# which `attnviz.analysis` imports, need not import it back).
+Analysed = TypeVar("Analysed", covariant=True)
 
-    @property
-    def model(self) -> ModelInfo: ...
-    @property
-    def num_layers(self) -> int: ...
-    @property
-    def num_heads(self) -> int: ...
+
+@dataclass(frozen=True)
+class Asked:
+    """What a call asks of an input's attention, as `Input.check` takes it (see there)."""
+
+    layer: int | None = None
+    head: int | None = None
+    heads: Sequence[int] | None = None
+    upto: int | None = None  # rollout's last layer
+    measure: str = "weight"
+    view: str = "show"
+    words: Mapping[str, str] | None = None  # an argument's name -> the word it names
+    units: str = "words"
+    mask: str = "none"
+    out: str | Path | None = None  # the file to write
+    compared: bool = False  # every measure, side by side (`Analysis.compare`)
+
+
+class Input(Protocol[Analysed]):
+    """The one input protocol: an input before its attention (`Prepared`, `EncdecInput`,
+    `GivenInput` subclass it), checked cheaply, then analysed."""
 
     def check(
         self,
@@ -185,7 +207,49 @@ class PreparedInput(ModelInput, Protocol):
         layer: int | None = None,
         head: int | None = None,
         heads: Sequence[int] | None = None,
-    ) -> None: ...
+        upto: int | None = None,
+        measure: str = "weight",
+        view: str = "show",
+        words: Mapping[str, str] | None = None,
+        units: str = "words",
+        mask: str = "none",
+        out: str | Path | None = None,
+        compared: bool = False,
+    ) -> None:
+        """Refuse, before any attention is computed (no weights, no torch), what the call these
+        arguments are for would refuse. The command line's one pre-check; from Python:
+        `attnviz.prepare(text).check(layer=9)`.
+
+        - `layer`, `head`, `heads`, `upto` (rollout's last layer): one this model does not have.
+        - `measure` (see `Analysis.measure`): a per-layer measure asked for one head, a list
+          of `heads` or the heads `view` ("show", "heads", "model"); any but the weight on a
+          decoder family whose decomposition attnviz has not checked. `compared`: the
+          measures `Analysis.compare` sets side by side, refused on such a family too.
+        - `words`: each argument's name and the word it names, e.g. `{"source": "he",
+          "target": "John"}` (`Analysis.find`) or `{"query": "he"}`, looked up among the
+          words (or pieces, `units="tokens"`); `source` after `target` under a causal
+          attention (a decoder, or `mask="causal"`).
+        - `out`, the file to write: a page (.html) of a measure other than the weight; a
+          .json or .html file of more weights than attnviz writes.
+        """
+        self.check_asked(
+            Asked(layer, head, heads, upto, measure, view, words, units, mask, out, compared)
+        )
+
+    def check_asked(self, asked: Asked) -> None:
+        """`check`'s work, each input kind its own."""
+        ...
+
+    def analyse(
+        self,
+        *,
+        mask: str = "none",
+        dtype: str = "float32",
+        cache: bool = True,
+        layers: Sequence[int] | None = None,
+    ) -> Analysed:
+        """The input's attention: computed, read from the cache, or the arrays given."""
+        ...
 
     def explain(
         self,
@@ -196,7 +260,50 @@ class PreparedInput(ModelInput, Protocol):
         head: int = 0,
         lang: str = "en",
         mask: str = "none",
-    ) -> Explanation: ...
+    ) -> Explanation:
+        """One query's attention in one head, step by step (see `Analysis.explain`)."""
+        ...
+
+
+class PreparedInput(ModelInput, Input[Any], Protocol):
+    """What an `Analysis` reads of the input it was computed for (`Prepared` is one): what a
+    measure reads (`source`, `config`, `pieces`, `shape`), the model's description and its
+    size, and the one input protocol (its checks, its explanation)."""
+
+    @property
+    def model(self) -> ModelInfo: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+
+
+def check_indices(asked: Asked, layers: int, heads: int) -> None:
+    """Refuse a layer, head, list of heads or rollout's last layer (`upto`) that a model of
+    `layers` layers and `heads` heads does not have."""
+    from attnviz.limits import resolve_heads, resolve_index
+
+    if asked.layer is not None:
+        resolve_index(asked.layer, layers, "layer")
+    if asked.head is not None:
+        resolve_index(asked.head, heads, "head")
+    if asked.upto is not None:
+        resolve_index(asked.upto, layers, "layer", "upto")
+    resolve_heads(asked.heads, heads)
+
+
+def check_model_asked(prepared: PreparedInput, asked: Asked) -> None:
+    """What an input with a model refuses of `asked`: the measure where it does not apply (see
+    `Analysis.measure`), any but the weight (or the comparison of them all) where the model's
+    internals are not attnviz's to read, and a layer or head the model does not have."""
+    from attnviz.measures.contributions import check_measure
+
+    check_measure(asked.measure, head=asked.head, heads=asked.heads, view=asked.view)
+    if asked.compared:
+        prepared.refuse_internals("comparing the measures")
+    elif asked.measure != "weight":
+        prepared.refuse_internals(f"{{measure}} {asked.measure}", param="measure")
+    check_indices(asked, prepared.num_layers, prepared.num_heads)
 
 
 def no_model(what: str) -> BadInput:

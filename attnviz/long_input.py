@@ -29,7 +29,21 @@ def analyse_long(
     engine: str = "auto",
     page: bool = False,
 ) -> LongResult:
-    """`attnviz.api.analyse_long`'s work: see its docstring."""
+    """The views made for length, for an input of up to `attnviz.limits.LONG_TOKENS` pieces
+    (the model's own limit when lower), computed without holding any layer's whole attention.
+
+    Every layer runs once; its weights are reduced a block of queries at a time into: the
+    distance profile of each head (`profile` (L, H, bins), the mean weight of a pair at
+    distance 0, 1, 2, 3–4, 5–8, ...: `bin_labels`), the sink share of each head (`sink`
+    (L, H): the share of queries putting over half their weight on position 0), with `pool`
+    the pooled map (`pooled` (L, H, n, n), blocks of `pool` pieces, `pool_by` "mean" or
+    "max", labelled `pool_labels` "0–63", ...), and with `query` (a word of the text, or a
+    piece index) that query's row in every layer and head (`rows` (L, H, T)).
+    Only attnviz's own engine hands its weights over a block at a time: `engine`
+    "transformers", or a model type only transformers computes, is refused.
+    `page`: the result is for a page (`LongResult.html`): a pooled map too large for one is
+    refused after tokenizing, before the model runs, naming the `pool` that fits.
+    """
     from attnviz.measures.long import LongReducer, LongResult, check_pool, pool_edges
     from attnviz.measures.long import bin_label as _bin_label
     from attnviz.pipeline import compute_blocked

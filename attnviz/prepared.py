@@ -7,6 +7,7 @@ model it is for.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,22 +17,24 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.errors import BadInput, exhausted
-from attnviz.inputs import DTYPES, MASKS, ModelInfo, TokenizedInput, short
-from attnviz.limits import check_choice, number_list, resolve_heads, resolve_index
+from attnviz.inputs import DTYPES, MASKS, Input, ModelInfo, TokenizedInput, check_model_asked, short
+from attnviz.limits import check_choice, number_list, resolve_index
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
+    from attnviz.encdec import EncdecInput
+    from attnviz.inputs import Asked
     from attnviz.measures.explain import Explanation
     from attnviz.model.families import ModelShape
     from attnviz.model.locate import ModelSource
     from attnviz.model.open import OpenModel
     from attnviz.text.pieces import Pieces
 
-__all__ = ["Prepared", "prepare_input"]
+__all__ = ["Prepared", "checked_text", "from_cache", "prepare_input", "read_input"]
 
 
 @dataclass(frozen=True)
-class Prepared(TokenizedInput):
+class Prepared(TokenizedInput, Input["Analysis"]):
     """A tokenized input and the model it is for; no weights loaded, no torch imported."""
 
     source: ModelSource
@@ -41,6 +44,9 @@ class Prepared(TokenizedInput):
     max_tokens: int | None = None  # the bound asked for (None: the model's own)
     bos: bool = True  # a decoder's start token put in front when its tokenizer adds none
     engine: str = "attnviz"  # what computes the weights: "attnviz" or "transformers"
+    # The analysis the cache held for this text, found before any tokenizer ran (`from_cache`):
+    # `analyse` asked its mask and dtype hands it back, computing nothing.
+    found: Analysis | None = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -166,65 +172,25 @@ class Prepared(TokenizedInput):
         languages = model_languages(self.source.folder)
         return fit.note(self.source.name, languages, decoder=self.shape.causal)
 
-    def check(
-        self,
-        *,
-        layer: int | None = None,
-        head: int | None = None,
-        heads: Sequence[int] | None = None,
-        upto: int | None = None,
-        measure: str = "weight",
-        view: str = "show",
-        words: Mapping[str, str] | None = None,
-        units: str = "words",
-        mask: str = "none",
-        out: str | Path | None = None,
-        compared: bool = False,
-    ) -> None:
-        """Refuse, before any attention is computed (no weights, no torch), what the call these
-        arguments are for would refuse. The command line's one pre-check; from Python:
-        `attnviz.prepare(text).check(layer=9)`.
-
-        - `layer`, `head`, `heads`, `upto` (rollout's last layer): one this model does not have.
-        - `measure` (see `Analysis.measure`): a per-layer measure asked for one head, a list
-          of `heads` or the heads `view` ("show", "heads", "model"); any but the weight on a
-          decoder family whose decomposition attnviz has not checked. `compared`: the
-          measures `Analysis.compare` sets side by side, refused on such a family too.
-        - `words`: each argument's name and the word it names, e.g. `{"source": "he",
-          "target": "John"}` (`Analysis.find`) or `{"query": "he"}`, looked up among the
-          words (or pieces, `units="tokens"`); `source` after `target` under a causal
-          attention (a decoder, or `mask="causal"`).
-        - `out`, the file to write: a page (.html) of a measure other than the weight; a
-          .json or .html file of more weights than attnviz writes.
-        """
+    def check_asked(self, asked: Asked) -> None:
+        """`check`'s work (see `attnviz.inputs.Input.check`)."""
         from attnviz.measures.contributions import (
             MEASURES,
             check_decoder_comparison,
-            check_measure,
             check_measure_cost,
             check_model,
         )
 
-        check_measure(measure, head=head, heads=heads, view=view)
-        if compared:
-            self.refuse_internals("comparing the measures")
-        elif measure != "weight":
-            self.refuse_internals(f"{{measure}} {measure}", param="measure")
-        if layer is not None:
-            resolve_index(layer, self.num_layers, "layer")
-        if head is not None:
-            resolve_index(head, self.num_heads, "head")
-        if upto is not None:
-            resolve_index(upto, self.num_layers, "layer", "upto")
-        resolve_heads(heads, self.num_heads)
-        check_model(self, measure)
-        if compared:
+        check_model_asked(self, asked)
+        check_model(self, asked.measure)
+        if asked.compared:
             check_decoder_comparison(self)
-        check_measure_cost(self, list(MEASURES) if compared else [measure])
-        if words is not None:
-            self.check_words(words, units=units, causal=self.shape.causal or mask == "causal")
-        if out is not None:
-            self.check_file(out, measure=measure)
+        check_measure_cost(self, list(MEASURES) if asked.compared else [asked.measure])
+        if asked.words is not None:
+            causal = self.shape.causal or asked.mask == "causal"
+            self.check_words(asked.words, units=asked.units, causal=causal)
+        if asked.out is not None:
+            self.check_file(asked.out, measure=asked.measure)
 
     def analyse(
         self,
@@ -251,6 +217,13 @@ class Prepared(TokenizedInput):
         if not isinstance(cache, bool | int):
             raise BadInput(f"{{cache}} must be True or False, got {type(cache).__name__}",
                            param="cache")  # fmt: skip
+        found = self.found
+        if found is not None and (found.causal, found.dtype) == (causal, dtype):
+            kept = None if layers is None else self.kept_layers(layers)
+            self.note_engine()
+            if kept is None:
+                return found
+            return Analysis(found.prepared, found.attentions[list(kept)], causal, dtype, kept)
         kept = self.kept_layers(layers)
         try:
             attentions = compute(
@@ -275,7 +248,6 @@ class Prepared(TokenizedInput):
         mask: str = "none",
     ) -> Explanation:
         """One query's attention in one head, step by step (see `Analysis.explain`)."""
-        import dataclasses
 
         from attnviz.language import resolve_lang
         from attnviz.measures.explain import explain, find_query
@@ -331,6 +303,111 @@ class Prepared(TokenizedInput):
         check_export(out.suffix, self.attention_bytes() // 4, self.num_layers * self.num_heads)
 
 
+def read_input(
+    text: str,
+    *,
+    pair: str | None,
+    model: str | None,
+    target: str | None,
+    generate: int | None,
+    stack: str | None,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    bos: bool,
+    engine: str,
+    mask: str,
+    dtype: str,
+    look_up: bool = True,
+) -> Prepared | EncdecInput:
+    """The one preparation `attnviz.analyse` and the command line share, the model opened once:
+    an encoder-decoder's source and target (`target`, `generate` or `stack` given, or its
+    config.json says it is one; never the cache), else with `look_up` the text's analysis
+    in the cache (`mask` and `dtype` as `analyse` will ask them; no tokenizer, no torch),
+    else the text tokenized for the model. Its `check(...)` and `analyse(...)` do the rest."""
+    from attnviz.encdec import encdec_input, found_in, open_encdec
+
+    given = target is not None or generate is not None or stack is not None
+    opened = open_encdec(check_model(model), use_cache=check_flag(cache, "cache"))
+    if given or found_in(opened) is not None:
+        encdec = encdec_input(text, opened, model=model, target=target, generate=generate,
+                              stack=stack, truncate=truncate, cache=cache, max_tokens=max_tokens,
+                              engine=engine)  # fmt: skip
+        if pair is not None:
+            raise BadInput(
+                "{pair} is for encoders: an encoder-decoder reads a source and a {target_text}; "
+                "drop {pair}",
+                param=("pair", "target_text"),
+            )
+        return encdec
+    hit = None
+    if look_up:  # a text seen before: no tokenizer, no torch
+        hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
+                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+    if hit is not None:
+        return hit
+    return prepare_input(text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
+                         max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+
+
+def from_cache(
+    text: str,
+    *,
+    pair: str | None,
+    model: str | None,
+    mask: str,
+    dtype: str,
+    truncate: bool,
+    cache: bool,
+    max_tokens: int | None,
+    bos: bool,
+    engine: str,
+) -> Prepared | None:
+    """The text prepared from the cache alone, without a tokenizer or torch, its `found`
+    analysis the one `analyse(mask=mask, dtype=dtype)` gives; None on a miss. The arguments
+    are checked as `analyse` checks them (a bad one raises BadInput)."""
+    from attnviz.analysis import Analysis
+    from attnviz.cache.settings import cache_enabled
+    from attnviz.pipeline import cached
+
+    model, truncate, cache, bos, max_tokens = checked_text(text, pair, model, truncate, cache,
+                                                           bos, max_tokens)  # fmt: skip
+    causal = check_choice(mask, MASKS, "mask") == "causal"
+    check_choice(dtype, DTYPES, "dtype")
+    if not cache_enabled(not cache):
+        return None
+    hit = cached(text, model=model, pair=pair, truncate=truncate, causal=causal, dtype=dtype,
+                 max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+    if hit is None:
+        return None
+    (source, config, pieces, engine), attentions = hit
+    prepared = Prepared(source, config, pieces, truncate, max_tokens, bos, engine)
+    if causal:
+        prepared.refuse_internals("the causal what-if ({mask} causal)", param="mask")
+    found = Analysis(prepared, attentions, causal, dtype)
+    return dataclasses.replace(prepared, found=found)
+
+
+def checked_text(
+    text: str,
+    pair: str | None,
+    model: str | None,
+    truncate: bool,
+    cache: bool,
+    bos: bool,
+    max_tokens: int | None,
+) -> tuple[str | None, bool, bool, bool, int | None]:
+    """The text's arguments checked as `prepare` checks them: (model, truncate, cache, bos,
+    max_tokens)."""
+    model = check_model(model)
+    flags = check_flag(truncate, "truncate"), check_flag(cache, "cache"), check_flag(bos, "bos")
+    max_tokens = check_max_tokens(max_tokens)
+    check_text(text, "the text")
+    if pair is not None:
+        check_text(pair, "the pair")
+    return (model, *flags, max_tokens)
+
+
 def prepare_input(
     text: str,
     opened: OpenModel | None,
@@ -346,16 +423,8 @@ def prepare_input(
     """`attnviz.api.prepare`'s work, on the model `opened` already where it is given."""
     from attnviz.pipeline import prepare as _prepare
 
-    model = check_model(model)
-    truncate, cache, bos = (
-        check_flag(truncate, "truncate"),
-        check_flag(cache, "cache"),
-        check_flag(bos, "bos"),
-    )
-    max_tokens = check_max_tokens(max_tokens)
-    check_text(text, "the text")
-    if pair is not None:
-        check_text(pair, "the pair")
+    model, truncate, cache, bos, max_tokens = checked_text(text, pair, model, truncate, cache,
+                                                           bos, max_tokens)  # fmt: skip
     source, config, pieces, engine = _prepare(
         text,
         model=model,

@@ -358,6 +358,8 @@ def _decomposed(
     """
     import torch
 
+    from attnviz.measures.decoder_parts import alti_shares
+
     attention, norm = layer.attention, layer.attention_norm
     nh, hs = attention.num_heads, attention.head_size
     T, C = x.shape
@@ -377,13 +379,7 @@ def _decomposed(
         q = torch.arange(qs.start, qs.stop)
         z[q - qs.start, q] += x[qs]  # the residual: token i's own x_i
         t = norm.weight * (z - z.mean(dim=-1, keepdim=True)) / scale[qs, None, None]  # (q, T, C)
-        if not alti:
-            result.append(t.norm(dim=-1))  # (q, T)
-            continue
-        y_q = y[qs, None]  # (q, 1, C)
-        closeness = y_q.abs().sum(-1) - (y_q - t).abs().sum(-1)  # (q, T): ‖y‖₁ − ‖y − T‖₁
-        closeness = closeness.clamp_min(0)
-        result.append(closeness / closeness.sum(dim=-1, keepdim=True).clamp_min(1e-12))
+        result.append(alti_shares(y[qs], t) if alti else t.norm(dim=-1))  # (q, T)
     return torch.cat(result)  # (T, T)
 
 

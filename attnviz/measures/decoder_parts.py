@@ -53,6 +53,7 @@ __all__ = [
     "DECODER_FACTS",
     "DecoderFacts",
     "LayerCall",
+    "alti_shares",
     "attention_of",
     "check_decoder",
     "decoder_decomposed",
@@ -177,14 +178,17 @@ def decoder_decomposed(
             z = gain * z / scale[qs, None]  # (q, T, C): through the output norm, s_i fixed
         q = torch.arange(qs.start, qs.stop)
         z[q - qs.start, q] += x[qs]  # the residual: token i's own x_i
-        if not alti:
-            result.append(z.norm(dim=-1))  # (q, T)
-            continue
-        r_q = r[qs, None]  # (q, 1, C)
-        closeness = r_q.abs().sum(-1) - (r_q - z).abs().sum(-1)  # (q, T): ‖r‖₁ − ‖r − T‖₁
-        closeness = closeness.clamp_min(0)
-        result.append(closeness / closeness.sum(dim=-1, keepdim=True).clamp_min(1e-12))
+        result.append(alti_shares(r[qs], z) if alti else z.norm(dim=-1))  # (q, T)
     return torch.cat(result)  # (T, T)
+
+
+def alti_shares(y: torch.Tensor, parts: torch.Tensor) -> torch.Tensor:
+    """ALTI's contributions (Ferrando et al. 2022) of `parts` (q, T, C), each key's part of the
+    outputs `y` (q, C): the closeness ‖y‖₁ − ‖y − T‖₁, clamped at 0, as a share of its row."""
+    y_q = y[:, None]  # (q, 1, C)
+    closeness = y_q.abs().sum(-1) - (y_q - parts).abs().sum(-1)  # (q, T): ‖y‖₁ − ‖y − T‖₁
+    closeness = closeness.clamp_min(0)
+    return closeness / closeness.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # (q, T)
 
 
 @dataclass

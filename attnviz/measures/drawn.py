@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
-__all__ = ["Drawn", "save_image", "write_figure"]
+__all__ = ["Drawn", "DrawnView", "save_image", "write_figure"]
 
 
 def save_image(
@@ -48,7 +48,7 @@ class Drawn:
     """Drawing in a terminal (`rich.print`), a notebook (`_repr_html_`: what the terminal
     prints, as HTML) and an image file (`figure`, `save`).
 
-    A view (a heatmap first of all) also gives a notebook its image (`_repr_png_`); a
+    A view (`DrawnView`: a heatmap first of all) also gives a notebook its image; a
     table (a row's keys, a head ranking, a comparison) gives only its HTML, and a cell
     ending in its `figure()` shows the picture.
     """
@@ -94,3 +94,14 @@ class Drawn:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self._renderable()
+
+
+class DrawnView(Drawn):
+    """A view (a heatmap, a grid of them): what `Drawn` draws, and a notebook's image too."""
+
+    def _repr_png_(self) -> bytes:
+        """A notebook shows the view as HTML (`_repr_html_`) and as an image, for a notebook
+        (or a viewer) that runs no script."""
+        from attnviz.render.inline import figure_png
+
+        return figure_png(self.figure())

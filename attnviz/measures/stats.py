@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -71,6 +71,7 @@ __all__ = [
     "StatsAccumulator",
     "check_sort_column",
     "decoder_records",
+    "head_record",
     "label_for",
     "sort_records",
     "statistics_of",
@@ -286,20 +287,7 @@ class StatsAccumulator:
         for layer in range(self.layers):
             for head in range(self.heads):
                 values = {name: float(means[s, layer, head]) for s, name in enumerate(STATISTICS)}
-                records.append(
-                    HeadRecord(
-                        layer=layer,
-                        head=head,
-                        entropy=values["entropy"],
-                        cls=values["cls"],
-                        sep=values["sep"],
-                        punct=values["punct"],
-                        self=values["self"],
-                        prev=values["prev"],
-                        next=values["next"],
-                        label=label_for(values, reference),
-                    )
-                )
+                records.append(head_record(layer, head, values, reference))
         return records
 
 
@@ -408,19 +396,17 @@ def decoder_records(records: Sequence[HeadRecord], uniform_entropy: float) -> li
     for record in records:
         values = {"entropy": record["entropy"], "first": record.get("cls", 0.0)}
         values |= {key: record[key] for key in ("punct", "self", "prev")}
-        out.append(
-            HeadRecord(
-                layer=record["layer"],
-                head=record["head"],
-                entropy=values["entropy"],
-                first=values["first"],
-                punct=values["punct"],
-                self=values["self"],
-                prev=values["prev"],
-                label=label_for(values, uniform_entropy),
-            )
-        )
+        out.append(head_record(record["layer"], record["head"], values, uniform_entropy))
     return out
+
+
+def head_record(
+    layer: int, head: int, values: dict[str, float], uniform_entropy: float
+) -> HeadRecord:
+    """One head's record: its statistics `values` (an encoder's or a decoder's, in table
+    order) and the label they give it."""
+    label = label_for(values, uniform_entropy)
+    return cast("HeadRecord", {"layer": layer, "head": head, **values, "label": label})
 
 
 def statistics_of(records: Sequence[HeadRecord]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnviz.measures.drawn import Drawn
+from attnviz.measures.drawn import DrawnView
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,7 +21,7 @@ __all__ = ["StepsView"]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class StepsView(Drawn):
+class StepsView(DrawnView):
     """(N, T) weights: rows are the new tokens, columns the tokens read; NaN not yet written."""
 
     matrix: np.ndarray  # (N, T) float32, NaN right of each row's step
@@ -42,12 +42,6 @@ class StepsView(Drawn):
             "keys": self.keys,
             "weights": [[float(w) for w in row[~np.isnan(row)]] for row in self.matrix],
         }
-
-    def _repr_png_(self) -> bytes:
-        """A notebook shows the heatmap as HTML (`_repr_html_`) and as an image."""
-        from attnviz.render.inline import figure_png
-
-        return figure_png(self.figure())
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap

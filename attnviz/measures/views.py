@@ -30,7 +30,7 @@ from attnviz.errors import BadInput
 from attnviz.lexicon import label
 from attnviz.limits import TOP, check_choice, check_range, resolve_heads, resolve_index
 from attnviz.measures.contributions import per_layer_refusal
-from attnviz.measures.drawn import Drawn
+from attnviz.measures.drawn import DrawnView
 from attnviz.measures.select import (
     UnitMap,
     exclusion_note,
@@ -67,7 +67,7 @@ def _listing(numbers: Sequence[int]) -> str:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class AttentionView(Drawn):
+class AttentionView(DrawnView):
     """One attention matrix: rows are queries (who attends), columns keys; rows sum to 1.
 
     `labels` name the rows and columns (sentence B's first marked `B:`); `tokens` are
@@ -180,12 +180,6 @@ class AttentionView(Drawn):
             masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
-    def _repr_png_(self) -> bytes:
-        """... and its image, for a notebook (or a viewer) that runs no script."""
-        from attnviz.render.inline import figure_png
-
-        return figure_png(self.figure())
-
     def _renderable(self) -> Any:
         from attnviz.render.terminal import Heatmap
 
@@ -257,7 +251,7 @@ class RolloutView(AttentionView):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class HeadsView(Drawn):
+class HeadsView(DrawnView):
     """Several heads side by side on one colour scale: a layer's heads, or the whole model.
 
     `matrices` (n, N, N) go with `panel_titles`; `layer` is None when the panels span
@@ -342,12 +336,6 @@ class HeadsView(Drawn):
             lang=lang,
             masked=masked,
         )
-
-    def _repr_png_(self) -> bytes:
-        """... and its image, for a notebook (or a viewer) that runs no script."""
-        from attnviz.render.inline import figure_png
-
-        return figure_png(self.figure())
 
     def _renderable(self) -> Any:
         from attnviz.render.terminal import HeadGrid
