@@ -2,75 +2,45 @@
 
 Only typer and the standard library are imported at start-up, so `attnviz --help` is
 instant. Each command lists its options (the shared ones and their groups in `options`, a
-command's own in `command_options`), reads its request from them by name
-(`input.read_request`), and calls the `run` of its own module (`attnviz.cli.show.run`, ...),
-imported when it runs, which calls the public API and prints. Failures become one line and
-an exit code in `errors`; `lazy` and `help` keep `--help` light.
+command's own in `command_options`) and calls the `run` of its own module
+(`attnviz.cli.show.run`, ...), imported when it runs, with where its result goes
+(`input.read_output`), its request (`input.read_request`), both read from its options by name,
+and its own options; `run` calls the public API and prints. `running` runs the body, `errors`
+turns failures into one line and an exit code, `lazy` and `help` keep `--help` light.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import gc
 import sys
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from attnviz import __version__
 from attnviz.cli import command_options as own
 from attnviz.cli import options as opt
-from attnviz.cli.errors import (
-    debug_all,
-    failures,
-    os_error_line,
-    replace_unencodable,
-    silence_stdout,
-)
+from attnviz.cli.errors import debug_all, os_error_line, replace_unencodable, silence_stdout
 from attnviz.cli.help import import_rich_help
 from attnviz.cli.input import (
-    console_width,
     corpus,
     exclude_list,
     head_list,
-    image_style,
-    language,
+    read_output,
     read_request,
+    terminal,
 )
 from attnviz.cli.lazy import lazy_group
-from attnviz.cli.options import grouped
+from attnviz.cli.running import Declared, declare
 from attnviz.errors import BadInput
-from attnviz.perf import import_quietly
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from rich.console import Console
-
 
 # The commands are declared on `catalogue` and built only when one runs (see `lazy`).
 catalogue = typer.Typer(pretty_exceptions_enable=False)
 
 
-def command(
-    name: str | None = None, on: typer.Typer = catalogue
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Declare a command on the catalogue (or `on` a group of it), its option groups spelled out
-    (`options.grouped`), its body run by `_running` with the command's --debug."""
-
-    def declare(function: Callable[..., None]) -> Callable[..., None]:
-        body = grouped(function)
-
-        @functools.wraps(body)
-        def running(**values: Any) -> None:
-            with _running(values["debug"]):
-                body(**values)
-
-        return on.command(name)(running)
-
-    return declare
+def command(name: str | None = None, on: typer.Typer = catalogue) -> Declared:
+    """Declare a command on the catalogue (or `on` a group of it): see `running.declare`."""
+    return declare(on, name)
 
 
 app = typer.Typer(
@@ -107,36 +77,6 @@ def _main(
     debug_all["on"] = debug
 
 
-@contextlib.contextmanager
-def _running(debug: bool) -> Iterator[None]:
-    """A command's body: its failures one line on stderr (`errors`), freed memory given back
-    to the system (`perf.return_freed_memory`). The modules the bodies share (with numpy, rich
-    and the API) are imported first with the collector paused: they live as long as the
-    process (see attnviz.perf)."""
-    from attnviz.perf import return_freed_memory
-
-    return_freed_memory()
-    with failures(debug):
-        for module in BODIES:
-            import_quietly(module)
-        yield
-
-
-BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
-
-
-def _console(out: Path | None = None, show: bool = False) -> Console:
-    """The terminal; silent when the command writes --out instead, unless --show asks for both
-    (JSON, notes and the `wrote` line are printed outside it)."""
-    from rich.console import Console
-
-    if show and out is None:
-        raise BadInput(
-            "{show} draws in the terminal as well as the file: pass {out}", param=("show", "out")
-        )
-    return Console(highlight=False, width=console_width(), quiet=out is not None and not show)
-
-
 @command()
 def show(
     ctx: typer.Context,
@@ -166,20 +106,8 @@ def show(
     """
     from attnviz.cli.show import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        layer=layer,
-        head=head,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        query=query,
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-    )
+    run(read_output(ctx), read_request(ctx), layer=layer, head=head, units=units.value,
+        query=query, exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command()
@@ -206,18 +134,8 @@ def heads(
     """
     from attnviz.cli.heads import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        layer=layer,
-        units=units.value,
-        out=out,
-        style=image_style(ctx, out, images),
-        subset=head_list(heads),
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-    )
+    run(read_output(ctx), read_request(ctx), layer=layer, units=units.value,
+        subset=head_list(heads), exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command("model")
@@ -245,17 +163,8 @@ def model_view(
     """
     from attnviz.cli.model_view import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        units=units.value,
-        out=out,
-        style=image_style(ctx, out, images),
-        subset=head_list(heads),
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-    )
+    run(read_output(ctx), read_request(ctx), units=units.value, subset=head_list(heads),
+        exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command()
@@ -266,10 +175,7 @@ def distance(
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
     show: opt.ShowOpt = False,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     cmap: opt.CmapOpt = "viridis",
     ending: opt.EndOptions = opt.ENDING,
 ) -> None:
@@ -282,7 +188,7 @@ def distance(
     """
     from attnviz.cli.distance import run
 
-    run(_console(out, show), read_request(ctx), layers=layer, out=out, cmap=cmap)
+    run(read_output(ctx), read_request(ctx), layers=layer)
 
 
 @command()
@@ -297,10 +203,7 @@ def explain(
     model: opt.ModelOpt = None,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     quiet: opt.QuietOpt = False,
     debug: opt.DebugOpt = False,
 ) -> None:
@@ -320,7 +223,7 @@ def explain(
         )
     from attnviz.cli.explain import run
 
-    run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
+    run(terminal(), read_request(ctx), token=token, index=index, layer=layer, head=head)
 
 
 @command()
@@ -352,18 +255,8 @@ def rollout(
     """
     from attnviz.cli.rollout import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        upto=upto,
-        units=units.value,
-        top=top,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        exclude=exclude_list(exclude),
-        method=method.value,
-    )
+    run(read_output(ctx), read_request(ctx), upto=upto, units=units.value, top=top,
+        exclude=exclude_list(exclude), method=method.value)  # fmt: skip
 
 
 @command()
@@ -395,18 +288,10 @@ def find(
     """
     from attnviz.cli.find import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        source=source,
-        target=to,
-        top=top,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        exclude=exclude_list(exclude),
-    )
+    output = read_output(ctx)
+    run(output.console, read_request(ctx), source=source, target=to, top=top, units=units.value,
+        out=output.out, as_json=output.as_json, style=output.style,
+        exclude=exclude_list(exclude))  # fmt: skip
 
 
 @command("compare-measures")
@@ -423,10 +308,7 @@ def compare_measures(
     as_json: own.CompareJsonOpt = False,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     no_cache: opt.NoCacheOpt = False,
     dtype: opt.DtypeOpt = opt.Dtype.float32,
     images: opt.ImageOptions = opt.IMAGES,
@@ -441,17 +323,7 @@ def compare_measures(
         raise BadInput("say which query to compare: pass --query WORD")
     from attnviz.cli.compare import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        query=query,
-        layer=layer,
-        top=top,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), query=query, layer=layer, top=top, units=units.value)
 
 
 @command()
@@ -466,10 +338,7 @@ def stats(
     show: opt.ShowOpt = False,
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     batch_size: own.StatsBatchSizeOpt = 32,
     device: own.StatsDeviceOpt = opt.Device.auto,
     threads: own.StatsThreadsOpt = None,
@@ -494,25 +363,9 @@ def stats(
         raise BadInput("--annotate does not apply to the statistics figure: drop it")
     from attnviz.cli.stats import BatchOptions, run
 
-    run(
-        _console(out, show),
-        corpus(texts, file),
-        model=model,
-        truncate=truncate,
-        sort=sort.value,
-        top=top,
-        as_json=as_json,
-        out=out,
-        style=image_style(ctx, out, images),
-        batching=BatchOptions(batch_size, device.value, threads, dtype.value),
-        quiet=ending.quiet,
-        shared_scale=not own_scales,
-        max_tokens=max_tokens,
-        bos=not no_bos,
-        lang=language(ending.lang),
-        engine=engine.value,
-        exclude=exclude_list(exclude),
-    )
+    run(read_output(ctx), read_request(ctx), corpus(texts, file), sort=sort.value, top=top,
+        batching=BatchOptions(batch_size, device.value, threads), shared_scale=not own_scales,
+        exclude=exclude_list(exclude))  # fmt: skip
 
 
 @command()
@@ -521,10 +374,7 @@ def tokens(
     text: opt.TextArg = None,
     model: opt.ModelOpt = None,
     pair: opt.PairOpt = None,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
@@ -533,7 +383,7 @@ def tokens(
     """
     from attnviz.cli.tokens import run
 
-    run(_console(), read_request(ctx))
+    run(terminal(), read_request(ctx))
 
 
 @command()
@@ -546,7 +396,7 @@ def info(
     """
     from attnviz.cli.info import run
 
-    run(_console(), model, engine=engine.value)
+    run(terminal(), model, engine=engine.value)
 
 
 @command()
@@ -583,21 +433,9 @@ def generate(
     """
     from attnviz.cli.generate import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        max_new=max_new,
-        sample=sample,
-        temperature=temperature,
-        top_k=top_k,
-        seed=seed,
-        layer=layer,
-        head=head,
-        lens=lens,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), max_new=max_new, sample=sample,
+        temperature=temperature, top_k=top_k, seed=seed, layer=layer, head=head,
+        lens=lens)  # fmt: skip
 
 
 @command()
@@ -625,15 +463,8 @@ def export(
     """
     from attnviz.cli.export import run
 
-    run(
-        read_request(ctx),
-        out=out,
-        view=view.value,
-        layer=layer,
-        head=head,
-        units=units.value,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), view=view.value, layer=layer, head=head,
+        units=units.value)  # fmt: skip
 
 
 cache_app = typer.Typer(
@@ -654,7 +485,7 @@ def cache_info(debug: opt.DebugOpt = False) -> None:
     """
     from attnviz.cli.cache import info
 
-    info(_console())
+    info(terminal())
 
 
 @command("clear", on=cache_app)
@@ -665,7 +496,7 @@ def cache_clear(debug: opt.DebugOpt = False) -> None:
     """
     from attnviz.cli.cache import clear
 
-    clear(_console())
+    clear(terminal())
 
 
 def main() -> None:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from attnviz.cli.analysing import PAGES, analyse_request
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
 from attnviz.cli.printing import save, wrote
-from attnviz.output import DATA_SUFFIXES, ImageStyle
+from attnviz.output import DATA_SUFFIXES
 
 
 def run(
-    request: Request,
-    *,
-    out: Path,
-    view: str,
-    layer: int,
-    head: int | None,
-    units: str,
-    style: ImageStyle,
+    output: Output, request: Request, *, view: str, layer: int, head: int | None, units: str
 ) -> None:
-    """Write an image of a view, or the raw attention data (.npz / .json)."""
+    """Write an image of a view to --out, or the raw attention data (.npz / .json)."""
+    out, style = output.out, output.style
+    assert out is not None  # export's --out is required
     allowed = PAGES + DATA_SUFFIXES
     analysis = analyse_request(request, out, style, allowed=allowed, layer=layer, head=head)
     save(analysis, out, view, style, request, layer=layer, head=head, units=units)

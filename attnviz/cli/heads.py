@@ -3,47 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-
-from rich.console import Console
 
 from attnviz.cli.analysing import PAGES, analyse_request
-from attnviz.cli.input import Request
-from attnviz.cli.long import (
-    check_long_shape,
-    draw_pooled,
-    pooled,
-    whole_or_pooled,
-)
+from attnviz.cli.input import Output, Request
+from attnviz.cli.long import draw_pooled, pooled, whole_or_pooled
+from attnviz.cli.options import POOLING, PoolOptions
 from attnviz.cli.printing import save, wrote
-from attnviz.errors import BadInput
-from attnviz.output import ImageStyle
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     layer: int,
     units: str,
-    out: Path | None,
-    style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
-    pool: int | None = None,
-    pool_by: str = "mean",
+    pooling: PoolOptions = POOLING,
 ) -> None:
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
-    pooled in blocks of `pool` pieces when asked."""
-    if pool is not None:
-        if request.load is not None:
-            raise BadInput("{pool} computes the attention a block at a time: leave it out "
-                           "with {load}", param=("pool", "load"))  # fmt: skip
-        check_long_shape(request, [layer])
-        result = pooled(request, out, style, pool, pool_by, subset, exclude)
-        draw_pooled(console, result.heads_view(layer, lang=request.lang), out, style,
-                     lambda: result.html("heads", layer=layer, theme=style.theme,
-                                         lang=request.lang))  # fmt: skip
+    pooled in blocks of pieces when asked."""
+    out, style = output.out, output.style
+    if pooling.pool is not None:
+        result = pooled(request, output, pooling, subset, exclude, [layer])
+        draw_pooled(output, result.heads_view(layer, lang=request.lang),
+                    lambda: result.html("heads", layer=layer, theme=style.theme,
+                                        lang=request.lang))  # fmt: skip
         return
     with whole_or_pooled(request, not subset and not exclude, query=False):
         analysis = analyse_request(request, out, style, allowed=PAGES, layer=layer, heads=subset,
@@ -63,5 +48,5 @@ def run(
             units=units,
             exclude=exclude,
         )
-    console.print(view)
+    output.console.print(view)
     wrote(out)

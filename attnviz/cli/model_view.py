@@ -3,43 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-
-from rich.console import Console
+from dataclasses import replace
 
 from attnviz.cli.analysing import PAGES, analyse_request, encdec_model, prepare_request
 from attnviz.cli.errors import defer_note
-from attnviz.cli.input import Request
-from attnviz.cli.long import (
-    draw_pooled,
-    long_pieces,
-    pooled,
-)
+from attnviz.cli.input import Output, Request
+from attnviz.cli.long import draw_pooled, long_pieces, pooled
+from attnviz.cli.options import POOLING, PoolOptions
 from attnviz.cli.printing import save, wrote
 from attnviz.errors import BadInput
 from attnviz.limits import amount, attention_budget
-from attnviz.output import ImageStyle
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     units: str,
-    out: Path | None,
-    style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
-    pool: int | None = None,
-    pool_by: str = "mean",
+    pooling: PoolOptions = POOLING,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
-    blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
-    attention is too large to keep (then 64 blocks a side)."""
-    if pool is not None and request.load is not None:
-        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
-                       "{load}", param=("pool", "load"))  # fmt: skip
-    plain = not (subset or exclude or encdec_model(request))
+    blocks of pieces (`pooling`) when asked, or when the input's whole attention is too large
+    to keep (then 64 blocks a side)."""
+    out, style, pool = output.out, output.style, pooling.pool
+    plain = not (subset or exclude or request.pair is not None or request.mask != "none"
+                 or encdec_model(request))  # what the pooled view can draw  # fmt: skip
     if pool is None and request.load is None and request.measure == "weight" and plain:
         try:
             prepared, hit = prepare_request(request, cached=True)
@@ -63,7 +53,9 @@ def run(
                     f"block at a time (--pool {pool})"
                 )
     if pool is not None:
-        _pooled_model_view(console, request, out, style, pool, pool_by, subset, exclude)
+        result = pooled(request, output, replace(pooling, pool=pool), subset, exclude)
+        draw_pooled(output, result.model_view(lang=request.lang),
+                    lambda: result.html("model", theme=style.theme, lang=request.lang))  # fmt: skip
         return
     analysis = analyse_request(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
@@ -71,21 +63,5 @@ def run(
     )
     if out is not None:
         save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
-    console.print(view)
+    output.console.print(view)
     wrote(out)
-
-
-def _pooled_model_view(
-    console: Console,
-    request: Request,
-    out: Path | None,
-    style: ImageStyle,
-    pool: int,
-    pool_by: str,
-    subset: Sequence[int] | None,
-    exclude: Sequence[str] | None,
-) -> None:
-    """The model view in blocks of `pool` pieces."""
-    result = pooled(request, out, style, pool, pool_by, subset, exclude)
-    draw_pooled(console, result.model_view(lang=request.lang), out, style,
-                 lambda: result.html("model", theme=style.theme, lang=request.lang))  # fmt: skip
