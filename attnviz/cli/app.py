@@ -1,80 +1,23 @@
-"""The `attnviz` commands and their options, as Typer declares them.
+"""The `attnviz` commands and their options, as Typer declares them (`running` runs them).
 
-Only typer and the standard library are imported at start-up, so `attnviz --help` is
-instant. Each command lists its options (the shared ones and their groups in `options`, a
-command's own in `command_options`) and calls the `run` of its own module
-(`attnviz.cli.show.run`, ...), imported when it runs, with where its result goes
-(`input.read_output`), its request (`input.read_request`), both read from its options by name,
-and its own options; `run` calls the public API and prints. `running` runs the body, `errors`
-turns failures into one line and an exit code, `lazy` and `help` keep `--help` light.
+Only typer is imported at start-up, so `attnviz --help` is instant. Each command lists its
+options (the shared ones and their groups in `options`, its own in `command_options`) and calls
+the `run` of its module (`attnviz.cli.show.run`, ...), imported when it runs, with where its
+result goes (`input.read_output`) and its request (`input.read_request`), both read from its
+options by name, and its own options.
 """
 
 from __future__ import annotations
 
-import gc
-import sys
-from typing import Annotated
-
 import typer
 
-from attnviz import __version__
 from attnviz.cli import command_options as own
 from attnviz.cli import options as opt
-from attnviz.cli.errors import debug_all, os_error_line, replace_unencodable, silence_stdout
-from attnviz.cli.help import import_rich_help
-from attnviz.cli.input import (
-    corpus,
-    exclude_list,
-    head_list,
-    read_output,
-    read_request,
-    terminal,
-)
-from attnviz.cli.lazy import lazy_group
-from attnviz.cli.running import Declared, declare
+from attnviz.cli.input import corpus, exclude_list, head_list, read_output, read_request, terminal
+from attnviz.cli.running import application, catalogue, command, entry
 from attnviz.errors import BadInput
 
-# The commands are declared on `catalogue` and built only when one runs (see `lazy`).
-catalogue = typer.Typer(pretty_exceptions_enable=False)
-
-
-def command(name: str | None = None, on: typer.Typer = catalogue) -> Declared:
-    """Declare a command on the catalogue (or `on` a group of it): see `running.declare`."""
-    return declare(on, name)
-
-
-app = typer.Typer(
-    cls=lazy_group(catalogue),
-    name="attnviz",
-    help=(
-        "Look inside transformer attention: heatmaps of the attention weights of a real "
-        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen2), computed by a "
-        "from-scratch multi-head attention, in the terminal or as images."
-    ),
-    rich_markup_mode="rich",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"attnviz {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-    debug: opt.DebugOpt = False,
-) -> None:
-    """Look inside transformer attention."""
-    debug_all["on"] = debug
+app = application()  # the group of the commands declared below on `catalogue`
 
 
 @command()
@@ -319,8 +262,6 @@ def compare_measures(
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    if not query.strip():
-        raise BadInput("say which query to compare: pass --query WORD")
     from attnviz.cli.compare import run
 
     run(read_output(ctx), read_request(ctx), query=query, layer=layer, top=top, units=units.value)
@@ -359,8 +300,6 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    if images.annotate:
-        raise BadInput("--annotate does not apply to the statistics figure: drop it")
     from attnviz.cli.stats import BatchOptions, run
 
     run(read_output(ctx), read_request(ctx), corpus(texts, file), sort=sort.value, top=top,
@@ -500,21 +439,5 @@ def cache_clear(debug: opt.DebugOpt = False) -> None:
 
 
 def main() -> None:
-    """Console-script entry point.
-
-    Commands report their own errors; this catches what happens outside them,
-    such as `attnviz --help > /dev/full`.
-    """
-    replace_unencodable()
-    if len(sys.argv) < 2 or {"-h", "--help"} & set(sys.argv[1:]):
-        # The help is printed and the process ends: the cyclic collector would only walk
-        # the objects of typer's and rich's imports, finding nothing to free.
-        gc.disable()
-        import_rich_help()
-    try:
-        app()
-    except BrokenPipeError:
-        sys.exit(silence_stdout())
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        sys.exit(1)
+    """Console-script entry point (see `running.entry`)."""
+    entry(app)

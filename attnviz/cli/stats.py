@@ -10,6 +10,7 @@ from attnviz import api
 from attnviz.cache import notices
 from attnviz.cli.input import Output, Request
 from attnviz.cli.printing import print_json, progress, wrote
+from attnviz.errors import BadInput
 from attnviz.output import IMAGE_SUFFIXES, check_output
 
 
@@ -38,6 +39,8 @@ def run(
     text is read (its own text unused)."""
     from attnviz.perf import reuse_freed_memory
 
+    if output.style.annotate:
+        raise BadInput("--annotate does not apply to the statistics figure: drop it")
     out, style, model, engine = output.out, output.style, request.model, request.engine
     quiet = request.quiet
     notices.quiet = quiet  # the engine's note obeys --quiet

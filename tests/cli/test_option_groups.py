@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from attnviz.cli import app
-from attnviz.cli.app import cache_app, catalogue
+from attnviz.cli.app import cache_app
 from attnviz.cli.input import Request
 from attnviz.cli.options import (
     IMAGES,
@@ -26,6 +26,7 @@ from attnviz.cli.options import (
     ReadingOptions,
     grouped,
 )
+from attnviz.cli.running import catalogue
 
 runner = CliRunner()
 

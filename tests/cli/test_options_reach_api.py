@@ -22,10 +22,11 @@ import typer
 from typer.testing import CliRunner
 
 from attnviz.cli import app
-from attnviz.cli.app import cache_app, catalogue
+from attnviz.cli.app import cache_app
 from attnviz.cli.errors import FLAGS, flag
 from attnviz.cli.input import IMAGE_OPTIONS, OUTPUT_OPTIONS, REQUEST_OPTIONS, Output, Request
 from attnviz.cli.options import GROUPS
+from attnviz.cli.running import catalogue
 
 runner = CliRunner()
 
