@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from attnviz.cli.analysing import PAGES, analyse_request
 from attnviz.cli.input import Output, Request
-from attnviz.cli.long import draw_pooled, pooled, whole_or_pooled
+from attnviz.cli.long import draw_pooled, pooled, refuse_pool_by, whole_or_pooled
 from attnviz.cli.options import POOLING, PoolOptions
 from attnviz.cli.printing import save, wrote
 
@@ -24,6 +24,7 @@ def run(
     """Every head of one layer (or the `subset` of heads), as a grid of small heatmaps;
     pooled in blocks of pieces when asked."""
     out, style = output.out, output.style
+    refuse_pool_by(pooling, pooling.pool)
     if pooling.pool is not None:
         result = pooled(request, output, pooling, subset, exclude, [layer])
         draw_pooled(output, result.heads_view(layer, lang=request.lang),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from attnviz import api
 from attnviz.cli.analysing import encdec_model, prepare_request
 from attnviz.cli.input import Output, Request
-from attnviz.cli.options import PoolOptions
+from attnviz.cli.options import PoolBy, PoolOptions
 from attnviz.cli.printing import wrote
 from attnviz.errors import BadInput
 from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, atomic_write, check_output
@@ -80,6 +80,14 @@ def too_long(request: Request) -> bool:
     except BadInput as exc:
         return "pieces long" in exc.template
     return False
+
+
+def refuse_pool_by(pooling: PoolOptions, pool: int | None) -> None:
+    """--pool-by pools the blocks a pooled view draws: refused when the view is drawn whole
+    (`pool` None), where it would be dropped without a word."""
+    if pool is None and pooling.pool_by is not PoolBy.mean:
+        raise BadInput("{pool_by} pools the blocks of pieces {pool} draws: add {pool} N, or "
+                       "leave out {pool_by}", param=("pool_by", "pool"))  # fmt: skip
 
 
 def refuse_pair_and_mask(request: Request, option: str) -> None:

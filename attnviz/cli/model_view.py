@@ -8,7 +8,7 @@ from dataclasses import replace
 from attnviz.cli.analysing import PAGES, analyse_request, encdec_model, prepare_request
 from attnviz.cli.errors import defer_note
 from attnviz.cli.input import Output, Request
-from attnviz.cli.long import draw_pooled, long_pieces, pooled
+from attnviz.cli.long import draw_pooled, long_pieces, pooled, refuse_pool_by
 from attnviz.cli.options import POOLING, PoolOptions
 from attnviz.cli.printing import save, wrote
 from attnviz.errors import BadInput
@@ -52,6 +52,7 @@ def run(
                     f"would take {amount(whole)}: drawing blocks of {pool} pieces, computed a "
                     f"block at a time (--pool {pool})"
                 )
+    refuse_pool_by(pooling, pool)  # after the long input's own blocks
     if pool is not None:
         result = pooled(request, output, replace(pooling, pool=pool), subset, exclude)
         draw_pooled(output, result.model_view(lang=request.lang),

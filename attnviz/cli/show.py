@@ -13,6 +13,7 @@ from attnviz.cli.long import (
     draw_pooled,
     pooled,
     refuse_pair_and_mask,
+    refuse_pool_by,
     too_long,
     whole_or_pooled,
 )
@@ -40,6 +41,7 @@ def run(
     queries at a time (`analyse_long`), over pieces."""
     out, style, as_json = output.out, output.style, output.as_json
     pool = pooling.pool
+    refuse_pool_by(pooling, pool)
     by_index = (  # #INDEX (#-1 the last): a piece
         query is not None and query[:1] == "#" and query[1:].lstrip("-").isdigit()
     )

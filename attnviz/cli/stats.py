@@ -41,6 +41,9 @@ def run(
 
     if output.style.annotate:
         raise BadInput("--annotate does not apply to the statistics figure: drop it")
+    if not shared_scale and output.out is None:
+        raise BadInput("--own-scales gives each panel of the figure its own colour scale: add "
+                       "--out FILE (.png, .svg or .pdf), or leave it out")  # fmt: skip
     out, style, model, engine = output.out, output.style, request.model, request.engine
     quiet = request.quiet
     notices.quiet = quiet  # the engine's note obeys --quiet
