@@ -41,7 +41,7 @@ class Tokenized(NamedTuple):
     engine: str = "attnviz"  # what computes the weights: "attnviz" or "transformers"
 
 
-class Request(Protocol):
+class Computable(Protocol):
     """What `compute` runs: a tokenized input and how it was bounded (`Prepared` is one)."""
 
     @property
@@ -157,7 +157,7 @@ def _check_vocabulary(pieces: Pieces, shape: ModelShape, source: ModelSource) ->
 
 
 def compute(
-    prepared: Request,
+    prepared: Computable,
     *,
     causal: bool = False,
     use_cache: bool = False,
@@ -263,7 +263,7 @@ def _unfit(
     return None
 
 
-def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
+def _cache_key(prepared: Computable, causal: bool, dtype: str) -> str | None:
     from attnviz.cache import keys, notices
 
     try:
@@ -284,7 +284,7 @@ def _cache_key(prepared: Request, causal: bool, dtype: str) -> str | None:
 
 
 def _encode(
-    prepared: Request, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
+    prepared: Computable, causal: bool, dtype: str, layers: tuple[int, ...] | None = None
 ) -> np.ndarray:
     if prepared.engine == TRANSFORMERS:
         return _encode_foreign(prepared, dtype, layers)
@@ -305,7 +305,7 @@ def _encode(
     return attentions
 
 
-def _encode_foreign(prepared: Request, dtype: str, layers: tuple[int, ...] | None) -> np.ndarray:
+def _encode_foreign(prepared: Computable, dtype: str, layers: tuple[int, ...] | None) -> np.ndarray:
     """The attentions (L, H, T, T) from transformers' eager model (`model.hf_engine`); with
     `layers`, only those are kept (transformers computes them all)."""
     perf.import_torch()
@@ -330,7 +330,7 @@ def _encode_foreign(prepared: Request, dtype: str, layers: tuple[int, ...] | Non
 
 
 def compute_blocked(
-    prepared: Request,
+    prepared: Computable,
     reduce: Callable[[int, int, Any], None],
     *,
     block: int,

@@ -1,141 +1,23 @@
-"""The `attnviz` commands and their options, as Typer declares them.
+"""The `attnviz` commands and their options, as Typer declares them (`running` runs them).
 
-Only typer and the standard library are imported at start-up, so `attnviz --help` is
-instant. Each command lists its options (the shared ones and their groups in `options`, a
-command's own in `command_options`), reads its request from them by name
-(`input.read_request`), and calls the `run` of its own module (`attnviz.cli.show.run`, ...),
-imported when it runs, which calls the public API and prints. Failures become one line and
-an exit code in `errors`; `lazy` and `help` keep `--help` light.
+Only typer is imported at start-up, so `attnviz --help` is instant. Each command lists its
+options (the shared ones and their groups in `options`, its own in `command_options`) and calls
+the `run` of its module (`attnviz.cli.show.run`, ...), imported when it runs, with where its
+result goes (`input.read_output`) and its request (`input.read_request`), both read from its
+options by name, and its own options.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
-import sys
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any
-
 import typer
 
-from attnviz import __version__
 from attnviz.cli import command_options as own
 from attnviz.cli import options as opt
-from attnviz.cli.errors import (
-    debug_all,
-    failures,
-    os_error_line,
-    replace_unencodable,
-    silence_stdout,
-)
-from attnviz.cli.help import import_rich_help
-from attnviz.cli.input import (
-    console_width,
-    corpus,
-    exclude_list,
-    head_list,
-    image_style,
-    language,
-    read_request,
-)
-from attnviz.cli.lazy import lazy_group
-from attnviz.cli.options import grouped
+from attnviz.cli.input import corpus, exclude_list, head_list, read_output, read_request, terminal
+from attnviz.cli.running import application, catalogue, command, entry
 from attnviz.errors import BadInput
-from attnviz.perf import import_quietly
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from rich.console import Console
-
-
-# The commands are declared on `catalogue` and built only when one runs (see `lazy`).
-catalogue = typer.Typer(pretty_exceptions_enable=False)
-
-
-def command(
-    name: str | None = None, on: typer.Typer = catalogue
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Declare a command on the catalogue (or `on` a group of it), its option groups spelled out
-    (`options.grouped`), its body run by `_running` with the command's --debug."""
-
-    def declare(function: Callable[..., None]) -> Callable[..., None]:
-        body = grouped(function)
-
-        @functools.wraps(body)
-        def running(**values: Any) -> None:
-            with _running(values["debug"]):
-                body(**values)
-
-        return on.command(name)(running)
-
-    return declare
-
-
-app = typer.Typer(
-    cls=lazy_group(catalogue),
-    name="attnviz",
-    help=(
-        "Look inside transformer attention: heatmaps of the attention weights of a real "
-        "encoder (BERT family) or decoder (GPT-2, Llama, Mistral, Qwen, Phi-3, Gemma; folders "
-        "or GGUF files), computed by a from-scratch multi-head attention, in the terminal or "
-        "as images. `attnviz models` lists the models at hand."
-    ),
-    rich_markup_mode="rich",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"attnviz {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-    debug: opt.DebugOpt = False,
-) -> None:
-    """Look inside transformer attention."""
-    debug_all["on"] = debug
-
-
-@contextlib.contextmanager
-def _running(debug: bool) -> Iterator[None]:
-    """A command's body: its failures one line on stderr (`errors`), freed memory given back
-    to the system (`perf.return_freed_memory`). The modules the bodies share (with numpy, rich
-    and the API) are imported first with the collector paused: they live as long as the
-    process (see attnviz.perf)."""
-    from attnviz.perf import return_freed_memory
-
-    return_freed_memory()
-    with failures(debug):
-        for module in BODIES:
-            import_quietly(module)
-        yield
-
-
-BODIES = ("attnviz.cli.analysing", "attnviz.cli.long", "attnviz.cli.printing")
-
-
-def _console(out: Path | None = None, show: bool = False) -> Console:
-    """The terminal; silent when the command writes --out instead, unless --show asks for both
-    (JSON, notes and the `wrote` line are printed outside it)."""
-    from rich.console import Console
-
-    if show and out is None:
-        raise BadInput(
-            "{show} draws in the terminal as well as the file: pass {out}", param=("show", "out")
-        )
-    return Console(highlight=False, width=console_width(), quiet=out is not None and not show)
+app = application()  # the group of the commands declared below on `catalogue`
 
 
 @command()
@@ -167,20 +49,8 @@ def show(
     """
     from attnviz.cli.show import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        layer=layer,
-        head=head,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        query=query,
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-    )
+    run(read_output(ctx), read_request(ctx), layer=layer, head=head, units=units.value,
+        query=query, exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command()
@@ -208,19 +78,8 @@ def heads(
     """
     from attnviz.cli.heads import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        layer=layer,
-        units=units.value,
-        out=out,
-        style=image_style(ctx, out, images),
-        subset=head_list(heads),
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-        as_json=as_json,
-    )
+    run(read_output(ctx), read_request(ctx), layer=layer, units=units.value,
+        subset=head_list(heads), exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command("model")
@@ -249,18 +108,8 @@ def model_view(
     """
     from attnviz.cli.model_view import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        units=units.value,
-        out=out,
-        style=image_style(ctx, out, images),
-        subset=head_list(heads),
-        exclude=exclude_list(exclude),
-        pool=pooling.pool,
-        pool_by=pooling.pool_by.value,
-        as_json=as_json,
-    )
+    run(read_output(ctx), read_request(ctx), units=units.value, subset=head_list(heads),
+        exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
 
 
 @command()
@@ -271,10 +120,7 @@ def distance(
     model: opt.ModelOpt = None,
     out: opt.OutOpt = None,
     show: opt.ShowOpt = False,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     cmap: opt.CmapOpt = "viridis",
     ending: opt.EndOptions = opt.ENDING,
 ) -> None:
@@ -287,7 +133,7 @@ def distance(
     """
     from attnviz.cli.distance import run
 
-    run(_console(out, show), read_request(ctx), layers=layer, out=out, cmap=cmap)
+    run(read_output(ctx), read_request(ctx), layers=layer)
 
 
 @command()
@@ -302,10 +148,7 @@ def explain(
     model: opt.ModelOpt = None,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     quiet: opt.QuietOpt = False,
     debug: opt.DebugOpt = False,
 ) -> None:
@@ -325,7 +168,7 @@ def explain(
         )
     from attnviz.cli.explain import run
 
-    run(_console(), read_request(ctx), token=token, index=index, layer=layer, head=head)
+    run(terminal(), read_request(ctx), token=token, index=index, layer=layer, head=head)
 
 
 @command()
@@ -357,18 +200,8 @@ def rollout(
     """
     from attnviz.cli.rollout import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        upto=upto,
-        units=units.value,
-        top=top,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        exclude=exclude_list(exclude),
-        method=method.value,
-    )
+    run(read_output(ctx), read_request(ctx), upto=upto, units=units.value, top=top,
+        exclude=exclude_list(exclude), method=method.value)  # fmt: skip
 
 
 @command()
@@ -400,18 +233,10 @@ def find(
     """
     from attnviz.cli.find import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        source=source,
-        target=to,
-        top=top,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-        exclude=exclude_list(exclude),
-    )
+    output = read_output(ctx)
+    run(output.console, read_request(ctx), source=source, target=to, top=top, units=units.value,
+        out=output.out, as_json=output.as_json, style=output.style,
+        exclude=exclude_list(exclude))  # fmt: skip
 
 
 @command("compare-measures")
@@ -428,10 +253,7 @@ def compare_measures(
     as_json: own.CompareJsonOpt = False,
     pair: opt.PairOpt = None,
     mask: opt.MaskOpt = opt.Mask.none,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     no_cache: opt.NoCacheOpt = False,
     dtype: opt.DtypeOpt = opt.Dtype.float32,
     images: opt.ImageOptions = opt.IMAGES,
@@ -442,21 +264,9 @@ def compare_measures(
 
     [bold]Example:[/bold] attnviz compare-measures --query he --layer 3
     """
-    if not query.strip():
-        raise BadInput("say which query to compare: pass --query WORD")
     from attnviz.cli.compare import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        query=query,
-        layer=layer,
-        top=top,
-        units=units.value,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), query=query, layer=layer, top=top, units=units.value)
 
 
 @command()
@@ -471,10 +281,7 @@ def stats(
     show: opt.ShowOpt = False,
     exclude: opt.ExcludeOpt = None,
     model: opt.ModelOpt = None,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     batch_size: own.StatsBatchSizeOpt = 32,
     device: own.StatsDeviceOpt = opt.Device.auto,
     threads: own.StatsThreadsOpt = None,
@@ -495,29 +302,11 @@ def stats(
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
     """
-    if images.annotate:
-        raise BadInput("--annotate does not apply to the statistics figure: drop it")
     from attnviz.cli.stats import BatchOptions, run
 
-    run(
-        _console(out, show),
-        corpus(texts, file),
-        model=model,
-        truncate=truncate,
-        sort=sort.value,
-        top=top,
-        as_json=as_json,
-        out=out,
-        style=image_style(ctx, out, images),
-        batching=BatchOptions(batch_size, device.value, threads, dtype.value),
-        quiet=ending.quiet,
-        shared_scale=not own_scales,
-        max_tokens=max_tokens,
-        bos=not no_bos,
-        lang=language(ending.lang),
-        engine=engine.value,
-        exclude=exclude_list(exclude),
-    )
+    run(read_output(ctx), read_request(ctx), corpus(texts, file), sort=sort.value, top=top,
+        batching=BatchOptions(batch_size, device.value, threads), shared_scale=not own_scales,
+        exclude=exclude_list(exclude))  # fmt: skip
 
 
 @command()
@@ -526,10 +315,7 @@ def tokens(
     text: opt.TextArg = None,
     model: opt.ModelOpt = None,
     pair: opt.PairOpt = None,
-    truncate: opt.TruncateOpt = False,
-    max_tokens: opt.MaxTokensOpt = None,
-    no_bos: opt.NoBosOpt = False,
-    engine: opt.EngineOpt = opt.Engine.auto,
+    bounds: opt.BoundOptions = opt.BOUNDS,
     ending: opt.EndOptions = opt.ENDING,
 ) -> None:
     """The word pieces of the text: index, piece, vocabulary id, word, character span.
@@ -538,7 +324,7 @@ def tokens(
     """
     from attnviz.cli.tokens import run
 
-    run(_console(), read_request(ctx))
+    run(terminal(), read_request(ctx))
 
 
 @command()
@@ -551,7 +337,7 @@ def info(
     """
     from attnviz.cli.info import run
 
-    run(_console(), model, engine=engine.value)
+    run(terminal(), model, engine=engine.value)
 
 
 @command()
@@ -568,7 +354,7 @@ def models(
     """
     from attnviz.cli.models import run
 
-    run(_console(), folder, as_json)
+    run(terminal(), folder, as_json)
 
 
 @command()
@@ -605,21 +391,9 @@ def generate(
     """
     from attnviz.cli.generate import run
 
-    run(
-        _console(out, show),
-        read_request(ctx),
-        max_new=max_new,
-        sample=sample,
-        temperature=temperature,
-        top_k=top_k,
-        seed=seed,
-        layer=layer,
-        head=head,
-        lens=lens,
-        out=out,
-        as_json=as_json,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), max_new=max_new, sample=sample,
+        temperature=temperature, top_k=top_k, seed=seed, layer=layer, head=head,
+        lens=lens)  # fmt: skip
 
 
 @command()
@@ -647,15 +421,8 @@ def export(
     """
     from attnviz.cli.export import run
 
-    run(
-        read_request(ctx),
-        out=out,
-        view=view.value,
-        layer=layer,
-        head=head,
-        units=units.value,
-        style=image_style(ctx, out, images),
-    )
+    run(read_output(ctx), read_request(ctx), view=view.value, layer=layer, head=head,
+        units=units.value)  # fmt: skip
 
 
 cache_app = typer.Typer(
@@ -676,7 +443,7 @@ def cache_info(debug: opt.DebugOpt = False) -> None:
     """
     from attnviz.cli.cache import info
 
-    info(_console())
+    info(terminal())
 
 
 @command("clear", on=cache_app)
@@ -687,25 +454,9 @@ def cache_clear(debug: opt.DebugOpt = False) -> None:
     """
     from attnviz.cli.cache import clear
 
-    clear(_console())
+    clear(terminal())
 
 
 def main() -> None:
-    """Console-script entry point.
-
-    Commands report their own errors; this catches what happens outside them,
-    such as `attnviz --help > /dev/full`.
-    """
-    replace_unencodable()
-    if len(sys.argv) < 2 or {"-h", "--help"} & set(sys.argv[1:]):
-        # The help is printed and the process ends: the cyclic collector would only walk
-        # the objects of typer's and rich's imports, finding nothing to free.
-        gc.disable()
-        import_rich_help()
-    try:
-        app()
-    except BrokenPipeError:
-        sys.exit(silence_stdout())
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        sys.exit(1)
+    """Console-script entry point (see `running.entry`)."""
+    entry(app)

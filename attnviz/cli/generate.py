@@ -3,38 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 
-from rich.console import Console
 from rich.text import Text
 
 from attnviz import api
 from attnviz.cli.analysing import prepare_request
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
 from attnviz.cli.printing import print_json, wrote
 from attnviz.errors import BadInput
-from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import DATA_SUFFIXES, HTML_SUFFIXES, IMAGE_SUFFIXES, check_output
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     max_new: int,
-    sample: bool,
-    temperature: float,
-    top_k: int | None,
-    seed: int | None,
-    layer: int,
-    head: int | None,
-    lens: bool,
-    out: Path | None,
-    as_json: bool,
-    style: ImageStyle,
+    sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    layer: int = -1,
+    head: int | None = None,
+    lens: bool = False,
 ) -> None:
     """Write after the text, printing the continuation as it comes; then each new token's
     attention (and the logit lens), and the file asked for."""
     from attnviz.render.cells import visible
+
+    console, out, style, as_json = output.console, output.out, output.style, output.as_json
 
     if out is not None:
         allowed = IMAGE_SUFFIXES if lens else IMAGE_SUFFIXES + HTML_SUFFIXES + DATA_SUFFIXES

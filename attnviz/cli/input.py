@@ -20,6 +20,8 @@ from attnviz.errors import BadInput
 from attnviz.limits import MAX_TEXT_BYTES, megabytes
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from attnviz.output import ImageStyle
 
 
@@ -62,12 +64,13 @@ REQUEST_OPTIONS = ("text", "load", "model", "pair", "stack", "target", "generate
 def read_request(ctx: typer.Context) -> Request:
     """The command's `Request` from the options of `REQUEST_OPTIONS` it takes, by name, as
     `options.grouped` keeps them on the context. One it does not take has its default; --lang,
-    on a command that has it, falls back on the locale's language (`language`)."""
+    on a command that has it, falls back on the locale's language (`language`). A command with
+    no TEXT (`stats`, which reads a corpus) gets a request with no text."""
     given = ctx.meta[GIVEN]
     options = {name: given[name] for name in REQUEST_OPTIONS if name in given}
     if "lang" in options:
         options["lang"] = language(options["lang"])
-    return request_from(**options)
+    return request_from(**options, has_text="text" in given)
 
 
 def language(lang: Lang | None) -> str:
@@ -96,13 +99,20 @@ def request_from(
     generate: int | None = None,
     engine: Engine = Engine.auto,
     load: Path | None = None,
+    has_text: bool = True,
 ) -> Request:
     """A `Request` from the options, checked (see `read_text`); `lang` is resolved already
     (`language`). `load`: the attention is read from that .npz file, so there is no text (nor
-    a model, a pair) to give."""
+    a model, a pair) to give, nor anything about computing it. `has_text` False: the command
+    reads its own texts (no text is read here)."""
     if load is not None:
         named = (("TEXT", text), ("--model", model), ("--pair", pair), ("--stack", stack),
-                 ("--target", target), ("--generate", generate))  # fmt: skip
+                 ("--target", target), ("--generate", generate), ("--max-tokens", max_tokens),
+                 ("--mask", None if mask is Mask.none else mask),
+                 ("--truncate", truncate or None), ("--no-bos", no_bos or None),
+                 ("--engine", None if engine is Engine.auto else engine),
+                 ("--dtype", None if dtype is Dtype.float32 else dtype),
+                 ("--no-cache", no_cache or None))  # fmt: skip
         given = [name for name, value in named if value is not None]
         if given:
             raise BadInput(
@@ -118,9 +128,9 @@ def request_from(
         if not target.strip():
             raise BadInput("--target is empty: pass the target text in quotes, or drop --target")
         target = utf8(target, "--target")
-    from_stdin = text is None and stdin_is_data()
+    from_stdin = has_text and text is None and stdin_is_data()
     return Request(
-        read_text(text),
+        read_text(text) if has_text else "",
         model=model,
         truncate=truncate,
         pair=pair,
@@ -239,6 +249,42 @@ def image_style(ctx: typer.Context, out: Path | None, images: ImageOptions) -> I
     if page and not given_on_command_line(ctx, "theme"):
         theme = "auto"  # the reader's setting
     return ImageStyle(images.dpi, images.cmap, theme, images.transparent, images.annotate)
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a command's result goes: the terminal (`console`), the file --out names, drawn in
+    the image `style` the image options give, and whether --json prints it as JSON."""
+
+    console: Console
+    out: Path | None
+    style: ImageStyle
+    as_json: bool = False
+
+
+OUTPUT_OPTIONS = ("out", "show", "as_json", *IMAGE_OPTIONS)
+
+
+def read_output(ctx: typer.Context) -> Output:
+    """The command's `Output` from the options of `OUTPUT_OPTIONS` it takes, by name, as
+    `options.grouped` keeps them on the context: an image option it cannot apply is refused."""
+    given = ctx.meta[GIVEN]
+    out = given.get("out")
+    images = ImageOptions(**{name: given[name] for name in IMAGE_OPTIONS if name in given})
+    console = terminal(out, given.get("show", False))
+    return Output(console, out, image_style(ctx, out, images), given.get("as_json", False))
+
+
+def terminal(out: Path | None = None, show: bool = False) -> Console:
+    """The terminal; silent when the command writes --out instead, unless --show asks for both
+    (JSON, notes and the `wrote` line are printed outside it)."""
+    from rich.console import Console
+
+    if show and out is None:
+        raise BadInput(
+            "{show} draws in the terminal as well as the file: pass {out}", param=("show", "out")
+        )
+    return Console(highlight=False, width=console_width(), quiet=out is not None and not show)
 
 
 def given_on_command_line(ctx: typer.Context, name: str) -> bool:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
 
 from attnviz import api
 from attnviz.cli.analysing import encdec_model, prepare_request
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
+from attnviz.cli.options import PoolBy, PoolOptions
 from attnviz.cli.printing import wrote
 from attnviz.errors import BadInput
-from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, atomic_write, check_output
+from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, atomic_write, check_output
 
 if TYPE_CHECKING:
     from attnviz.measures.long import LongResult
@@ -99,17 +97,39 @@ def too_long(request: Request) -> bool:
     return False
 
 
+def refuse_pool_by(pooling: PoolOptions, pool: int | None) -> None:
+    """--pool-by pools the blocks a pooled view draws: refused when the view is drawn whole
+    (`pool` None), where it would be dropped without a word."""
+    if pool is None and pooling.pool_by is not PoolBy.mean:
+        raise BadInput("{pool_by} pools the blocks of pieces {pool} draws: add {pool} N, or "
+                       "leave out {pool_by}", param=("pool_by", "pool"))  # fmt: skip
+
+
+def refuse_pair_and_mask(request: Request, option: str) -> None:
+    """The views made for length (`option` asks for one) read one text with the model as it
+    is: refuse --pair and --mask causal, which they would drop without a word."""
+    unread = [("{pair}", request.pair is not None), ("{mask} causal", request.mask != "none")]
+    if any(given for _, given in unread):
+        names = " and ".join(name for name, given in unread if given)
+        raise BadInput(f"{{{option}}} reads one text with the model as it is: leave out "
+                       f"{names}, or {{{option}}}", param=(option, "pair", "mask"))  # fmt: skip
+
+
 def pooled(
     request: Request,
-    out: Path | None,
-    style: ImageStyle,
-    pool: int,
-    pool_by: str,
+    output: Output,
+    pooling: PoolOptions,
     subset: Sequence[int] | None,
     exclude: Sequence[str] | None,
+    layers: Sequence[int] = (),
+    head: int | None = None,
 ) -> LongResult:
-    """The input pooled in blocks of `pool` pieces, computed a block of queries at a time
-    (for a page, refused before the model runs when the page would be too large)."""
+    """The input pooled in blocks of `pooling.pool` pieces, computed a block of queries at a
+    time, the `layers` and `head` shown checked first (for a page, refused before the model
+    runs when the page would be too large). What the pooled views cannot honour is refused."""
+    if request.load is not None:
+        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
+                       "{load}", param=("pool", "load"))  # fmt: skip
     if encdec_model(request):
         raise BadInput("{pool} runs attnviz's own engine a block at a time, and an "
                        "encoder-decoder's stacks come whole from transformers: drop {pool}",
@@ -120,36 +140,38 @@ def pooled(
             "{exclude} and {measure}",
             param=("pool", "heads", "exclude", "measure"),
         )
+    refuse_pair_and_mask(request, "pool")
+    check_long_shape(request, layers, head)
+    out = output.out
     page = out is not None and out.suffix.lower() in HTML_SUFFIXES
     if out is not None:
-        check_output(out, IMAGE_SUFFIXES + HTML_SUFFIXES, style)
-    return api.analyse_long(request.text, model=request.model, pool=pool, pool_by=pool_by,
-                            max_tokens=request.max_tokens, truncate=request.truncate,
-                            bos=request.bos, engine=request.engine,
-                            page=page)  # fmt: skip
+        check_output(out, IMAGE_SUFFIXES + HTML_SUFFIXES, output.style)
+    return api.analyse_long(request.text, model=request.model, pool=pooling.pool,
+                            pool_by=pooling.pool_by.value, max_tokens=request.max_tokens,
+                            truncate=request.truncate, bos=request.bos, dtype=request.dtype,
+                            engine=request.engine, page=page)  # fmt: skip
 
 
 def draw_pooled(
-    console: Console,
+    output: Output,
     view: Any,
-    out: Path | None,
-    style: ImageStyle,
     page: Callable[[], str] | None = None,
     data: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
-    """Print the pooled `view`, or with `data` (--json) what it shows as JSON; write it to
-    `out`: an image, or for .html the `page()`."""
+    """Print the pooled `view`, or with --json what it shows (`data()`); write it to --out:
+    an image, or for .html the `page()`."""
     from attnviz.cli.printing import print_json
 
+    out = output.out
     if out is not None and out.suffix.lower() in HTML_SUFFIXES and page is not None:
         with atomic_write(out, "w") as handle:
             handle.write(page())
     elif out is not None:
-        view.save(out, **asdict(style))
-    if data is not None:
+        view.save(out, **asdict(output.style))
+    if output.as_json and data is not None:
         print_json(data())
     else:
-        console.print(view)
+        output.console.print(view)
     wrote(out)
 
 

@@ -3,46 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-
-from rich.console import Console
+from dataclasses import replace
 
 from attnviz.cli.analysing import PAGES, analyse_request, encdec_model, prepare_request
 from attnviz.cli.errors import defer_note
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
 from attnviz.cli.long import (
     draw_pooled,
     long_pieces,
     name_the_pool,
     pooled,
+    refuse_pool_by,
     refuse_whole_json,
 )
+from attnviz.cli.options import POOLING, PoolOptions
 from attnviz.cli.printing import save, wrote
 from attnviz.errors import BadInput
 from attnviz.limits import amount, attention_budget
-from attnviz.output import ImageStyle
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     units: str,
-    out: Path | None,
-    style: ImageStyle,
     subset: Sequence[int] | None = None,
     exclude: Sequence[str] | None = None,
-    pool: int | None = None,
-    pool_by: str = "mean",
-    as_json: bool = False,
+    pooling: PoolOptions = POOLING,
 ) -> None:
     """Every layer and head (or the `subset` of heads in every layer) as one grid; pooled in
-    blocks of `pool` pieces (`pool_by` mean or max) when asked, or when the input's whole
-    attention is too large to keep (then 64 blocks a side)."""
-    if pool is not None and request.load is not None:
-        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
-                       "{load}", param=("pool", "load"))  # fmt: skip
-    plain = not (subset or exclude or encdec_model(request))
+    blocks of pieces (`pooling`) when asked, or when the input's whole attention is too large
+    to keep (then 64 blocks a side)."""
+    out, style, pool = output.out, output.style, pooling.pool
+    plain = not (subset or exclude or request.pair is not None or request.mask != "none"
+                 or encdec_model(request))  # what the pooled view can draw  # fmt: skip
     if pool is None and request.load is None and request.measure == "weight" and plain:
         try:
             prepared, hit = prepare_request(request, cached=True)
@@ -66,18 +60,19 @@ def run(
                     f"would take {amount(whole)}: drawing blocks of {pool} pieces, computed a "
                     f"block at a time (--pool {pool})"
                 )
+    refuse_pool_by(pooling, pool)  # after the long input's own blocks
     if pool is not None:
-        result = pooled(request, out, style, pool, pool_by, subset, exclude)
-        draw_pooled(console, result.model_view(lang=request.lang), out, style,
+        result = pooled(request, output, replace(pooling, pool=pool), subset, exclude)
+        draw_pooled(output, result.model_view(lang=request.lang),
                     lambda: result.html("model", theme=style.theme, lang=request.lang),
-                    result.pooled_dict if as_json else None)  # fmt: skip
+                    result.pooled_dict)  # fmt: skip
         return
-    refuse_whole_json(as_json)
+    refuse_whole_json(output.as_json)
     analysis = analyse_request(request, out, style, allowed=PAGES, heads=subset)
     view = analysis.model_view(
         subset, units, exclude=exclude, measure=request.measure, lang=request.lang
     )
     if out is not None:
         save(analysis, out, "model", style, request, heads=subset, units=units, exclude=exclude)
-    console.print(view)
+    output.console.print(view)
     wrote(out)

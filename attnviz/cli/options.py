@@ -342,6 +342,20 @@ class ImageOptions:
 
 
 @dataclass(frozen=True)
+class BoundOptions:
+    """--truncate, --max-tokens, --no-bos and --engine: how much of the text is read, and what
+    computes it."""
+
+    truncate: TruncateOpt = False
+    max_tokens: MaxTokensOpt = None
+    no_bos: NoBosOpt = False
+    engine: EngineOpt = Engine.auto
+
+
+BOUNDS = BoundOptions()
+
+
+@dataclass(frozen=True)
 class ReadingOptions:
     """How the text is read and computed, from --pair to --dtype: options of the `Request`."""
 
@@ -350,10 +364,7 @@ class ReadingOptions:
     target: TargetOpt = None
     generate: GenerateOpt = None
     mask: MaskOpt = Mask.none
-    truncate: TruncateOpt = False
-    max_tokens: MaxTokensOpt = None
-    no_bos: NoBosOpt = False
-    engine: EngineOpt = Engine.auto
+    bounds: BoundOptions = BOUNDS
     no_cache: NoCacheOpt = False
     dtype: DtypeOpt = Dtype.float32
 
@@ -375,13 +386,35 @@ class EndOptions:
     debug: DebugOpt = False
 
 
-GROUPS = (ImageOptions, ReadingOptions, PoolOptions, EndOptions)
+GROUPS = (ImageOptions, BoundOptions, ReadingOptions, PoolOptions, EndOptions)
 IMAGES = ImageOptions()  # the defaults a signature shows; typer passes the options given
 READING = ReadingOptions()
 POOLING = PoolOptions()
 ENDING = EndOptions()
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 GIVEN = "attnviz.options"  # the context's `meta` key of every option's value (see `given`)
+
+
+def spelled(hint: Any, parameter: inspect.Parameter) -> list[inspect.Parameter]:
+    """The options a parameter stands for: itself, or a group's options in order (a group
+    inside a group spelled out in its place)."""
+    if hint not in GROUPS:
+        return [parameter.replace(kind=KEYWORD, annotation=hint)]
+    inner = get_type_hints(hint, include_extras=True)
+    return [
+        option
+        for f in fields(hint)
+        for option in spelled(inner[f.name], inspect.Parameter(f.name, KEYWORD, default=f.default))
+    ]
+
+
+def gathered(group: type, values: dict[str, Any]) -> Any:
+    """The `group` value of its options in `values` (taken out of it), groups inside it too."""
+    inner = get_type_hints(group, include_extras=True)
+    return group(**{
+        f.name: gathered(inner[f.name], values) if inner[f.name] in GROUPS else values.pop(f.name)
+        for f in fields(group)
+    })  # fmt: skip
 
 
 def grouped(command: Callable[..., None]) -> Callable[..., None]:
@@ -392,30 +425,20 @@ def grouped(command: Callable[..., None]) -> Callable[..., None]:
     where `input.read_request` reads a command's request.
     """
     hints = get_type_hints(command, include_extras=True)
-    groups: dict[str, type] = {}
-    context = None  # the name of the parameter typer passes the click context as
-    parameters: list[inspect.Parameter] = []
-    for parameter in inspect.signature(command).parameters.values():
-        hint = hints.get(parameter.name, parameter.annotation)
-        if hint in GROUPS:
-            groups[parameter.name] = hint
-            inner = get_type_hints(hint, include_extras=True)
-            parameters += [
-                inspect.Parameter(f.name, KEYWORD, default=f.default, annotation=inner[f.name])
-                for f in fields(hint)
-            ]
-            continue
-        if hint is typer.Context:
-            context = parameter.name
-        parameters.append(parameter.replace(kind=KEYWORD, annotation=hint))
+    groups = {name: hint for name, hint in hints.items() if hint in GROUPS}
+    context = next((name for name, hint in hints.items() if hint is typer.Context), None)
+    parameters = [
+        option
+        for parameter in inspect.signature(command).parameters.values()
+        for option in spelled(hints.get(parameter.name, parameter.annotation), parameter)
+    ]
 
     @functools.wraps(command)
     def with_groups(**values: Any) -> None:
         if context is not None:
             values[context].meta[GIVEN] = dict(values)
         for name, group in groups.items():
-            names = [f.name for f in fields(group)]
-            values[name] = group(**{n: values.pop(n) for n in names})
+            values[name] = gathered(group, values)
         command(**values)
 
     with_groups.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
 from attnviz.output import HTML_SUFFIXES, ImageStyle
 
 if TYPE_CHECKING:
@@ -39,6 +39,14 @@ def show_result(console: Console, result: Any, as_json: bool, out: Path | None) 
     else:
         console.print(result)
     wrote(out)
+
+
+def show_output(output: Output, result: Any, *, save: bool = True) -> None:
+    """Write `result` to --out in the output's image style (`save`: not written already), then
+    print it as JSON or drawn, and say which file was written (`show_result`)."""
+    if save and output.out is not None:
+        result.save(output.out, **asdict(output.style))
+    show_result(output.console, result, output.as_json, output.out)
 
 
 def wrote(out: Path | None) -> None:

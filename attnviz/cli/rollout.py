@@ -3,35 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-
-from rich.console import Console
 
 from attnviz.cli.analysing import analyse_request
-from attnviz.cli.input import Request
-from attnviz.cli.printing import progress, show_result
+from attnviz.cli.input import Output, Request
+from attnviz.cli.printing import progress, show_output
 from attnviz.errors import BadInput
-from attnviz.output import ImageStyle
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     upto: int,
     units: str,
     top: int,
-    out: Path | None,
-    as_json: bool,
-    style: ImageStyle,
     exclude: Sequence[str] | None = None,
     method: str = "rollout",
 ) -> None:
     """Attention rollout (or flow) through layer `upto`: what each token draws from each input."""
     if method == "flow" and request.measure != "weight":
         raise BadInput("--method flow runs on the attention weights: drop --measure")
-    analysis = analyse_request(request, out, style, upto=upto)
+    analysis = analyse_request(request, output.out, output.style, upto=upto)
     with progress(len(analysis.pieces) ** 2, "maximum flows") as advance:
         view = analysis.rollout(
             upto,
@@ -43,6 +35,4 @@ def run(
             progress=advance if method == "flow" else None,
             lang=request.lang,
         )
-    if out is not None:
-        view.save(out, **asdict(style))
-    show_result(console, view, as_json, out)
+    show_output(output, view)

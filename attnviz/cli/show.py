@@ -4,80 +4,73 @@ or read a row at a time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-
-from rich.console import Console
 
 from attnviz import api
 from attnviz.cli.analysing import PAGES, analyse_request, encdec_model
-from attnviz.cli.input import Request
+from attnviz.cli.input import Output, Request
 from attnviz.cli.long import (
     check_long_shape,
     draw_pooled,
     pooled,
+    refuse_pair_and_mask,
+    refuse_pool_by,
     too_long,
     whole_or_pooled,
 )
-from attnviz.cli.printing import show_result
+from attnviz.cli.options import POOLING, PoolOptions
+from attnviz.cli.printing import show_output
 from attnviz.errors import BadInput
-from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.output import HTML_SUFFIXES, IMAGE_SUFFIXES, check_output
 
 
 def run(
-    console: Console,
+    output: Output,
     request: Request,
     *,
     layer: int,
     head: int | None,
     units: str,
-    out: Path | None,
-    as_json: bool,
-    style: ImageStyle,
     query: str | None = None,
     exclude: Sequence[str] | None = None,
-    pool: int | None = None,
-    pool_by: str = "mean",
+    pooling: PoolOptions = POOLING,
 ) -> None:
     """One heatmap: a layer's head, or the mean over its heads; or one query's row, sorted.
 
     A query named by its piece index (`#12`), or of a text too long to read whole (past the
     decoder's 2,048 pieces, or what one layer's attention may take), is read a block of
     queries at a time (`analyse_long`), over pieces."""
+    out, style, as_json = output.out, output.style, output.as_json
+    pool = pooling.pool
+    refuse_pool_by(pooling, pool)
     by_index = (  # #INDEX (#-1 the last): a piece
         query is not None and query[:1] == "#" and query[1:].lstrip("-").isdigit()
     )
     loaded = request.load is not None
-    if pool is not None and loaded:
-        raise BadInput("{pool} computes the attention a block at a time: leave it out with "
-                       "{load}", param=("pool", "load"))  # fmt: skip
     if pool is not None and query is not None:  # first: a '#N' query read pooled
         raise BadInput("{pool} draws a heatmap of blocks: leave out {query}",
                        param=("pool", "query"))  # fmt: skip
     if (query is not None and not loaded and not encdec_model(request)
             and (by_index or (not request.truncate and too_long(request)))):  # fmt: skip
         _refuse_unread(exclude, request.measure, by_index)
+        refuse_pair_and_mask(request, "query")
         check_long_shape(request, [layer], head)
         if out is not None:
             check_output(out, IMAGE_SUFFIXES, style)
         result = api.analyse_long(request.text, model=request.model, query=query,
                                   max_tokens=request.max_tokens, truncate=request.truncate,
-                                  bos=request.bos, engine=request.engine)  # fmt: skip
-        row = result.row(layer, head, lang=request.lang)
-        if out is not None:
-            row.save(out, **asdict(style))
-        show_result(console, row, as_json, out)
+                                  bos=request.bos, dtype=request.dtype,
+                                  engine=request.engine)  # fmt: skip
+        show_output(output, result.row(layer, head, lang=request.lang))
         return
     if pool is not None:
-        check_long_shape(request, [layer], head)
-        result = pooled(request, out, style, pool, pool_by, None, exclude)
+        result = pooled(request, output, pooling, None, exclude, [layer], head)
 
         def page() -> str:
             return result.html("matrix", layer=layer, head=head, theme=style.theme,
                                lang=request.lang)  # fmt: skip
 
-        data = (lambda: result.pooled_dict(layer, head)) if as_json else None
-        draw_pooled(console, result.view(layer, head, lang=request.lang), out, style, page, data)
+        draw_pooled(output, result.view(layer, head, lang=request.lang), page,
+                    lambda: result.pooled_dict(layer, head))  # fmt: skip
         return
     words = {"query": query} if query is not None else {}
     allowed = PAGES if query is None else IMAGE_SUFFIXES
@@ -97,12 +90,11 @@ def run(
         layer, head, units, exclude=exclude, measure=request.measure, lang=request.lang
     )
     shown = view if query is None else view.row(query)
-    if out is not None and out.suffix.lower() in HTML_SUFFIXES:
+    to_page = out is not None and out.suffix.lower() in HTML_SUFFIXES
+    if out is not None and to_page:
         analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme,
                       lang=request.lang, exclude=exclude)  # fmt: skip
-    elif out is not None:
-        shown.save(out, **asdict(style))
-    show_result(console, shown, as_json, out)
+    show_output(output, shown, save=not to_page)
 
 
 def _refuse_unread(exclude: Sequence[str] | None, measure: str, by_index: bool) -> None:

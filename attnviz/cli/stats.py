@@ -5,14 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-from rich.console import Console
 
 from attnviz import api
 from attnviz.cache import notices
+from attnviz.cli.input import Output, Request
 from attnviz.cli.printing import print_json, progress, wrote
-from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
+from attnviz.errors import BadInput
+from attnviz.output import IMAGE_SUFFIXES, check_output
 
 
 @dataclass(frozen=True)
@@ -22,33 +21,31 @@ class BatchOptions:
     batch_size: int = 32
     device: str = "auto"
     threads: int | None = None
-    dtype: str = "float32"
 
 
 def run(
-    console: Console,
+    output: Output,
+    request: Request,
     texts: Iterable[str],
     *,
-    model: str | None,
-    truncate: bool,
     sort: str,
     top: int | None,
-    as_json: bool,
-    out: Path | None,
-    style: ImageStyle,
-    batching: BatchOptions,
-    quiet: bool = False,
+    batching: BatchOptions = BatchOptions(),
     shared_scale: bool = True,
-    max_tokens: int | None = None,
-    bos: bool = True,
-    lang: str = "en",
-    engine: str = "auto",
     exclude: Sequence[str] | None = None,
 ) -> None:
     """Head statistics over a corpus (Clark et al. 2019), as a table, JSON or a figure;
-    without the `exclude`d pieces, rows renormalised, when asked."""
+    without the `exclude`d pieces, rows renormalised, when asked. The `request` says how each
+    text is read (its own text unused)."""
     from attnviz.perf import reuse_freed_memory
 
+    if output.style.annotate:
+        raise BadInput("--annotate does not apply to the statistics figure: drop it")
+    if not shared_scale and output.out is None:
+        raise BadInput("--own-scales gives each panel of the figure its own colour scale: add "
+                       "--out FILE (.png, .svg or .pdf), or leave it out")  # fmt: skip
+    out, style, model, engine = output.out, output.style, request.model, request.engine
+    quiet = request.quiet
     notices.quiet = quiet  # the engine's note obeys --quiet
     # A bad --sort or --top, or --engine: before any work.
     api.check_head_stats(by=sort, top=top, model=model, engine=engine)
@@ -59,15 +56,15 @@ def run(
         result = api.head_stats(
             texts,
             model=model,
-            truncate=truncate,
-            max_tokens=max_tokens,
-            bos=bos,
+            truncate=request.truncate,
+            max_tokens=request.max_tokens,
+            bos=request.bos,
             batch_size=batching.batch_size,
             device=batching.device,
             threads=batching.threads,
-            dtype=batching.dtype,
+            dtype=request.dtype,
             progress=advance,
-            lang=lang,
+            lang=request.lang,
             engine=engine,
             exclude=exclude,
         )
@@ -83,8 +80,8 @@ def run(
             shared_scale=shared_scale,
         )
     shown = result.sorted(sort, top)
-    if as_json:
+    if output.as_json:
         print_json(shown)
     else:
-        console.print(result.table(shown))
+        output.console.print(result.table(shown))
     wrote(out)

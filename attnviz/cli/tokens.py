@@ -7,6 +7,7 @@ from rich.text import Text
 
 from attnviz.cli.analysing import prepare_request
 from attnviz.cli.input import Request
+from attnviz.errors import BadInput
 
 
 def run(console: Console, request: Request) -> None:
@@ -21,6 +22,9 @@ def run(console: Console, request: Request) -> None:
     from attnviz import lexicon
     from attnviz.render.cells import visible
 
+    if request.engine != "auto":
+        raise BadInput("{engine} chooses what computes the weights, and tokens reads none: "
+                       "leave it out", param="engine")  # fmt: skip
     pieces = prepare_request(request)[0].pieces
     words = pieces.words()
     word_of = {i: (w, word.label) for w, word in enumerate(words) for i in word.pieces}

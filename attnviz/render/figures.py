@@ -179,20 +179,19 @@ def _set_ticks(ax: Axes, axis: str, labels: Sequence[str], step: int, size_pt: f
     """A tick at every `step`-th token, with its label."""
     positions = list(range(0, len(labels), step))
     texts = [labels[i] for i in positions]
-    family = font_family()
     if axis == "x":
-        ax.set_xticks(
-            positions,
-            labels=texts,
-            rotation=KEY_ROTATION,
-            ha="right",
-            rotation_mode="anchor",
-            fontsize=size_pt,
-            parse_math=False,
-            family=family,
-        )
+        _key_ticks(ax, positions, texts, size_pt)
     else:
-        ax.set_yticks(positions, labels=texts, fontsize=size_pt, parse_math=False, family=family)
+        ax.set_yticks(
+            positions, labels=texts, fontsize=size_pt, parse_math=False, family=font_family()
+        )
+
+
+def _key_ticks(ax: Axes, positions: Sequence[float], texts: Sequence[str], size_pt: float) -> None:
+    """The keys' ticks under `ax`: labels rotated, each anchored at its tick's right end."""
+    ax.set_xticks(positions, labels=texts, rotation=KEY_ROTATION, ha="right",
+                  rotation_mode="anchor", fontsize=size_pt, parse_math=False,
+                  family=font_family())  # fmt: skip
 
 
 def heatmap_figure(
@@ -478,16 +477,8 @@ def grid_figure(
                 spine.set_visible(False)
             # Keys under a panel with no panel below it; queries left of the row.
             under = [c for c, head in enumerate(members) if head + n_cols >= heads]
-            ax.set_xticks(
-                [c * pitch + i for c in under for i in key_positions],
-                labels=key_shown * len(under),
-                rotation=KEY_ROTATION,
-                ha="right",
-                rotation_mode="anchor",
-                fontsize=GRID_TICK_PT,
-                parse_math=False,
-                family=family,
-            )
+            keys = [c * pitch + i for c in under for i in key_positions]
+            _key_ticks(ax, keys, key_shown * len(under), GRID_TICK_PT)
             ax.set_yticks(
                 positions, labels=shown, fontsize=GRID_TICK_PT, parse_math=False, family=family
             )

@@ -103,7 +103,7 @@ def test_info_describes_the_default_model() -> None:
 
 def test_export_npz_holds_raw_pieces(tmp_path: Path, short_analysis) -> None:
     out = tmp_path / "a.npz"
-    ok("export", SHORT, "--out", str(out), "--layer", "0", "--units", "words")
+    ok("export", SHORT, "--out", str(out))  # every layer over pieces: --layer, --units refused
     data = np.load(out, allow_pickle=False)
     assert data["attentions"].dtype == np.float32 and data["input_ids"].dtype == np.int64
     assert data["attentions"].shape == short_analysis.attentions.shape
@@ -221,7 +221,8 @@ BAD = [
     (["show", SHORT, "--layer", "6"], 2, "use 0..5"),
     (["show", SHORT, "--layer", "-7"], 2, "layer -7 is out of range"),
     (["show", SHORT, "--head", "12"], 2, "12 heads, use 0..11"),
-    (["export", SHORT, "--out", "{tmp}/x.npz", "--head", "-13"], 2, "head -13"),
+    (["export", SHORT, "--out", "{tmp}/x.png", "--head", "-13"], 2, "head -13"),
+    (["export", SHORT, "--out", "{tmp}/x.npz", "--layer", "0"], 2, "leave out --layer"),
     (["heads", SHORT, "--layer", "99"], 2, "6 layers"),
     (["show", SHORT, "--model", "{tmp}/missing"], 1, "does not exist"),
     (["info", "--model", "nobody/attnviz-no-such-model"], 1, "HF_HUB_OFFLINE"),

@@ -16,9 +16,17 @@ import typer
 from typer.testing import CliRunner
 
 from attnviz.cli import app
-from attnviz.cli.app import cache_app, catalogue
+from attnviz.cli.app import cache_app
 from attnviz.cli.input import Request
-from attnviz.cli.options import IMAGES, ImageOptions, ReadingOptions, grouped
+from attnviz.cli.options import (
+    IMAGES,
+    READING,
+    BoundOptions,
+    ImageOptions,
+    ReadingOptions,
+    grouped,
+)
+from attnviz.cli.running import catalogue
 
 runner = CliRunner()
 
@@ -40,8 +48,27 @@ def test_a_group_is_its_options_in_place_and_one_value_in_the_command() -> None:
 
 
 def test_the_reading_group_is_every_request_option_between_pair_and_dtype() -> None:
-    covered = {f.name for f in fields(ReadingOptions)} - {"no_cache", "no_bos"}
+    def read(reading: ReadingOptions = READING) -> None: ...
+
+    spelled = list(inspect.signature(grouped(read)).parameters)
+    assert spelled == ["pair", "stack", "target", "generate", "mask", "truncate", "max_tokens",
+                       "no_bos", "engine", "no_cache", "dtype"]  # fmt: skip
+    covered = set(spelled) - {"no_cache", "no_bos"}
     assert covered | {"cache", "bos"} <= {f.name for f in fields(Request)}
+
+
+def test_a_group_inside_a_group_is_one_value_again() -> None:
+    seen: list[ReadingOptions] = []
+    toy = typer.Typer()
+
+    @toy.command()
+    @grouped
+    def read(reading: ReadingOptions = READING) -> None:
+        seen.append(reading)
+
+    result = runner.invoke(toy, ["--truncate", "--max-tokens", "9", "--pair", "B."])
+    assert result.exit_code == 0, result.output
+    assert seen == [ReadingOptions(pair="B.", bounds=BoundOptions(truncate=True, max_tokens=9))]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """The commands' options reach the API under their own names: a parameter renamed in one
 place and not the other fails here, loudly, instead of silently taking its default.
 
-Each command builds its `Request` from its options by name (`input.read_request`); these tests
+Each command builds its `Request` and its `Output` from its options by name
+(`input.read_request`, `input.read_output`); these tests
 read the commands' signatures and bodies, and run every command with every shared option set,
 with the function each calls (`attnviz.cli.show.run`, ...) replaced by a spy.
 """
@@ -21,10 +22,11 @@ import typer
 from typer.testing import CliRunner
 
 from attnviz.cli import app
-from attnviz.cli.app import cache_app, catalogue
+from attnviz.cli.app import cache_app
 from attnviz.cli.errors import FLAGS, flag
-from attnviz.cli.input import IMAGE_OPTIONS, REQUEST_OPTIONS, Request
+from attnviz.cli.input import IMAGE_OPTIONS, OUTPUT_OPTIONS, REQUEST_OPTIONS, Output, Request
 from attnviz.cli.options import GROUPS
+from attnviz.cli.running import catalogue
 
 runner = CliRunner()
 
@@ -71,15 +73,25 @@ def test_every_parameter_a_command_declares_is_read_in_its_body(name: str) -> No
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     }
     read.add("debug")  # `app.command` runs every body under its --debug
-    if "read_request" in read:  # the request's options, read by name from the context
-        hints = typing.get_type_hints(inspect.unwrap(function), include_extras=True)
-        by_name = {*REQUEST_OPTIONS, "debug"}
-        read |= set(REQUEST_OPTIONS) | {
-            p
-            for p in declared
-            if hints[p] in GROUPS and {f.name for f in fields(hints[p])} <= by_name
-        }
+    by_name = {"debug"}  # the options read by name from the context
+    if "read_request" in read:
+        by_name |= set(REQUEST_OPTIONS)
+    if "read_output" in read:
+        by_name |= set(OUTPUT_OPTIONS)
+    hints = typing.get_type_hints(inspect.unwrap(function), include_extras=True)
+    read |= by_name | {
+        p for p in declared if hints[p] in GROUPS and _options_of(hints[p]) <= by_name
+    }
     assert [p for p in declared if p not in read] == [], name
+
+
+def _options_of(group: type) -> set[str]:
+    """The names of the options a group stands for, a group inside it spelled out."""
+    hints = typing.get_type_hints(group, include_extras=True)
+    return set().union(
+        *({f.name} if hints[f.name] not in GROUPS else _options_of(hints[f.name])
+          for f in fields(group))
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -176,9 +188,12 @@ def test_every_image_option_reaches_the_style(name: str, monkeypatch: pytest.Mon
     out = [] if "--out" in extra else ["--out", "x.png"]
     annotate = [] if name == "stats" else ["--annotate"]  # the statistics figure refuses it
     seen: list[Any] = []
-    monkeypatch.setattr(
-        f"attnviz.cli.{module}.run", lambda *args, **kwargs: seen.append(kwargs["style"])
-    )
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        outputs = [a for a in args if isinstance(a, Output)]
+        seen.extend([o.style for o in outputs] or [kwargs["style"]])  # find: its own keywords
+
+    monkeypatch.setattr(f"attnviz.cli.{module}.run", spy)
     argv = [name, "A sentence.", *extra, *out, *IMAGE_ARGS, *annotate]
     result = runner.invoke(app, argv)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)

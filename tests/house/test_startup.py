@@ -73,7 +73,7 @@ def test_only_the_command_that_runs_is_built_and_the_help_lists_them_all(
     built.clear()
     listing = runner.invoke(app, ["--help"], env={"COLUMNS": "120"})
     assert listing.exit_code == 0 and built == []
-    catalogue = sys.modules["attnviz.cli.app"].catalogue
+    catalogue = sys.modules["attnviz.cli.running"].catalogue
     names = [info.name or info.callback.__name__ for info in catalogue.registered_commands]
     assert len(names) == 14 and "compare-measures" in names and "models" in names
     for name in [*names, "cache"]:
