@@ -23,8 +23,8 @@ from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, s
 from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.config import DecoderConfig
 from attnviz.model.families import DECODERS, FAMILIES, describe, encoder_config_for, read_config
-from attnviz.model.gguf_convert import source as gguf_source
-from attnviz.model.gguf_convert import state_dict as gguf_state_dict
+from attnviz.model.gguf.convert import source as gguf_source
+from attnviz.model.gguf.convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import pytest
 
 from attnviz.measures.decoder_parts import DECODER_FACTS
 from attnviz.model.families import DECODERS, FAMILIES
-from attnviz.model.gguf_arch import ARCHITECTURES
+from attnviz.model.gguf.arch import ARCHITECTURES
 
 ROOT = Path(__file__).resolve().parents[2] / "attnviz"
 FAMILY_FOLDER = ROOT / "model" / "families"

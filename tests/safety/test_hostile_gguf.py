@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from attnviz.errors import AttnvizError
-from attnviz.model import gguf_convert
-from attnviz.model.gguf_read import float32_bytes, read_header
+from attnviz.model.gguf import convert as gguf_convert
+from attnviz.model.gguf.read import float32_bytes, read_header
 from attnviz.model.locate import locate
 from attnviz.model.weights import read_state_dict
 from tests.gguf_files import write_gguf

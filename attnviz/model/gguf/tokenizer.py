@@ -14,7 +14,7 @@ from typing import Any
 
 from attnviz.errors import PASS_THROUGH, quiet_panics, short_reason
 from attnviz.limits import shown
-from attnviz.model.gguf_read import BadGguf, GgufHeader
+from attnviz.model.gguf.read import BadGguf, GgufHeader
 
 MAX_VOCAB = 4_000_000  # as a config.json's vocab_size
 _KEYS = {  # tokenizer.ggml.* -> the name transformers' converters take

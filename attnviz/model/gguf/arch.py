@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.limits import shown
 from attnviz.model.families import DECODERS
-from attnviz.model.gguf_read import BadGguf, GgufHeader
+from attnviz.model.gguf.read import BadGguf, GgufHeader
 
 if TYPE_CHECKING:
     import numpy as np
