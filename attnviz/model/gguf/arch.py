@@ -12,40 +12,35 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from attnviz.limits import shown
+from attnviz.limits import GGUF_TOKENS, shown
 from attnviz.model.families import DECODERS
-from attnviz.model.gguf.read import BadGguf, GgufHeader
+from attnviz.model.gguf.families import ARCHITECTURES, GGUF_FAMILIES, GgufFamily
+from attnviz.model.gguf.metadata import BadGguf
+from attnviz.model.gguf.read import GgufHeader
 
 if TYPE_CHECKING:
     import numpy as np
 
-# general.architecture -> the model_type attnviz (and transformers) call it.
-ARCHITECTURES = {
-    "llama": "llama",
-    "mistral": "mistral",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "gemma2": "gemma2",
-    "gemma3": "gemma3_text",
-    "gpt2": "gpt2",
-    "phi3": "phi3",
-}
-
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def model_type(header: GgufHeader) -> str:
-    """transformers' model_type for the file's `general.architecture`; BadGguf for others."""
-    arch = header.metadata.get("general.architecture")
-    if arch not in ARCHITECTURES:
+def architecture(header: GgufHeader) -> str:
+    """The file's `general.architecture`, one attnviz computes; BadGguf for others."""
+    arch = header.meta.string("general.architecture")
+    if arch not in GGUF_FAMILIES:
         raise BadGguf(
             f"{header.path} holds a {shown(arch, 40)} model; attnviz computes GGUF files of "
             f"architecture {', '.join(ARCHITECTURES)}"
         )
-    name = header.metadata.get("general.name")
-    if arch == "llama" and isinstance(name, str) and "mistral" in name.lower():
-        return "mistral"  # llama.cpp writes Mistral as llama; so does transformers read it
-    return ARCHITECTURES[arch]
+    return arch
+
+
+def model_type(header: GgufHeader) -> str:
+    """transformers' model_type for the file's `general.architecture`; BadGguf for others.
+    A family written under another's architecture is known by its `general.name`."""
+    family = GGUF_FAMILIES[architecture(header)]
+    name = (header.meta.string("general.name") or "").lower()
+    return next((kind for word, kind in family.named if word in name), family.model_type)
 
 
 def hf_name(gguf_name: str, kind: str) -> str | None:
@@ -92,98 +87,80 @@ def undo_converter(
     return undo(gguf_name, values, config) if undo is not None else values
 
 
-def _key(header: GgufHeader, arch: str, name: str) -> Any:
-    return header.metadata.get(f"{arch}.{name}")
-
-
 def config_dict(header: GgufHeader) -> dict[str, Any]:
     """The file's metadata as a transformers config.json dict for its model_type.
 
     Only what the file says is set, as transformers' GGUF loader does; a key the file
-    leaves out takes the config class's default when attnviz reads the config. Values are
-    checked by attnviz's config reader afterwards, as any config.json's are.
+    leaves out takes the config class's default when attnviz reads the config. Each value
+    is read by type (`metadata.Metadata`) and its sizes are checked by attnviz's config
+    reader afterwards, as any config.json's are.
     """
     kind = model_type(header)
-    arch = header.metadata["general.architecture"]
-    tokens = header.metadata.get("tokenizer.ggml.tokens")
-    vocab = _key(header, arch, "vocab_size")
-    if vocab is None and isinstance(tokens, list):
-        vocab = len(tokens)
-    if vocab is None:
-        embed = header.tensor("token_embd.weight")
-        vocab = embed.shape[0] if embed is not None else None
+    arch = architecture(header)
+    family, meta = GGUF_FAMILIES[arch], header.meta
     config: dict[str, Any] = {"model_type": kind, "architectures": [DECODERS[kind].class_name]}
     config["tie_word_embeddings"] = header.tensor("output.weight") is None
     for key, gguf_key in (
-        ("bos_token_id", "tokenizer.ggml.bos_token_id"),
-        ("eos_token_id", "tokenizer.ggml.eos_token_id"),
-        ("pad_token_id", "tokenizer.ggml.padding_token_id"),
-        ("unk_token_id", "tokenizer.ggml.unknown_token_id"),
+        ("bos_token_id", "bos_token_id"),
+        ("eos_token_id", "eos_token_id"),
+        ("pad_token_id", "padding_token_id"),
+        ("unk_token_id", "unknown_token_id"),
     ):
-        if gguf_key in header.metadata:
-            config[key] = header.metadata[gguf_key]
+        index = meta.integer(f"tokenizer.ggml.{gguf_key}", (0, 1 << 31))
+        if index is not None:
+            config[key] = index
+    vocab = _vocabulary(header, arch)
     if vocab is not None:
         config["vocab_size"] = vocab
-    if kind == "gpt2":
-        for key, gguf_key in (
-            ("n_layer", "block_count"),
-            ("n_ctx", "context_length"),
-            ("n_positions", "context_length"),
-            ("n_embd", "embedding_length"),
-            ("n_inner", "feed_forward_length"),
-            ("n_head", "attention.head_count"),
-            ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
-        ):
-            if _key(header, arch, gguf_key) is not None:
-                config[key] = _key(header, arch, gguf_key)
-        return config
-    for key, gguf_key in (
-        ("num_hidden_layers", "block_count"),
-        ("max_position_embeddings", "context_length"),
-        ("hidden_size", "embedding_length"),
-        ("intermediate_size", "feed_forward_length"),
-        ("num_attention_heads", "attention.head_count"),
-        ("num_key_value_heads", "attention.head_count_kv"),
-        ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
-        ("sliding_window", "attention.sliding_window"),
-    ):
-        if _key(header, arch, gguf_key) is not None:
-            config[key] = _key(header, arch, gguf_key)
+    for entry in family.keys:
+        name = f"{arch}.{entry.gguf}"
+        value = meta.number(name) if entry.bounds is None else meta.integer(name, entry.bounds)
+        if value is not None:
+            config[entry.config] = value
     if "num_key_value_heads" not in config and "num_attention_heads" in config:
         config["num_key_value_heads"] = config["num_attention_heads"]
-    head_dim = _key(header, arch, "attention.key_length")
-    if kind in ("llama", "mistral"):
-        head_dim = _key(header, arch, "rope.dimension_count")
-    if head_dim is not None and kind not in ("qwen2", "phi3"):
+    head_dim = meta.integer(f"{arch}.{family.head_dim}", (1, 1 << 20)) if family.head_dim else None
+    if head_dim is not None:
         config["head_dim"] = head_dim
-    theta = _key(header, arch, "rope.freq_base")
+    config.update(family.fixed)
     _check_rope(header, arch)
-    if kind == "gemma3_text":
-        # The file gives the global rope base, the window and the sizes, not which layers
-        # slide, the local rope base nor query_pre_attn_scalar: transformers' loader leaves
-        # them to Gemma3TextConfig's defaults (sliding_window_pattern 6: every sixth layer
-        # full; local base 10,000; query_pre_attn_scalar 256), and so does attnviz.
-        layers = int(config.get("num_hidden_layers", 26))
-        config["layer_types"] = [
-            "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)
-        ]
-        config["query_pre_attn_scalar"] = 256
-        config["rope_parameters"] = {
-            "full_attention": {"rope_type": "default", "rope_theta": theta or 1_000_000.0},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
-        }
-    elif theta is not None:
-        config["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
-    if kind == "gemma2":  # llama.cpp writes Gemma 2's soft-capping (transformers' loader keeps
-        # Gemma2Config's 50 and 30, what every Gemma 2 file says)
-        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
-            if _key(header, arch, key) is not None:
-                config[key] = _key(header, arch, key)
+    if family.rope:
+        _rope(config, family, meta.number(f"{arch}.rope.freq_base", positive=True))
     return config
 
 
+def _vocabulary(header: GgufHeader, arch: str) -> int | None:
+    """The vocabulary's size: the metadata's, else its tokens', else the embedding's rows."""
+    vocab = header.meta.integer(f"{arch}.vocab_size", (1, 1 << 31))
+    tokens = header.meta.strings("tokenizer.ggml.tokens", GGUF_TOKENS)
+    if vocab is None and tokens is not None:
+        vocab = len(tokens)
+    embed = header.tensor("token_embd.weight")
+    if vocab is None and embed is not None:
+        vocab = embed.shape[0]
+    return vocab
+
+
+def _rope(config: dict[str, Any], family: GgufFamily, theta: float | None) -> None:
+    """The rotary settings: one base, or (a family whose layers slide in a pattern) each
+    layer's kind and a base for each kind."""
+    if family.layer_pattern:
+        # num_hidden_layers was read within LAYERS: the list below is bounded
+        layers = int(config.get("num_hidden_layers", family.layers))
+        every = family.layer_pattern
+        config["layer_types"] = [
+            "full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)
+        ]
+        config["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": theta or family.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": family.local_rope_theta},
+        }
+    elif theta is not None:
+        config["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+
+
 def _check_rope(header: GgufHeader, arch: str) -> None:
-    scaling = _key(header, arch, "rope.scaling.type")
+    scaling = header.meta.string(f"{arch}.rope.scaling.type")
     if scaling not in (None, "none"):
         raise BadGguf(
             f"{header.path} asks for {shown(scaling, 30)} rope scaling, which attnviz does not "

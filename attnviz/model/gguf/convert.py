@@ -25,9 +25,15 @@ from typing import TYPE_CHECKING, Any
 from attnviz import version as release
 from attnviz.errors import AttnvizError
 from attnviz.limits import megabytes
-from attnviz.model.gguf.arch import config_dict, model_type, tensor_names, undo_converter
+from attnviz.model.gguf.arch import (
+    architecture,
+    config_dict,
+    model_type,
+    tensor_names,
+    undo_converter,
+)
+from attnviz.model.gguf.metadata import BadGguf
 from attnviz.model.gguf.read import (
-    BadGguf,
     GgufHeader,
     check_memory,
     dequantized,
@@ -111,7 +117,7 @@ def _convert(path: Path, header: GgufHeader, ident: str) -> dict[str, bytes]:
     config = config_dict(header)
     describe(config, where=f"the metadata of {path}")  # sizes checked before anything else
     check_memory(header)
-    text, tokenizer_config = tokenizer_json(header, header.metadata["general.architecture"])
+    text, tokenizer_config = tokenizer_json(header, architecture(header))
     source = {
         "gguf": str(path.resolve()),
         "identity": ident,
