@@ -164,6 +164,17 @@ def _read_safetensors(
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
+        import errno
+
+        from attnviz.errors import exhaustion
+
+        if exhaustion(exc) or getattr(exc, "errno", None) == errno.ENOMEM or "error 12" in str(exc):
+            raise AttnvizError(  # a mapping or a tensor refused for memory: the file is fine
+                f"out of memory reading the weights of {path} ({short_reason(exc)}): this "
+                "process may not hold them (an address-space limit such as ulimit -v, or too "
+                "little free memory); raise the limit, close other programs, or use a smaller "
+                "model"
+            ) from exc
         raise AttnvizError(
             f"cannot read weights from {path} ({short_reason(exc)}): the "
             "file is corrupt or incomplete; re-download it"

@@ -27,12 +27,16 @@ def held(value: object) -> str:
     if isinstance(value, numbers.Number):
         return f"the number {shown(value, 40)}"
     if isinstance(value, list):
-        kinds = sorted({type(v).__name__ for v in value})
-        return f"a list of {len(value):,} {'/'.join(kinds) or 'item'}s"
+        kinds = sorted({_WORDS.get(type(v).__name__, type(v).__name__) for v in value})
+        return f"a list of {len(value):,} {'/'.join(kinds) or 'item'}{'s' * (len(value) != 1)}"
     dtype = getattr(value, "dtype", None)
     if dtype is not None:
-        return f"an array of {len(value):,} {dtype} numbers"  # type: ignore[arg-type]
+        what = "bool" if dtype.kind == "b" else f"{dtype} number"
+        return f"an array of {len(value):,} {what}{'s' * (len(value) != 1)}"  # type: ignore[arg-type]
     return f"a {type(value).__name__}"
+
+
+_WORDS = {"str": "string", "ndarray": "array", "list": "list"}
 
 
 class Metadata:
