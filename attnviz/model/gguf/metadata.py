@@ -18,6 +18,11 @@ class BadGguf(AttnvizError):
     """A GGUF file attnviz cannot read: corrupt, truncated, lying, or of an unknown kind."""
 
 
+def named(key: str, limit: int = 80) -> str:
+    """A metadata key as a message shows it: quoted, escaped, whole up to `limit` characters."""
+    return repr(key) if len(key) <= limit else repr(key[: limit - 1]) + "…"
+
+
 def held(value: object) -> str:
     """What a metadata value is, in words: `the string 'abc'`, `a list of 3 strings`."""
     if isinstance(value, bool):
@@ -55,7 +60,7 @@ class Metadata:
 
     def refuse(self, key: str, value: object, expected: str) -> BadGguf:
         return BadGguf(
-            f"{self.where}: its metadata key {shown(key, 80)} holds {held(value)}, where "
+            f"{self.where}: its metadata key {named(key)} holds {held(value)}, where "
             f"{expected} is expected: the file is corrupt or was not written by llama.cpp "
             "(re-download or re-convert it)"
         )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import AttnvizError
 from attnviz.limits import GGUF_ARRAY_ITEMS, GGUF_INNER_ARRAYS, GGUF_TOKENS, amount, shown
-from attnviz.model.gguf.metadata import BadGguf, Metadata
+from attnviz.model.gguf.metadata import BadGguf, Metadata, named
 from attnviz.reading import open_regular
 
 if TYPE_CHECKING:
@@ -249,13 +249,13 @@ class _Cursor:
         """Refuse an array past the bounds, before any of its items is read."""
         if kind in (STRING, ARRAY) and count > GGUF_TOKENS:
             raise self.bad(
-                f"{shown(self.key, 60)} is an array of {count:,} items; at most {GGUF_TOKENS:,} "
+                f"{named(self.key)} is an array of {count:,} items; at most {GGUF_TOKENS:,} "
                 "strings are read (twice the largest vocabulary published, Gemma 3's 262,144)"
             )
         self.items += count
         if self.items > GGUF_ARRAY_ITEMS:
             raise self.bad(
-                f"with {shown(self.key, 60)}, an array of {count:,} items, its arrays hold "
+                f"with {named(self.key)}, an array of {count:,} items, its arrays hold "
                 f"{self.items:,} items, more than the {GGUF_ARRAY_ITEMS:,} read of one file"
             )
 
@@ -333,7 +333,7 @@ def _parse(cur: _Cursor, path: Path, size: int) -> GgufHeader:
     for _ in range(n_pairs):
         cur.key = key = cur.string(MAX_KEY_BYTES)
         if key in metadata:  # gguf-py refuses such a file too: which value would be meant?
-            raise cur.bad(f"its metadata key {shown(key, 80)} appears twice")
+            raise cur.bad(f"its metadata key {named(key)} appears twice")
         metadata[key] = cur.value(cur.u32())
     records = [_tensor_record(cur) for _ in range(n_tensors)]
     alignment = Metadata(metadata, cur.where).integer("general.alignment", (1, 1 << 20)) or 32
