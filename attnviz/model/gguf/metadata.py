@@ -34,6 +34,8 @@ def held(value: object) -> str:
     if isinstance(value, list):
         kinds = sorted({_WORDS.get(type(v).__name__, type(v).__name__) for v in value})
         return f"a list of {len(value):,} {'/'.join(kinds) or 'item'}{'s' * (len(value) != 1)}"
+    if isinstance(value, tuple):
+        return f"an array of {len(value):,} array{'s' * (len(value) != 1)}"
     dtype = getattr(value, "dtype", None)
     if dtype is not None:
         what = "bool" if dtype.kind == "b" else f"{dtype} number"

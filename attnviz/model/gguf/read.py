@@ -134,7 +134,7 @@ class GgufHeader:
     path: Path
     size: int
     version: int
-    metadata: dict[str, Any]  # a number, bool, str, list of str, or a numpy array
+    metadata: dict[str, Any]  # a number, bool, str, list of str, numpy array, tuple of arrays
     tensors: tuple[TensorInfo, ...]
     data_start: int  # where the tensor data begins (the header's length, padded)
 
@@ -243,14 +243,15 @@ class _Cursor:
                 f"{self.inner:,} arrays inside arrays (at most {GGUF_INNER_ARRAYS:,} are read; "
                 "llama.cpp writes none)"
             )
-        return [self.value(kind, depth + 1) for _ in range(count)]
+        return tuple(self.value(kind, depth + 1) for _ in range(count))  # never a list of str
 
     def _count(self, count: int, kind: int) -> None:
         """Refuse an array past the bounds, before any of its items is read."""
         if kind in (STRING, ARRAY) and count > GGUF_TOKENS:
             raise self.bad(
-                f"{named(self.key)} is an array of {count:,} items; at most {GGUF_TOKENS:,} "
-                "strings are read (twice the largest vocabulary published, Gemma 3's 262,144)"
+                f"{named(self.key)} is an array of {count:,} items; an array of strings or "
+                f"arrays is read up to {GGUF_TOKENS:,} (twice the largest vocabulary published, "
+                "Gemma 3's 262,144)"
             )
         self.items += count
         if self.items > GGUF_ARRAY_ITEMS:
