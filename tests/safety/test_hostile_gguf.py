@@ -416,3 +416,51 @@ def test_a_vocabulary_whose_merges_would_be_derived_past_a_bound_is_refused(
     )
     message = _converted(path, 10)
     assert "deriving them would try 3,000,112 splits" in message and "at most 2,097,152" in message
+
+
+def _huge_files(base: bytes, gemma: bytes) -> dict[str, bytes]:
+    """The files of issue 34 that cost gigabytes or minutes before their bound was checked."""
+    empty = struct.pack("<IQ", UINT8, 0)
+    junk = pair("general.junk", ARRAY, (ARRAY, []))[:-8] + struct.pack("<Q", 8_000_000)
+    key = b"tokenizer.ggml.tokens"
+    tokens = struct.pack(f"<Q{len(key)}sIIQ", len(key), key, ARRAY, STRING, 4_000_000)
+    return {
+        "2e9 layers": with_pairs(
+            gemma, {"gemma3.block_count": pair("gemma3.block_count", UINT32, 2 * 10**9)}
+        ),
+        "8 M empty arrays": with_pairs(base, {}, (junk + empty * 8_000_000,)),
+        "4 M tokens": with_pairs(
+            base, {key.decode(): tokens + (struct.pack("<Q", 2) + b"tt") * 4_000_000}
+        ),
+        "a 2 MB token": _tokens(base, lambda t: [*t[:10], "a" * 2_000_000, *t[11:]]),
+    }
+
+
+@pytest.mark.slow
+def test_info_on_each_huge_file_is_one_line_in_seconds_and_little_memory(
+    base: bytes, tmp_path: Path
+) -> None:
+    """`attnviz info` itself: one line, no traceback, within 30 s and 1 GB each (about 2 s and
+    50 MB here; before, 3.3 GB, 1.4 GB, 49 s and 3.1 GB, and over 100 s)."""
+    import time
+
+    gemma = write_gguf(tmp_path / "g.gguf", "gemma3", "F32").read_bytes()
+    for name, data in _huge_files(base, gemma).items():
+        path = tmp_path / "m.gguf"
+        path.write_bytes(data)
+        start = time.monotonic()
+        with open(tmp_path / "err.txt", "w+") as err:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "attnviz", "info", "--model", str(path)],
+                env={**os.environ, "ATTNVIZ_NO_CACHE": "1"},
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+            _, status, usage = os.wait4(child.pid, 0)  # the child's own peak memory
+            child.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            said = err.read()
+        seconds = time.monotonic() - start
+        assert child.returncode == 1 and said.startswith("Error: ") and said.count("\n") == 1, said
+        assert seconds < 30, (name, seconds)
+        assert usage.ru_maxrss < 2**20, (name, usage.ru_maxrss)  # kilobytes: 1 GB
