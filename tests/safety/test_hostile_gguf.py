@@ -464,3 +464,12 @@ def test_info_on_each_huge_file_is_one_line_in_seconds_and_little_memory(
         assert child.returncode == 1 and said.startswith("Error: ") and said.count("\n") == 1, said
         assert seconds < 30, (name, seconds)
         assert usage.ru_maxrss < 2**20, (name, usage.ru_maxrss)  # kilobytes: 1 GB
+
+
+def test_the_items_of_every_array_together_are_bounded(base: bytes, tmp_path: Path) -> None:
+    """Many arrays each within its bound cost as much as one past it: the file's total counts."""
+    many = tuple(pair(f"general.junk{i}", ARRAY, (UINT8, [0] * 1_500_000)) for i in range(3))
+    path = tmp_path / "m.gguf"
+    path.write_bytes(with_pairs(base, {}, many))
+    message = _converted(path, 10)
+    assert "'general.junk2', an array of 1,500,000 items" in message and "4,194,304" in message
