@@ -303,12 +303,12 @@ def _tokens(base: bytes, change: Callable[[list[str]], list[str]]) -> bytes:
     """`base` with its list of tokens changed (and one score and type for each)."""
     tokens = change(_token_list(base))
     n = len(tokens)
-    changes = {
+    changes: dict[str, bytes | None] = {
         "tokenizer.ggml.tokens": pair("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
         "tokenizer.ggml.scores": pair("tokenizer.ggml.scores", ARRAY, (FLOAT32, [0.0] * n)),
         "tokenizer.ggml.token_type": pair("tokenizer.ggml.token_type", ARRAY, (INT32, [1] * n)),
     }
-    return with_pairs(base, changes)  # type: ignore[arg-type]
+    return with_pairs(base, changes)
 
 
 def _token_list(base: bytes) -> list[str]:

@@ -1,7 +1,9 @@
 """A GGUF file's architecture as a Hugging Face model: its metadata as a config.json dict, its
 tensor names (`token_embd`, `blk.N.attn_q`, ...) as transformers' (`model.embed_tokens`,
 `model.layers.N.self_attn.q_proj`, ...), and what llama.cpp's converter did to the numbers
-undone (the Q/K row order of Llama, Gemma's norms stored as 1 + weight).
+undone (the Q/K row order of Llama, Gemma's norms stored as 1 + weight). The code here is
+shared: what each architecture says is data, in `gguf.families` (its metadata keys) and its
+family's file (`model.families`: its tensor names, the converter's transforms).
 
 transformers' GGUF loader (`modeling_gguf_pytorch_utils.py`, `integrations/ggml.py`) was
 the reference read to write this; tests compare both on files they write. Torch-free.
