@@ -55,7 +55,7 @@ test-fast: install
 # `make test` runs a short derandomised profile of each.
 fuzz: install
 	ATTNVIZ_FUZZ=long $(BIN)/python -m pytest tests/safety/test_fuzz_model_folders.py \
-		tests/safety/test_fuzz_terminal.py tests/safety/test_fuzz_cache.py --hypothesis-show-statistics
+		tests/safety/test_fuzz_terminal.py tests/safety/test_fuzz_cache.py tests/safety/test_fuzz_gguf.py --hypothesis-show-statistics
 
 lint: install
 	$(BIN)/ruff check attnviz tests benchmarks

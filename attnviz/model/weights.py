@@ -23,8 +23,8 @@ from attnviz.errors import PASS_THROUGH, AttnvizError, BadInput, quiet_panics, s
 from attnviz.limits import INDEX_BYTES, SAFETENSORS_HEADER_BYTES, shown
 from attnviz.model.config import DecoderConfig
 from attnviz.model.families import DECODERS, FAMILIES, describe, encoder_config_for, read_config
-from attnviz.model.gguf_convert import source as gguf_source
-from attnviz.model.gguf_convert import state_dict as gguf_state_dict
+from attnviz.model.gguf.convert import source as gguf_source
+from attnviz.model.gguf.convert import state_dict as gguf_state_dict
 from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
@@ -164,6 +164,17 @@ def _read_safetensors(
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
+        import errno
+
+        from attnviz.errors import exhaustion
+
+        if exhaustion(exc) or getattr(exc, "errno", None) == errno.ENOMEM or "error 12" in str(exc):
+            raise AttnvizError(  # a mapping or a tensor refused for memory: the file is fine
+                f"out of memory reading the weights of {path} ({short_reason(exc)}): this "
+                "process may not hold them (an address-space limit such as ulimit -v, or too "
+                "little free memory); raise the limit, close other programs, or use a smaller "
+                "model"
+            ) from exc
         raise AttnvizError(
             f"cannot read weights from {path} ({short_reason(exc)}): the "
             "file is corrupt or incomplete; re-download it"

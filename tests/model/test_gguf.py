@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.model import gguf_convert, gguf_read
-from attnviz.model.gguf_arch import config_dict
-from attnviz.model.gguf_tokenizer import tokenizer_json
+from attnviz.model.gguf import convert as gguf_convert
+from attnviz.model.gguf import read as gguf_read
+from attnviz.model.gguf.arch import config_dict
+from attnviz.model.gguf.tokenizer import tokenizer_json
 from attnviz.model.locate import locate
 from attnviz.model.weights import load_encoder, read_state_dict
 from attnviz.text.tokenize import load_tokenizer, tokenize

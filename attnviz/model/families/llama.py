@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from attnviz.model.families.kinds import DecoderFamily
-from attnviz.model.gguf_read import BadGguf
+from attnviz.model.gguf.metadata import BadGguf
 
 if TYPE_CHECKING:
     import numpy as np

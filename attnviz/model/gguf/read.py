@@ -15,6 +15,7 @@ is dequantized. Nothing in the file is ever executed.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnviz.errors import AttnvizError
-from attnviz.limits import shown
+from attnviz.limits import GGUF_ARRAY_ITEMS, GGUF_INNER_ARRAYS, GGUF_TOKENS, amount, shown
+from attnviz.model.gguf.metadata import BadGguf, Metadata, named
 from attnviz.reading import open_regular
 
 if TYPE_CHECKING:
@@ -36,7 +38,6 @@ MAX_TENSORS = 1 << 16  # a 1,024-layer model with 60 tensors a layer
 MAX_PAIRS = 1 << 16
 MAX_KEY_BYTES = 1 << 16  # the format's own bound
 MAX_STRING_BYTES = 16 * 2**20  # one value (a chat template is some KB, a token some bytes)
-MAX_ARRAY_ITEMS = 8_000_000  # two per vocabulary entry (tokens and merges) at 4 million
 MAX_HEADER_BYTES = 512 * 2**20  # metadata and tensor records together
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ELEMENTS = 1 << 36  # one tensor: 256 GB in float32, past any model attnviz computes
@@ -107,8 +108,7 @@ FILE_TYPES = {
 }  # fmt: skip
 
 
-class BadGguf(AttnvizError):
-    """A GGUF file attnviz cannot read: corrupt, truncated, lying, or of an unknown kind."""
+__all__ = ["BadGguf", "GgufHeader", "TensorInfo", "dequantized", "read_header"]
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,14 @@ class GgufHeader:
     path: Path
     size: int
     version: int
-    metadata: dict[str, Any]  # a number, bool, str, list of str, or a numpy array
+    metadata: dict[str, Any]  # a number, bool, str, list of str, numpy array, tuple of arrays
     tensors: tuple[TensorInfo, ...]
     data_start: int  # where the tensor data begins (the header's length, padded)
+
+    @property
+    def meta(self) -> Metadata:
+        """The metadata, each key read by type (`metadata.Metadata`)."""
+        return Metadata(self.metadata, str(self.path))
 
     def tensor(self, name: str) -> TensorInfo | None:
         return next((t for t in self.tensors if t.name == name), None)
@@ -151,19 +156,24 @@ class GgufHeader:
     @property
     def file_type(self) -> str | None:
         """The mix the file was quantized to (`Q4_K_M (file type 15)`), or None if unsaid."""
-        code = self.metadata.get("general.file_type")
-        if not isinstance(code, int):
+        code = self.meta.integer("general.file_type", (0, 1 << 16))
+        if code is None:
             return None
         return f"{FILE_TYPES.get(code, 'unknown')} (file type {code})"
 
 
 class _Cursor:
-    """Reads the header from the mapped file, refusing any read past its end."""
+    """Reads the header from the mapped file, refusing any read past its end and any array
+    past the bounds (`limits.GGUF_*`): its items, strings and inner arrays are counted over
+    the whole file, so that many small arrays cost no more than one large one."""
 
     def __init__(self, data: mmap.mmap, where: str) -> None:
         self.data = data
         self.pos = 0
         self.where = where
+        self.key = ""  # the metadata key being read, for messages
+        self.items = 0  # array items read so far, the file's whole
+        self.inner = 0  # arrays read inside arrays so far
 
     def bad(self, why: str) -> BadGguf:
         return BadGguf(
@@ -213,11 +223,12 @@ class _Cursor:
         kind, count = self.u32(), self.u64()
         if depth >= MAX_NESTING:
             raise self.bad(f"arrays nested more than {MAX_NESTING} deep")
-        least = _SCALARS[kind][1] if kind in _SCALARS else 8 if kind in (STRING, ARRAY) else 0
-        if not least:
+        least = _SCALARS[kind][1] if kind in _SCALARS else 8 if kind == STRING else 12
+        if kind not in _SCALARS and kind not in (STRING, ARRAY):
             raise self.bad(f"an array of unknown type {kind}")
-        if count > MAX_ARRAY_ITEMS or count * least > len(self.data) - self.pos:
+        if count * least > len(self.data) - self.pos:
             raise self.bad(f"an array of {count:,} items, more than the file can hold")
+        self._count(count, kind)
         if kind in _NUMPY:
             import numpy as np
 
@@ -226,7 +237,28 @@ class _Cursor:
             return values.astype(bool) if kind == 7 else values
         if kind == STRING:
             return self.strings(count)
-        return [self.value(kind, depth + 1) for _ in range(count)]
+        self.inner += count
+        if self.inner > GGUF_INNER_ARRAYS:
+            raise self.bad(
+                f"{self.inner:,} arrays inside arrays (at most {GGUF_INNER_ARRAYS:,} are read; "
+                "llama.cpp writes none)"
+            )
+        return tuple(self.value(kind, depth + 1) for _ in range(count))  # never a list of str
+
+    def _count(self, count: int, kind: int) -> None:
+        """Refuse an array past the bounds, before any of its items is read."""
+        if kind in (STRING, ARRAY) and count > GGUF_TOKENS:
+            raise self.bad(
+                f"{named(self.key)} is an array of {count:,} items; an array of strings or "
+                f"arrays is read up to {GGUF_TOKENS:,} (twice the largest vocabulary published, "
+                "Gemma 3's 262,144)"
+            )
+        self.items += count
+        if self.items > GGUF_ARRAY_ITEMS:
+            raise self.bad(
+                f"with {named(self.key)}, an array of {count:,} items, its arrays hold "
+                f"{self.items:,} items, more than the {GGUF_ARRAY_ITEMS:,} read of one file"
+            )
 
     def strings(self, count: int) -> list[str]:
         """`count` strings, read in one tight loop (a vocabulary holds hundreds of thousands)."""
@@ -246,6 +278,25 @@ class _Cursor:
         return out
 
 
+def _mapped(handle: Any, where: Path) -> mmap.mmap:
+    """The open file `handle` mapped read-only; out of address space says so, in one line."""
+    try:
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        if exc.errno == errno.ENOMEM:
+            raise out_of_memory(where, os.fstat(handle.fileno()).st_size) from exc
+        raise
+
+
+def out_of_memory(where: Path, size: int) -> AttnvizError:
+    """The line for a file whose mapping this process has no memory (address space) for."""
+    return AttnvizError(
+        f"out of memory mapping {where} ({amount(size)}): this process may not map that "
+        "much (an address-space limit such as ulimit -v, or the machine's memory is short); "
+        "raise the limit, close other programs, or use a smaller model"
+    )
+
+
 def read_header(path: Path) -> GgufHeader:
     """The metadata and tensor records of the GGUF file at `path`, every one checked.
 
@@ -258,7 +309,7 @@ def read_header(path: Path) -> GgufHeader:
         size = os.fstat(handle.fileno()).st_size
         if size < 24:
             raise BadGguf(f"cannot read {where} as a GGUF file: it holds {size} bytes")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with _mapped(handle, path) as data:
             return _parse(_Cursor(data, where), path, size)
 
 
@@ -281,11 +332,13 @@ def _parse(cur: _Cursor, path: Path, size: int) -> GgufHeader:
         raise cur.bad(f"it claims {n_tensors:,} tensors and {n_pairs:,} metadata pairs")
     metadata: dict[str, Any] = {}
     for _ in range(n_pairs):
-        key = cur.string(MAX_KEY_BYTES)
+        cur.key = key = cur.string(MAX_KEY_BYTES)
+        if key in metadata:  # gguf-py refuses such a file too: which value would be meant?
+            raise cur.bad(f"its metadata key {named(key)} appears twice")
         metadata[key] = cur.value(cur.u32())
     records = [_tensor_record(cur) for _ in range(n_tensors)]
-    alignment = metadata.get("general.alignment", 32)
-    if not isinstance(alignment, int) or not 1 <= alignment <= 1 << 20 or alignment & alignment - 1:
+    alignment = Metadata(metadata, cur.where).integer("general.alignment", (1, 1 << 20)) or 32
+    if alignment & alignment - 1:
         raise cur.bad(f"general.alignment is {shown(alignment)}, not a power of two")
     start = -(-cur.pos // alignment) * alignment
     tensors = []
@@ -393,7 +446,7 @@ def dequantized(
         if os.fstat(handle.fileno()).st_size != header.size:
             raise BadGguf(f"{header.path} changed while attnviz read it: run again")
         # Not closed by hand: an array on its way out in a traceback may still point into it.
-        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        data = _mapped(handle, header.path)
     for info in header.tensors:
         if names is not None and info.name not in names:
             continue

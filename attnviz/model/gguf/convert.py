@@ -25,16 +25,22 @@ from typing import TYPE_CHECKING, Any
 from attnviz import version as release
 from attnviz.errors import AttnvizError
 from attnviz.limits import megabytes
-from attnviz.model.gguf_arch import config_dict, model_type, tensor_names, undo_converter
-from attnviz.model.gguf_read import (
-    BadGguf,
+from attnviz.model.gguf.arch import (
+    architecture,
+    config_dict,
+    model_type,
+    tensor_names,
+    undo_converter,
+)
+from attnviz.model.gguf.metadata import BadGguf
+from attnviz.model.gguf.read import (
     GgufHeader,
     check_memory,
     dequantized,
     read_header,
     unsupported,
 )
-from attnviz.model.gguf_tokenizer import tokenizer_json
+from attnviz.model.gguf.tokenizer import tokenizer_json
 from attnviz.reading import open_regular, read_json
 
 if TYPE_CHECKING:
@@ -77,7 +83,7 @@ def converted_folder(path: Path, *, use_cache: bool = True) -> Path:
     """The model folder for the GGUF file at `path`: found in the cache, or converted now.
 
     Everything that can be refused is refused here, before any weight is dequantized: the
-    header (`gguf_read`), the architecture, a tensor attnviz cannot place or dequantize, the
+    header (`gguf.read`), the architecture, a tensor attnviz cannot place or dequantize, the
     config's sizes (as any config.json's), the tokenizer.
     """
     from attnviz.cache import converted, settings
@@ -111,7 +117,7 @@ def _convert(path: Path, header: GgufHeader, ident: str) -> dict[str, bytes]:
     config = config_dict(header)
     describe(config, where=f"the metadata of {path}")  # sizes checked before anything else
     check_memory(header)
-    text, tokenizer_config = tokenizer_json(header, header.metadata["general.architecture"])
+    text, tokenizer_config = tokenizer_json(header, architecture(header))
     source = {
         "gguf": str(path.resolve()),
         "identity": ident,
