@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from attnviz.generation import Generation
     from attnviz.measures.long import LongResult
     from attnviz.measures.stats import HeadStats
+    from attnviz.model.open import OpenModel
 
 __all__ = [
     "analyse",
@@ -135,9 +136,14 @@ def analyse(
             )
         encdec.check(mask=mask)
         return encdec.analyse(dtype=check_choice(dtype, DTYPES, "dtype"))
+    if opened is None:  # the embedded model, a GGUF file: opened here, once
+        from attnviz.model.open import open_model
+
+        opened = open_model(check_model(model), use_cache=cache)
     if layers is None:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
-                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine,
+                         opened=opened)  # fmt: skip
         if hit is not None:
             hit.prepared.note_engine()
             return hit
@@ -272,10 +278,12 @@ def from_cache(
     max_tokens: int | None = None,
     bos: bool = True,
     engine: str = "auto",
+    opened: OpenModel | None = None,
 ) -> Analysis | None:
     """`analyse` answered from the cache alone, without a tokenizer or torch; None on a miss.
 
-    The arguments are checked as `analyse` checks them (a bad one raises BadInput).
+    The arguments are checked as `analyse` checks them (a bad one raises BadInput); `opened`
+    is the model as `model.open.open_model` opened it already (then not opened again).
     """
     from attnviz.cache.settings import cache_enabled
     from attnviz.pipeline import cached
@@ -304,6 +312,7 @@ def from_cache(
         max_tokens=max_tokens,
         bos=bos,
         engine=engine,
+        opened=opened,
     )
     if hit is None:
         return None
