@@ -21,7 +21,6 @@ SUBJECTS = ("model_type", "kind", "arch", "family")
 # Files whose family branches have not yet moved into attnviz/model/families/ (issue 30):
 # each must still hold one (so that the list only shrinks); no other file may.
 PENDING = {
-    "model/decoder_families.py",
     "model/gguf_arch.py",  # config_dict: the metadata each family's config reads
     "model/gguf_tokenizer.py",
     "model/seq2seq_config.py",
