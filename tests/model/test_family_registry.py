@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from attnviz.measures.decoder_parts import DECODER_FACTS
-from attnviz.model.families import DECODERS, FAMILIES
+from attnviz.model.families import DECODERS, ENCODER_DECODERS, FAMILIES
 from attnviz.model.gguf_arch import ARCHITECTURES
 
 ROOT = Path(__file__).resolve().parents[2] / "attnviz"
 FAMILY_FOLDER = ROOT / "model" / "families"
 # Every model type attnviz computes, and the layout names a decoder config carries.
-NAMES = {*FAMILIES, *DECODERS, "gemma", "mt5", "t5", "bart"}
+NAMES = {*FAMILIES, *DECODERS, *ENCODER_DECODERS, "gemma"}
 # Names that a family branch compares: a model type, a config's kind, an architecture.
 SUBJECTS = ("model_type", "kind", "arch", "family")
 # Files whose family branches have not yet moved into attnviz/model/families/ (issue 30):
@@ -23,7 +23,6 @@ SUBJECTS = ("model_type", "kind", "arch", "family")
 PENDING = {
     "model/gguf_arch.py",  # config_dict: the metadata each family's config reads
     "model/gguf_tokenizer.py",
-    "model/seq2seq_config.py",
 }
 
 
@@ -105,3 +104,31 @@ def test_every_encoder_declares_its_facts(model_type: str) -> None:
     family = FAMILIES[model_type]
     assert family.name and family.prefix.endswith(".") and family.names
     assert any(".attention.q_proj." in ours for _, ours in family.names)
+
+
+@pytest.mark.parametrize("model_type", sorted(ENCODER_DECODERS))
+def test_every_encoder_decoder_declares_its_facts(model_type: str) -> None:
+    from attnviz.model.seq2seq_config import SEQ2SEQ_CLASSES, SEQ2SEQ_TYPES, Seq2seqShape
+
+    family = ENCODER_DECODERS[model_type]
+    sizes = {
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_heads",
+        "decoder_heads",
+        "hidden",
+        "vocab",
+    }
+    assert set(family.keys) == sizes and sizes <= set(Seq2seqShape.__dataclass_fields__)
+    assert family.class_name.endswith(("ForConditionalGeneration", "MTModel"))
+    assert SEQ2SEQ_TYPES[model_type] == family.name
+    assert SEQ2SEQ_CLASSES[model_type] == family.class_name
+
+
+def test_the_engines_share_the_registry_s_lists() -> None:
+    from attnviz.model import foreign
+
+    assert set(DECODERS) <= set(foreign.DECODER_TYPES)
+    assert set(ENCODER_DECODERS) <= set(foreign.ENCODER_DECODER_TYPES)
+    for types in (foreign.DECODER_TYPES, foreign.ENCODER_DECODER_TYPES):
+        assert len(set(types)) == len(types)

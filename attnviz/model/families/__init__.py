@@ -5,7 +5,9 @@ Each family's file (`bert.py`, ..., `gemma3.py`) holds its facts; shared code re
 through `FAMILIES` (encoders) and `DECODERS` (decoders) here.
 The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
 the decoders GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3, each read by
-its family's reader (`reader.DecoderReader`; a child's extends its parent's).
+its family's reader (`reader.DecoderReader`; a child's extends its parent's). The
+encoder-decoders that transformers computes (T5, mT5, BART, Marian, Pegasus) are listed in
+`ENCODER_DECODERS`, read by `attnviz.model.seq2seq_config`.
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
 refusing absurd sizes before anything is allocated; `Family` (`families.kinds`) names each
 encoder family's config keys, state-dict names and quirks.
@@ -28,19 +30,23 @@ from attnviz.model.config import (
     whole,
 )
 from attnviz.model.families.albert import ALBERT
+from attnviz.model.families.bart import BART
 from attnviz.model.families.bert import BERT
 from attnviz.model.families.distilbert import DISTILBERT
 from attnviz.model.families.electra import ELECTRA
 from attnviz.model.families.gemma2 import GEMMA2
 from attnviz.model.families.gemma3 import GEMMA3, GEMMA3_MULTIMODAL
 from attnviz.model.families.gpt2 import GPT2
-from attnviz.model.families.kinds import DecoderFamily, Family
+from attnviz.model.families.kinds import DecoderFamily, Family, Seq2seqFamily
 from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.marian import MARIAN
 from attnviz.model.families.mistral import MISTRAL
+from attnviz.model.families.pegasus import PEGASUS
 from attnviz.model.families.phi3 import PHI3
 from attnviz.model.families.qwen2 import QWEN2
 from attnviz.model.families.qwen3 import QWEN3
 from attnviz.model.families.roberta import ROBERTA, XLM_ROBERTA
+from attnviz.model.families.t5 import MT5, T5
 from attnviz.reading import read_json
 
 # The registry of decoders: model type -> its family's facts (one line a family).
@@ -54,6 +60,15 @@ DECODERS: dict[str, DecoderFamily] = {
     "gemma2": GEMMA2,
     "gemma3_text": GEMMA3,
     "gemma3": GEMMA3_MULTIMODAL,  # multimodal: the language model's config is text_config
+}
+# The registry of encoder-decoders (computed by transformers; read by
+# `attnviz.model.seq2seq_config`): model type -> its family.
+ENCODER_DECODERS: dict[str, Seq2seqFamily] = {
+    "t5": T5,
+    "mt5": MT5,
+    "bart": BART,
+    "marian": MARIAN,
+    "pegasus": PEGASUS,
 }
 
 # Sizes past these are not an encoder this tool can show; refuse before allocating.

@@ -1,5 +1,6 @@
 """What a family's file declares: an encoder's config keys and names, a decoder's config
-reader, checkpoint layout, GGUF names, weight splitters and norm facts."""
+reader, checkpoint layout, GGUF names, weight splitters and norm facts, an encoder-decoder's
+config keys."""
 
 from __future__ import annotations
 
@@ -72,3 +73,18 @@ class Family:
     # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
     # takes hidden_size for dim. Two that disagree are refused, naming both.
     aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Seq2seqFamily:
+    """One encoder-decoder family, which transformers computes (`attnviz.model.seq2seq`).
+
+    `keys`: where its config.json keeps each size, by `Seq2seqShape` field (a decoder_layers
+    left out is the encoder's). `positions`: max_position_embeddings when left out, which
+    bounds a source and a target (None: relative positions, bounded as a decoder's text is).
+    """
+
+    name: str  # as shown to users: "BART"
+    class_name: str  # what AutoModelForSeq2SeqLM computes it with, whatever config.json says
+    keys: dict[str, str]
+    positions: int | None = 1024
