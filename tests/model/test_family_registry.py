@@ -132,3 +132,38 @@ def test_the_engines_share_the_registry_s_lists() -> None:
     assert set(ENCODER_DECODERS) <= set(foreign.ENCODER_DECODER_TYPES)
     for types in (foreign.DECODER_TYPES, foreign.ENCODER_DECODER_TYPES):
         assert len(set(types)) == len(types)
+
+
+def _family_imports(path: Path) -> set[str]:
+    """The family modules `path` imports, at any level (kinds and reader excepted)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    prefix = "attnviz.model.families."
+    shared = {prefix + "kinds", prefix + "reader"}
+    return {m for m in found if m.startswith(prefix) and m not in shared}
+
+
+@pytest.mark.parametrize("model_type", sorted(DECODERS))
+def test_a_decoder_family_builds_on_its_parents_only(model_type: str) -> None:
+    """A family's file imports only the files of the families its reader extends: Gemma
+    builds on Llama, and Llama never names Gemma."""
+    reader = DECODERS[model_type].reader
+    module = reader.__module__
+    parents = {cls.__module__ for cls in reader.__mro__} - {module}
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    assert _family_imports(path) <= parents, (module, parents)
+
+
+def test_the_readers_extend_their_parents() -> None:
+    from attnviz.model.families.gemma2 import Gemma2Reader
+    from attnviz.model.families.llama import LlamaReader
+    from attnviz.model.families.qwen2 import Qwen2Reader
+
+    assert issubclass(DECODERS["gemma3_text"].reader, Gemma2Reader)
+    assert issubclass(DECODERS["qwen3"].reader, Qwen2Reader)
+    for kind in ("mistral", "qwen2", "phi3", "gemma2"):
+        assert DECODERS[kind].reader.__mro__[1] is LlamaReader, kind
