@@ -75,14 +75,15 @@ class Gemma2Reader(LlamaReader):
         return False
 
     def softcap(self) -> float | None:
-        """attn_logit_softcapping (none when null)."""
-        key = "attn_logit_softcapping"
-        cap = self.raw.get(key, self.defaults.get(key))
-        return None if cap is None else positive(cap, key, self.where)
+        """attn_logit_softcapping, on the scores."""
+        return self.cap("attn_logit_softcapping")
 
     def final_softcap(self) -> float | None:
-        """final_logit_softcapping (none when null)."""
-        key = "final_logit_softcapping"
+        """final_logit_softcapping, on the logits."""
+        return self.cap("final_logit_softcapping")
+
+    def cap(self, key: str) -> float | None:
+        """A soft-capping: the config's, else the family's default (none when null)."""
         cap = self.raw.get(key, self.defaults.get(key))
         return None if cap is None else positive(cap, key, self.where)
 
