@@ -296,7 +296,7 @@ def chunk_numbers(arrays: int, budget: int | None = None) -> int:
 # checked against these before a list, a table or a tokenizer is built from it. The largest
 # vocabulary published is Gemma 3's 262,144 tokens (2.3 MB of text, its longest token 48
 # bytes); Llama 3's is 128,256, Qwen's 151,936.
-GGUF_LAYERS = 1024  # block_count: a decoder's config.json bound (model.decoder_families)
+GGUF_LAYERS = 1024  # block_count: a decoder's config.json bound (model.families.reader)
 GGUF_TOKENS = 524_288  # tokens, or merges, in one vocabulary: twice Gemma 3's
 GGUF_TOKEN_BYTES = 1024  # one token (a longer one costs transformers quadratic time)
 GGUF_VOCABULARY_BYTES = 32 * 2**20  # every token's text together

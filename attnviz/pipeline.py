@@ -203,17 +203,20 @@ def cached(
     max_tokens: int | None = None,
     bos: bool = True,
     engine: str = "auto",
+    opened: OpenModel | None = None,
 ) -> tuple[Tokenized, np.ndarray] | None:
     """The tokenized input and attentions of a text seen before, from the cache alone: no
     tokenizer, no torch.
 
     The key is made from the text as given (as `compute` makes it from the text it
     tokenized, the same unless a huge text was cut), and the entry brings the pieces.
-    None on a miss: then `prepare` and `compute` as usual.
+    None on a miss: then `prepare` and `compute` as usual. `opened`: as in `prepare`.
     """
     from attnviz.cache import entries, keys
 
-    source, config, engine = read_model(model, engine)
+    if opened is None:
+        opened = open_model(model)
+    source, config, engine = opened.source, opened.config, opened.engine(engine)
     shape = shape_of(config, engine)
     try:
         key = keys.cache_key(

@@ -340,10 +340,15 @@ def read_input(
                 param=("pair", "target_text"),
             )
         return encdec
+    if opened is None:  # the embedded model, a GGUF file: opened here, once
+        from attnviz.model.open import open_model
+
+        opened = open_model(check_model(model), use_cache=cache)
     hit = None
     if look_up:  # a text seen before: no tokenizer, no torch
         hit = from_cache(text, pair=pair, model=model, truncate=truncate, mask=mask, dtype=dtype,
-                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+                         cache=cache, max_tokens=max_tokens, bos=bos, engine=engine,
+                         opened=opened)  # fmt: skip
     if hit is not None:
         return hit
     return prepare_input(text, opened, pair=pair, model=model, truncate=truncate, cache=cache,
@@ -362,10 +367,12 @@ def from_cache(
     max_tokens: int | None,
     bos: bool,
     engine: str,
+    opened: OpenModel | None = None,
 ) -> Prepared | None:
     """The text prepared from the cache alone, without a tokenizer or torch, its `found`
     analysis the one `analyse(mask=mask, dtype=dtype)` gives; None on a miss. The arguments
-    are checked as `analyse` checks them (a bad one raises BadInput)."""
+    are checked as `analyse` checks them (a bad one raises BadInput); `opened` is the model
+    as `model.open.open_model` opened it already (then not opened again)."""
     from attnviz.analysis import Analysis
     from attnviz.cache.settings import cache_enabled
     from attnviz.pipeline import cached
@@ -377,7 +384,7 @@ def from_cache(
     if not cache_enabled(not cache):
         return None
     hit = cached(text, model=model, pair=pair, truncate=truncate, causal=causal, dtype=dtype,
-                 max_tokens=max_tokens, bos=bos, engine=engine)  # fmt: skip
+                 max_tokens=max_tokens, bos=bos, engine=engine, opened=opened)  # fmt: skip
     if hit is None:
         return None
     (source, config, pieces, engine), attentions = hit

@@ -2,8 +2,8 @@
 
 `EncoderConfig` is a BERT-family encoder, `DecoderConfig` a GPT-2 or Llama-family
 decoder: everything the modules of `attnviz.model.encoder` and `attnviz.model.decoder`
-need to build one. The readers of config.json (`attnviz.model.families`,
-`attnviz.model.decoder_families`) fill them in and share the checks below. This module
+need to build one. The readers of config.json (`attnviz.model.families`, a reader a
+family) fill them in and share the checks below. This module
 never imports torch: a shape is known, and refused, before anything is allocated.
 """
 
@@ -64,13 +64,10 @@ class EncoderConfig:
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """The shape of a decoder, as its family (`attnviz.model.families`) sets it.
+    """The shape of a decoder, as its family's reader (`attnviz.model.families`) sets it:
+    facts, never the family's name (`learned_positions`, `norm`, `rms_offset`,
+    `embed_scale`, `post_norms` say how its layers are built)."""
 
-    `kind` names the family's state-dict layout ("gpt2", "llama" or "gemma"); shared code
-    reads what it means from the fields below (`learned_positions`, `norm`, `rms_offset`,
-    `embed_scale`, `post_norms`), never from the name."""
-
-    kind: str
     vocab_size: int
     hidden_size: int
     num_layers: int

@@ -19,7 +19,14 @@ from typing import Any
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.limits import DECODER_TOKENS, check_choice, shown
 from attnviz.model.config import whole
-from attnviz.model.families import LIMITS, ModelShape, computes, describe
+from attnviz.model.families import (
+    DECODERS,
+    ENCODER_DECODERS,
+    LIMITS,
+    ModelShape,
+    computes,
+    describe,
+)
 
 ENGINES = ("auto", "attnviz", "transformers")
 OWN, TRANSFORMERS = "attnviz", "transformers"
@@ -46,18 +53,15 @@ ATTENTIONLESS = (
     "kimi_linear",
     "olmo_hybrid",
 )
-# Encoder-decoder model types (their configs may leave is_encoder_decoder to the class default).
+# Encoder-decoder model types (their configs may leave is_encoder_decoder to the class default):
+# those attnviz reads (the registry's), then the others.
 ENCODER_DECODER_TYPES = (
-    "t5",
-    "mt5",
+    *ENCODER_DECODERS,
     "umt5",
     "longt5",
     "switch_transformers",
     "t5gemma",
-    "bart",
     "mbart",
-    "marian",
-    "pegasus",
     "pegasus_x",
     "m2m_100",
     "nllb-moe",
@@ -73,10 +77,12 @@ ENCODER_DECODER_TYPES = (
     "whisper",
     "speech_to_text",
 )
-# Decoder model types transformers computes and attnviz does not: each token sees only the
-# tokens before it. A config of another type is a decoder when it says so (is_decoder) or
-# when its architecture is a causal LM (tests check this list against transformers' own).
+# Decoder model types: each token sees only the tokens before it. Those attnviz computes (the
+# registry's), then those only transformers computes. A config of another type is a decoder
+# when it says so (is_decoder) or when its architecture is a causal LM (tests check this
+# list against transformers' own).
 DECODER_TYPES = (
+    *DECODERS,
     "olmo",
     "olmo2",
     "olmo3",
@@ -195,12 +201,10 @@ def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
     """Refuse an encoder-decoder config (T5, BART, Marian, ...) in one line: its three stacks
     of attention (encoder, decoder, cross) come with a target (`attnviz.encdec`), read by
     `analyse(text, target=...)` and the commands that take --target, never as one input."""
-    from attnviz.model.seq2seq_config import SEQ2SEQ_TYPES
-
     kind = raw.get("model_type")
     if raw.get("is_encoder_decoder") is not True and kind not in ENCODER_DECODER_TYPES:
         return
-    if kind in SEQ2SEQ_TYPES:  # a failure of this command (exit 1): others read it
+    if kind in ENCODER_DECODERS:  # a failure of this command (exit 1): others read it
         raise AttnvizError(
             f"{where} describes an encoder-decoder model ({shown(kind, 40)}): its encoder, "
             "decoder and cross attention need a target, {target_text} TEXT (e.g. the "
@@ -210,7 +214,7 @@ def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
         )
     raise AttnvizError(
         f"{where} describes an encoder-decoder model ({shown(kind, 40)}) that attnviz does not "
-        f"read; its encoder-decoders are {', '.join(SEQ2SEQ_TYPES)}: pass one of these, an "
+        f"read; its encoder-decoders are {', '.join(ENCODER_DECODERS)}: pass one of these, an "
         "encoder or a decoder"
     )
 

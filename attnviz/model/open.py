@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from attnviz.errors import AttnvizError
@@ -23,6 +23,10 @@ class OpenModel:
 
     source: ModelSource
     raw: Any
+    # What `seq2seq` said (generation_config.json read once): filled on its first call.
+    _said: dict[str, Seq2seqShape | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def config(self) -> dict[str, Any]:
@@ -46,7 +50,13 @@ class OpenModel:
 
     def seq2seq(self) -> Seq2seqShape | None:
         """The encoder-decoder's shape (generation_config.json's decoder_start_token_id
-        included), or None: not an encoder-decoder (a GGUF file, the embedded model never is)."""
+        included), or None: not an encoder-decoder (a GGUF file, the embedded model never is).
+        Said once: generation_config.json is read on the first call only."""
+        if "seq2seq" not in self._said:
+            self._said["seq2seq"] = self._read_seq2seq()
+        return self._said["seq2seq"]
+
+    def _read_seq2seq(self) -> Seq2seqShape | None:
         if self.source.gguf is not None or self.source.origin == "embedded":
             return None
         if not isinstance(self.raw, dict) or not is_seq2seq(self.raw):

@@ -15,6 +15,8 @@ from typing import Any
 from attnviz.errors import AttnvizError
 from attnviz.limits import DECODER_TOKENS, shown
 from attnviz.model.config import whole
+from attnviz.model.families import ENCODER_DECODERS
+from attnviz.model.families.kinds import Seq2seqFamily
 
 __all__ = [
     "SEQ2SEQ_CLASSES",
@@ -25,45 +27,14 @@ __all__ = [
     "is_seq2seq",
 ]
 
-# The model types read here, and each one's display name.
-SEQ2SEQ_TYPES: dict[str, str] = {
-    "t5": "T5",
-    "mt5": "mT5",
-    "bart": "BART",
-    "marian": "Marian",
-    "pegasus": "Pegasus",
-}
-# The transformers class that computes each type (AutoModelForSeq2SeqLM's choice, named
-# without importing it): what info and the engine note say, whatever config.json claims.
-SEQ2SEQ_CLASSES: dict[str, str] = {
-    "t5": "T5ForConditionalGeneration",
-    "mt5": "MT5ForConditionalGeneration",
-    "bart": "BartForConditionalGeneration",
-    "marian": "MarianMTModel",
-    "pegasus": "PegasusForConditionalGeneration",
-}
+# The model types read here (one file a family, in `attnviz.model.families`), each one's
+# display name, and the transformers class that computes it (AutoModelForSeq2SeqLM's
+# choice, named without importing it): what info and the engine note say.
+SEQ2SEQ_TYPES: dict[str, str] = {kind: f.name for kind, f in ENCODER_DECODERS.items()}
+SEQ2SEQ_CLASSES: dict[str, str] = {kind: f.class_name for kind, f in ENCODER_DECODERS.items()}
 # The three stacks of attention an encoder-decoder has; `cross` is the rectangle.
 STACKS: tuple[str, ...] = ("encoder", "decoder", "cross")
 
-# T5's keys and BART's (Marian and Pegasus name their sizes as BART does). mBART is left out:
-# its decoder starts from the target's language code, which transformers moves to the front
-# of the labels, not from decoder_start_token_id.
-_T5_KEYS = {
-    "encoder_layers": "num_layers",
-    "decoder_layers": "num_decoder_layers",
-    "encoder_heads": "num_heads",
-    "decoder_heads": "num_heads",
-    "hidden": "d_model",
-    "vocab": "vocab_size",
-}
-_BART_KEYS = {
-    "encoder_layers": "encoder_layers",
-    "decoder_layers": "decoder_layers",
-    "encoder_heads": "encoder_attention_heads",
-    "decoder_heads": "decoder_attention_heads",
-    "hidden": "d_model",
-    "vocab": "vocab_size",
-}
 _LIMITS = {
     "encoder_layers": 256,
     "decoder_layers": 256,
@@ -119,9 +90,9 @@ def describe_seq2seq(
             f"reads the encoder-decoders {', '.join(SEQ2SEQ_TYPES)}: pass a checkpoint of one "
             "of these"
         )
-    keys = _T5_KEYS if model_type in ("t5", "mt5") else _BART_KEYS
+    family = ENCODER_DECODERS[model_type]
     sizes: dict[str, int] = {}
-    for name, key in keys.items():
+    for name, key in family.keys.items():
         value: Any = raw.get(key)
         if value is None and name == "decoder_layers":  # T5: as many as the encoder's
             value = sizes["encoder_layers"]
@@ -132,7 +103,7 @@ def describe_seq2seq(
                 f"{_LIMITS[name]}: the config is corrupt or not a {SEQ2SEQ_TYPES[model_type]}'s"
             )
         sizes[name] = value
-    max_tokens = _max_tokens(raw, model_type, where)
+    max_tokens = _max_tokens(raw, family, where)
     first: Any = raw.get("decoder_start_token_id")
     key = "decoder_start_token_id"
     if first is None:
@@ -154,12 +125,12 @@ def describe_seq2seq(
     )
 
 
-def _max_tokens(raw: dict[str, Any], model_type: str, where: str) -> int:
-    """The longest source (and target) in pieces: BART's learned positions bound it; T5's
-    positions are relative, so attnviz bounds it as it bounds a decoder's text."""
-    if model_type in ("t5", "mt5"):
+def _max_tokens(raw: dict[str, Any], family: Seq2seqFamily, where: str) -> int:
+    """The longest source (and target) in pieces: learned positions (BART's) bound it;
+    relative ones (T5's) do not, so attnviz bounds it as it bounds a decoder's text."""
+    if family.positions is None:
         return DECODER_TOKENS
-    positions = raw.get("max_position_embeddings", 1024)
+    positions = raw.get("max_position_embeddings", family.positions)
     if not whole(positions, 1, 65536):
         raise AttnvizError(
             f"{where} has max_position_embeddings={shown(positions)}; expected a whole number "

@@ -324,7 +324,13 @@ def test_the_new_families_are_named_and_read_as_configured() -> None:
     gemma3 = describe(_raw("gemma3_text"))
     assert gemma3.family == "Gemma 3"
     cfg = gemma3.decoder
-    assert cfg is not None and cfg.kind == "gemma" and cfg.qk_norm and cfg.softcap is None
+    assert (
+        cfg is not None
+        and cfg.rms_offset
+        and cfg.post_norms
+        and cfg.qk_norm
+        and cfg.softcap is None
+    )
     assert cfg.sliding_windows == (5, None, 5, 5)
     assert [cfg.rope_base(i) for i in range(4)] == [37.0, 1000.0, 37.0, 37.0]
     assert cfg.scale(0) == 24**-0.5

@@ -9,21 +9,18 @@ from pathlib import Path
 import pytest
 
 from attnviz.measures.decoder_parts import DECODER_FACTS
-from attnviz.model.families import DECODERS, FAMILIES
+from attnviz.model.families import DECODERS, ENCODER_DECODERS, FAMILIES
 from attnviz.model.gguf.families import ARCHITECTURES
 
 ROOT = Path(__file__).resolve().parents[2] / "attnviz"
 FAMILY_FOLDER = ROOT / "model" / "families"
 # Every model type attnviz computes, and the layout names a decoder config carries.
-NAMES = {*FAMILIES, *DECODERS, "gemma", "mt5", "t5", "bart"}
+NAMES = {*FAMILIES, *DECODERS, *ENCODER_DECODERS, "gemma"}
 # Names that a family branch compares: a model type, a config's kind, an architecture.
 SUBJECTS = ("model_type", "kind", "arch", "family")
 # Files whose family branches have not yet moved into attnviz/model/families/ (issue 30):
-# each must still hold one (so that the list only shrinks); no other file may.
-PENDING = {
-    "model/decoder_families.py",
-    "model/seq2seq_config.py",
-}
+# each must still hold one (so that the list only shrinks); no other file may. None is left.
+PENDING: set[str] = set()
 
 
 def _literals(node: ast.expr) -> list[str]:
@@ -104,3 +101,66 @@ def test_every_encoder_declares_its_facts(model_type: str) -> None:
     family = FAMILIES[model_type]
     assert family.name and family.prefix.endswith(".") and family.names
     assert any(".attention.q_proj." in ours for _, ours in family.names)
+
+
+@pytest.mark.parametrize("model_type", sorted(ENCODER_DECODERS))
+def test_every_encoder_decoder_declares_its_facts(model_type: str) -> None:
+    from attnviz.model.seq2seq_config import SEQ2SEQ_CLASSES, SEQ2SEQ_TYPES, Seq2seqShape
+
+    family = ENCODER_DECODERS[model_type]
+    sizes = {
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_heads",
+        "decoder_heads",
+        "hidden",
+        "vocab",
+    }
+    assert set(family.keys) == sizes and sizes <= set(Seq2seqShape.__dataclass_fields__)
+    assert family.class_name.endswith(("ForConditionalGeneration", "MTModel"))
+    assert SEQ2SEQ_TYPES[model_type] == family.name
+    assert SEQ2SEQ_CLASSES[model_type] == family.class_name
+
+
+def test_the_engines_share_the_registry_s_lists() -> None:
+    from attnviz.model import foreign
+
+    assert set(DECODERS) <= set(foreign.DECODER_TYPES)
+    assert set(ENCODER_DECODERS) <= set(foreign.ENCODER_DECODER_TYPES)
+    for types in (foreign.DECODER_TYPES, foreign.ENCODER_DECODER_TYPES):
+        assert len(set(types)) == len(types)
+
+
+def _family_imports(path: Path) -> set[str]:
+    """The family modules `path` imports, at any level (kinds and reader excepted)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    prefix = "attnviz.model.families."
+    shared = {prefix + "kinds", prefix + "reader"}
+    return {m for m in found if m.startswith(prefix) and m not in shared}
+
+
+@pytest.mark.parametrize("model_type", sorted(DECODERS))
+def test_a_decoder_family_builds_on_its_parents_only(model_type: str) -> None:
+    """A family's file imports only the files of the families its reader extends: Gemma
+    builds on Llama, and Llama never names Gemma."""
+    reader = DECODERS[model_type].reader
+    module = reader.__module__
+    parents = {cls.__module__ for cls in reader.__mro__} - {module}
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    assert _family_imports(path) <= parents, (module, parents)
+
+
+def test_the_readers_extend_their_parents() -> None:
+    from attnviz.model.families.gemma2 import Gemma2Reader
+    from attnviz.model.families.llama import LlamaReader
+    from attnviz.model.families.qwen2 import Qwen2Reader
+
+    assert issubclass(DECODERS["gemma3_text"].reader, Gemma2Reader)
+    assert issubclass(DECODERS["qwen3"].reader, Qwen2Reader)
+    for kind in ("mistral", "qwen2", "phi3", "gemma2"):
+        assert DECODERS[kind].reader.__mro__[1] is LlamaReader, kind

@@ -4,8 +4,10 @@ of every config.json attnviz computes.
 Each family's file (`bert.py`, ..., `gemma3.py`) holds its facts; shared code reads them
 through `FAMILIES` (encoders) and `DECODERS` (decoders) here.
 The encoders computed are BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT;
-the decoders GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 (read by
-`attnviz.model.decoder_families`).
+the decoders GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3, each read by
+its family's reader (`reader.DecoderReader`; a child's extends its parent's). The
+encoder-decoders that transformers computes (T5, mT5, BART, Marian, Pegasus) are listed in
+`ENCODER_DECODERS`, read by `attnviz.model.seq2seq_config`.
 `describe` reads any of their config.json files into one torch-free `ModelShape`,
 refusing absurd sizes before anything is allocated; `Family` (`families.kinds`) names each
 encoder family's config keys, state-dict names and quirks.
@@ -27,21 +29,24 @@ from attnviz.model.config import (
     shown,
     whole,
 )
-from attnviz.model.decoder_families import DECODER_NAMES, DECODER_TYPES, describe_decoder
 from attnviz.model.families.albert import ALBERT
+from attnviz.model.families.bart import BART
 from attnviz.model.families.bert import BERT
 from attnviz.model.families.distilbert import DISTILBERT
 from attnviz.model.families.electra import ELECTRA
 from attnviz.model.families.gemma2 import GEMMA2
 from attnviz.model.families.gemma3 import GEMMA3, GEMMA3_MULTIMODAL
 from attnviz.model.families.gpt2 import GPT2
-from attnviz.model.families.kinds import DecoderFamily, Family
+from attnviz.model.families.kinds import DecoderFamily, Family, Seq2seqFamily
 from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.marian import MARIAN
 from attnviz.model.families.mistral import MISTRAL
+from attnviz.model.families.pegasus import PEGASUS
 from attnviz.model.families.phi3 import PHI3
 from attnviz.model.families.qwen2 import QWEN2
 from attnviz.model.families.qwen3 import QWEN3
 from attnviz.model.families.roberta import ROBERTA, XLM_ROBERTA
+from attnviz.model.families.t5 import MT5, T5
 from attnviz.reading import read_json
 
 # The registry of decoders: model type -> its family's facts (one line a family).
@@ -55,6 +60,15 @@ DECODERS: dict[str, DecoderFamily] = {
     "gemma2": GEMMA2,
     "gemma3_text": GEMMA3,
     "gemma3": GEMMA3_MULTIMODAL,  # multimodal: the language model's config is text_config
+}
+# The registry of encoder-decoders (computed by transformers; read by
+# `attnviz.model.seq2seq_config`): model type -> its family.
+ENCODER_DECODERS: dict[str, Seq2seqFamily] = {
+    "t5": T5,
+    "mt5": MT5,
+    "bart": BART,
+    "marian": MARIAN,
+    "pegasus": PEGASUS,
 }
 
 # Sizes past these are not an encoder this tool can show; refuse before allocating.
@@ -82,7 +96,7 @@ FAMILIES: dict[str, Family] = {
     "electra": ELECTRA,
     "albert": ALBERT,
 }
-SUPPORTED_TYPES = (*FAMILIES, *DECODER_TYPES, "gemma3")
+SUPPORTED_TYPES = (*FAMILIES, *DECODERS)
 SUPPORTED_FAMILIES = (
     "BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA and ALBERT encoders, and GPT-2, Llama, "
     "Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and Gemma 3 decoders"
@@ -250,12 +264,8 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     not whole numbers in range or do not fit together. `where` names the file.
     """
     model_type = _model_type(raw, where)
-    if model_type in DECODER_TYPES:
-        return _decoder_shape(describe_decoder(raw, model_type, where), model_type)
-    if model_type == "gemma3":  # multimodal: the language model's config is text_config
-        return _decoder_shape(
-            describe_decoder(_gemma3_text(raw, where), "gemma3_text", where), model_type
-        )
+    if model_type in DECODERS:
+        return _decoder_shape(DECODERS[model_type].describe(raw, where), model_type)
     family = FAMILIES[model_type]
     if raw.get("is_decoder") or raw.get("add_cross_attention"):
         raise AttnvizError(
@@ -338,25 +348,10 @@ def describe(raw: dict[str, Any], *, where: str = "config.json") -> ModelShape:
     )
 
 
-def _gemma3_text(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """The text_config of a multimodal Gemma 3 config (Gemma3TextConfig's defaults when left
-    out); its vision_config is not read, since text never passes through the vision tower."""
-    text = raw.get("text_config")
-    if text is None:
-        return {}
-    kind = text.get("model_type", "gemma3_text") if isinstance(text, dict) else None
-    if not isinstance(text, dict) or kind != "gemma3_text":
-        raise AttnvizError(
-            f"{where} has text_config={shown(text, 60)}; a Gemma 3 config keeps the language "
-            "model's settings there as an object of model_type gemma3_text: the config is corrupt"
-        )
-    return text
-
-
 def _decoder_shape(cfg: DecoderConfig, model_type: str) -> ModelShape:
     """A decoder's `ModelShape`: its longest input is its own limit or attnviz's bound."""
     return ModelShape(
-        family=DECODER_NAMES[model_type],
+        family=DECODERS[model_type].name,
         layers=cfg.num_layers,
         heads=cfg.num_heads,
         hidden=cfg.hidden_size,

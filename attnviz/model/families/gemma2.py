@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from attnviz.errors import AttnvizError
+from attnviz.model.config import DecoderConfig, conflict
 from attnviz.model.families.llama import GGUF_BLOCK as LLAMA_BLOCK
-from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.llama import LLAMA, LlamaReader
 from attnviz.model.families.llama import NAMES as LLAMA_NAMES
+from attnviz.model.rope_config import positive
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,9 +38,83 @@ def gguf_undo(gguf_name: str, values: np.ndarray, config: dict[str, Any]) -> np.
     return values - 1.0 if gguf_name.endswith("norm.weight") else values
 
 
+class Gemma2Reader(LlamaReader):
+    """Gemma 2's config.json: Llama's, with hidden_activation, tied embeddings, soft-capping
+    (50 on the scores and 30 on the logits when left out, none when null), the scale
+    query_pre_attn_scalar ** -0.5, and a window in every second layer."""
+
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 256000,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True,
+        "sliding_window": 4096,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+    }
+    activation_key: ClassVar[str] = "hidden_activation"
+
+    def read(self) -> DecoderConfig:
+        return replace(
+            super().read(),
+            softcap=self.softcap(),
+            final_softcap=self.final_softcap(),
+            query_pre_attn_scalar=self.number("query_pre_attn_scalar", 256),
+            rms_offset=True,
+            embed_scale=True,
+            post_norms=True,
+        )
+
+    def mlp_bias(self) -> bool:
+        return False
+
+    def softcap(self) -> float | None:
+        """attn_logit_softcapping, on the scores."""
+        return self.cap("attn_logit_softcapping")
+
+    def final_softcap(self) -> float | None:
+        """final_logit_softcapping, on the logits."""
+        return self.cap("final_logit_softcapping")
+
+    def cap(self, key: str) -> float | None:
+        """A soft-capping: the config's, else the family's default (none when null)."""
+        cap = self.raw.get(key, self.defaults.get(key))
+        return None if cap is None else positive(cap, key, self.where)
+
+    def windows(self, layers: int) -> tuple[int | None, ...]:
+        """A window (sliding_window, 4096 when left out) in the sliding layers: those
+        `layer_types` names, else those `sliding_types` counts."""
+        types = self.layer_types(layers)
+        if self.flag("use_bidirectional_attention", False):
+            raise AttnvizError(
+                f"{self.where} has use_bidirectional_attention=true (an embedding model that "
+                "sees both ways); attnviz computes Gemma as a causal decoder: set it to false"
+            )
+        types = self.sliding_types(layers, types)
+        if "sliding_attention" not in types:
+            return ()
+        if "sliding_window" in self.raw and self.raw["sliding_window"] is None:
+            conflict(self.where, ("layer_types", types), ("sliding_window", None))
+        window = self.size("sliding_window", None, "window")
+        return tuple(window if t == "sliding_attention" else None for t in types)
+
+    def sliding_types(self, layers: int, types: list[str] | None) -> list[str]:
+        """Each layer's kind: `layer_types`, else all but every second layer slide."""
+        if types is not None:
+            return types
+        return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+
+
 GEMMA2 = replace(
     LLAMA,
     name="Gemma 2",
+    reader=Gemma2Reader,
     names=NAMES,
     ignored=r"^(rotary_emb\.)",
     class_name="Gemma2ForCausalLM",

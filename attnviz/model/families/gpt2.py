@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from attnviz.model.config import DecoderConfig
+from attnviz.errors import AttnvizError
+from attnviz.model.config import DecoderConfig, check_activation
 from attnviz.model.families.kinds import DecoderFamily
+from attnviz.model.families.reader import DecoderReader
 
 # Checkpoint names -> this project's, `{i}` a layer number. The fused c_attn is split into
 # q, k, v (and the Conv1D weights transposed) by attnviz.model.weights before renaming.
@@ -109,11 +111,72 @@ def gguf_undo(gguf_name: str, values: Any, config: dict[str, Any]) -> Any:
     return values.T.copy() if found and found[1] in GGUF_TRANSPOSED else values
 
 
+class Gpt2Reader(DecoderReader):
+    """GPT-2's config.json: its own keys (n_embd, n_layer, ...), or the names transformers
+    also accepts for them."""
+
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 50257,
+        "n_positions": 1024,
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+    }
+    aliases: ClassVar[dict[str, str]] = {
+        "n_embd": "hidden_size",
+        "n_layer": "num_hidden_layers",
+        "n_head": "num_attention_heads",
+        "n_positions": "max_position_embeddings",
+    }
+
+    def read(self) -> DecoderConfig:
+        raw, where = self.raw, self.where
+        layers = self.size("n_layer", 12, "layers")
+        heads = self.size("n_head", 12, "heads")
+        hidden = self.size("n_embd", 768, "hidden")
+        if hidden % heads:
+            raise AttnvizError(
+                f"{where} has n_embd={hidden}, not divisible by n_head={heads}: the config is "
+                "corrupt"
+            )
+        inner = self.size("n_inner", 4 * hidden, "intermediate")
+        act = check_activation(
+            raw.get("activation_function", "gelu_new"), "activation_function", where
+        )
+        eps = self.number("layer_norm_epsilon", 1e-5)
+        if not eps < 1:
+            raise AttnvizError(f"{where} has layer_norm_epsilon={eps}; expected a small number")
+        # reorder_and_upcast_attn computes the same scores in float32: so does attnviz.
+        self.flag("reorder_and_upcast_attn", False)
+        return DecoderConfig(
+            vocab_size=self.size("vocab_size", 50257, "vocab"),
+            hidden_size=hidden,
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_size=hidden // heads,
+            intermediate_size=inner,
+            max_positions=self.size("n_positions", 1024, "positions"),
+            norm_eps=eps,
+            hidden_act=act,
+            qkv_bias=True,
+            out_bias=True,
+            mlp_bias=True,
+            tie_word_embeddings=self.flag("tie_word_embeddings", True),
+            scale_attn_weights=self.flag("scale_attn_weights", True),
+            scale_by_inverse_layer=self.flag("scale_attn_by_inverse_layer_idx", False),
+            learned_positions=True,
+            norm="layer",
+            gated_mlp=False,
+        )
+
+
 GPT2 = DecoderFamily(
     "GPT-2",
     "transformer.",
     NAMES,
     r"^(h\.\d+\.attn\.(bias|masked_bias)$)",
+    Gpt2Reader,
     class_name="GPT2LMHeadModel",
     gguf_block=GGUF_BLOCK,
     gguf_top=GGUF_TOP,

@@ -1,5 +1,6 @@
-"""What a family's file declares: an encoder's config keys and names, a decoder's checkpoint
-layout, GGUF names, weight splitters and norm facts."""
+"""What a family's file declares: an encoder's config keys and names, a decoder's config
+reader, checkpoint layout, GGUF names, weight splitters and norm facts, an encoder-decoder's
+config keys."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnviz.model.config import DecoderConfig
+from attnviz.model.families.reader import DecoderReader
 
 # One checkpoint entry as this project's entries (a fused weight split, a Conv1D transposed):
 # (name, value, the decoder's config) -> [(name, value)], value a tensor, a shape or a name.
@@ -18,6 +20,7 @@ Splitter = Callable[[str, Any, DecoderConfig | None], list[tuple[str, Any]]]
 class DecoderFamily:
     """One decoder family's facts, each read by the shared code that needs it.
 
+    `reader` reads the family's config.json (`describe`).
     `prefix`, `names` and `ignored`: where a *ForCausalLM checkpoint keeps the decoder, its
     names -> this project's (`{i}` a layer number), and what is not the decoder.
     `gguf_block`: a GGUF tensor's name inside a block -> transformers' inside a layer (empty:
@@ -31,6 +34,7 @@ class DecoderFamily:
     prefix: str
     names: list[tuple[str, str]]
     ignored: str
+    reader: type[DecoderReader]
     class_name: str = ""
     gguf_block: dict[str, str] = field(default_factory=dict)
     gguf_top: dict[str, str] = field(default_factory=dict)  # tensors outside the blocks
@@ -48,6 +52,11 @@ class DecoderFamily:
         None
     )
 
+    def describe(self, raw: dict[str, Any], where: str) -> DecoderConfig:
+        """The decoder `raw` (the config.json `where`) describes, checked by the family's
+        reader before anything is allocated."""
+        return self.reader(raw, where, self.name).read()
+
 
 @dataclass(frozen=True)
 class Family:
@@ -64,3 +73,18 @@ class Family:
     # Other keys transformers reads for a field (its config class's attribute_map): DistilBERT
     # takes hidden_size for dim. Two that disagree are refused, naming both.
     aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Seq2seqFamily:
+    """One encoder-decoder family, which transformers computes (`attnviz.model.seq2seq`).
+
+    `keys`: where its config.json keeps each size, by `Seq2seqShape` field (a decoder_layers
+    left out is the encoder's). `positions`: max_position_embeddings when left out, which
+    bounds a source and a target (None: relative positions, bounded as a decoder's text is).
+    """
+
+    name: str  # as shown to users: "BART"
+    class_name: str  # what AutoModelForSeq2SeqLM computes it with, whatever config.json says
+    keys: dict[str, str]
+    positions: int | None = 1024

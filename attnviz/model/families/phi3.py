@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from attnviz.model.config import DecoderConfig
-from attnviz.model.families.llama import LLAMA
+from attnviz.model.families.llama import LLAMA, LlamaReader
+from attnviz.model.rope_config import Rope, read_rope
 
 # Phi-3 keeps q, k and v in one qkv_proj, and the MLP's gate and up in one gate_up_proj.
 GGUF_BLOCK = {
@@ -80,9 +81,38 @@ def stored_shape(
     return ours
 
 
+class Phi3Reader(LlamaReader):
+    """Phi-3's config.json: Llama's, with LongRoPE and a partial rotation, no biases, and
+    one window in every layer when the config sets one."""
+
+    defaults: ClassVar[dict[str, Any]] = {
+        **LlamaReader.defaults,
+        "vocab_size": 32064,
+        "hidden_size": 3072,
+        "intermediate_size": 8192,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+    }
+
+    def rope(self, head_dim: int) -> tuple[Rope, Rope | None]:
+        return read_rope(self.raw, self.where, phi3=True, head_dim=head_dim), None
+
+    def attention_bias(self) -> tuple[bool, bool]:
+        return False, False
+
+    def mlp_bias(self) -> bool:
+        return False
+
+    def windows(self, layers: int) -> tuple[int | None, ...]:
+        if "sliding_window" not in self.raw or self.raw["sliding_window"] is None:
+            return ()
+        return (self.size("sliding_window", None, "window"),) * layers
+
+
 PHI3 = replace(
     LLAMA,
     name="Phi-3",
+    reader=Phi3Reader,
     class_name="Phi3ForCausalLM",
     gguf_block=GGUF_BLOCK,
     gguf_undo=None,  # Phi-3's fused qkv is stored as transformers holds it
