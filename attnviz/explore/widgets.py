@@ -1,0 +1,161 @@
+"""The explorer's panes: the heatmap with its cursor row, the query's keys, and the
+screens over them (help, a result's panel, a new text)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any, ClassVar
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.events import Click
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from attnviz.explore.keys import KEYS, say
+from attnviz.measures.query import QueryRow
+from attnviz.measures.views import AttentionView
+from attnviz.render.bars import BarList
+from attnviz.render.terminal import Heatmap
+
+__all__ = ["HeatmapPane", "HelpScreen", "PanelScreen", "RowPane", "TextScreen"]
+
+
+class HeatmapPane(Static):
+    """One view's heatmap, as `show` draws it, the query's row label in reverse."""
+
+    class Picked(Message):
+        """A click on row `query` (and on column `key`, None on the row's label)."""
+
+        def __init__(self, query: int, key: int | None) -> None:
+            super().__init__()
+            self.query = query
+            self.key = key
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.heatmap: Heatmap | None = None
+
+    def draw(self, view: AttentionView, query: int) -> None:
+        self.heatmap = Heatmap(
+            view.matrix,
+            view.labels,
+            view.key_labels,
+            lang=view.lang,
+            masked=view.masked,
+            highlight=query,
+        )
+        self.update(self.heatmap)
+
+    def row_line(self, query: int) -> int | None:
+        """The line `query`'s row is drawn on, when the keys fit one page; else None."""
+        lines = self._lines()
+        return None if lines is None else len(lines) - self._rows() + query
+
+    def _rows(self) -> int:
+        return 0 if self.heatmap is None else self.heatmap.values.shape[0]
+
+    def _lines(self) -> list[list[Segment]] | None:
+        """The heatmap's lines at this pane's width; None when split into pages or followed
+        by a key list (then its last lines are not its rows)."""
+        heatmap = self.heatmap
+        if heatmap is None or heatmap.keys_differ or self.size.width <= 0:
+            return None
+        console = Console(width=self.size.width, color_system=None, file=io.StringIO())
+        lines = console.render_lines(heatmap, console.options, pad=False)
+        blanks = sum(1 for line in lines if not "".join(s.text for s in line).strip())
+        return lines if blanks == 1 else None
+
+    def on_click(self, event: Click) -> None:
+        """A click on a row picks it as the query; on a cell, its key too."""
+        lines = self._lines()
+        if lines is None or self.heatmap is None:
+            return
+        n_rows, n_cols = self.heatmap.values.shape
+        row = event.y - (len(lines) - n_rows)
+        if not 0 <= row < n_rows:
+            return
+        line = lines[len(lines) - n_rows + row]
+        left = cell_len(line[0].text)  # the row's number and label
+        cell_w = max(1, (sum(cell_len(s.text) for s in line) - left) // n_cols)
+        key = (event.x - left) // cell_w if event.x >= left else None
+        self.post_message(self.Picked(row, key if key is not None and key < n_cols else None))
+
+
+class RowPane(Static):
+    """The query's keys, largest first, with weights and bars (`show --query`)."""
+
+    def draw(self, row: QueryRow, lang: str) -> None:
+        bars = BarList(
+            row.keys,
+            row.weights,
+            title=say(lang, "keys_of", query=row.query),
+            indices=row.indices,
+            lang=lang,
+            masked=None if row.masked is None else [bool(m) for m in row.masked],
+        )
+        self.update(bars)
+
+
+class HelpScreen(ModalScreen[None]):
+    """`?`: every key and what it does."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,question_mark,q", "dismiss", "close")]
+
+    def __init__(self, lang: str) -> None:
+        super().__init__()
+        self.lang = lang
+
+    def compose(self) -> ComposeResult:
+        text = Text(say(self.lang, "help") + "\n\n", style="bold")
+        for key in KEYS:
+            text.append(f"{key.shown:>10}  ", style="bold")
+            text.append((key.pt if self.lang == "pt" else key.en) + "\n")
+        text.append("\n" + say(self.lang, "close"), style="dim")
+        with Vertical(id="help"):
+            yield Static(text)
+
+
+class PanelScreen(ModalScreen[None]):
+    """A result drawn over the view (`explain`'s walkthrough, `find`'s table); scrolls."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q", "dismiss", "close")]
+
+    def __init__(self, renderable: Any, close: str) -> None:
+        super().__init__()
+        self.renderable = renderable
+        self.close_key = close
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="panel"):
+            yield Static(self.renderable)
+
+    def on_key(self, event: Any) -> None:
+        if event.key == self.close_key:
+            event.stop()
+            self.dismiss(None)
+
+
+class TextScreen(ModalScreen[str | None]):
+    """`/`: a line to type a new text in; Enter gives it, Esc gives None."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "dismiss", "close")]
+
+    def __init__(self, lang: str) -> None:
+        super().__init__()
+        self.lang = lang
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="retext"):
+            yield Static(say(self.lang, "new_text"))
+            yield Input(id="text")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value.strip() or None)
