@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from attnviz.measures.contributions import MEASURES as MEASURED
+from attnviz.measures.contributions import PER_LAYER
+
 __all__ = ["MEASURES", "Place", "move_head", "move_layer", "move_query", "next_measure"]
 
 # What `w` cycles through: the weight, the per-head norm, then the per-layer measures.
-MEASURES: tuple[str, ...] = ("weight", "norm", "norm-res-ln", "alti", "value-zeroing")
-PER_LAYER: frozenset[str] = frozenset({"norm-res-ln", "alti", "value-zeroing"})
+MEASURES: tuple[str, ...] = tuple(MEASURED)
 
 
 @dataclass(frozen=True)
