@@ -55,13 +55,13 @@ class HeatmapPane(Static):
 
     def row_line(self, query: int) -> int | None:
         """The line `query`'s row is drawn on, when the keys fit one page; else None."""
-        lines = self._lines()
+        lines = self.lines()
         return None if lines is None else len(lines) - self._rows() + query
 
     def _rows(self) -> int:
         return 0 if self.heatmap is None else self.heatmap.values.shape[0]
 
-    def _lines(self) -> list[list[Segment]] | None:
+    def lines(self) -> list[list[Segment]] | None:
         """The heatmap's lines at this pane's width; None when split into pages or followed
         by a key list (then its last lines are not its rows)."""
         heatmap = self.heatmap
@@ -74,7 +74,7 @@ class HeatmapPane(Static):
 
     def on_click(self, event: Click) -> None:
         """A click on a row picks it as the query; on a cell, its key too."""
-        lines = self._lines()
+        lines = self.lines()
         if lines is None or self.heatmap is None:
             return
         n_rows, n_cols = self.heatmap.values.shape
@@ -91,8 +91,12 @@ class HeatmapPane(Static):
 class RowPane(Static):
     """The query's keys, largest first, with weights and bars (`show --query`)."""
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.bars: BarList | None = None
+
     def draw(self, row: QueryRow, lang: str) -> None:
-        bars = BarList(
+        bars = self.bars = BarList(
             row.keys,
             row.weights,
             title=say(lang, "keys_of", query=row.query),
