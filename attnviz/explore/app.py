@@ -7,6 +7,7 @@ thread, with a line saying so, and `Esc` cancels it (its result is then dropped)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -33,16 +34,17 @@ _MODAL_OK = {"quit"}  # the only action a key still runs while a screen is over 
 def bindings(lang: str) -> list[Binding | tuple[str, str] | tuple[str, str, str]]:
     """The keys (`keys.KEYS`) as Textual binds them, described in `lang`."""
     pt = lang == "pt"
-    groups = {key.group: Binding.Group(key.group[pt]) for key in KEYS if key.group}
+    pairs = [key.group for key in KEYS if key.group]
+    groups = {group: Binding.Group(group[pt]) for group in pairs if pairs.count(group) > 1}
     return [
         Binding(
             key.keys,
             key.action,
-            key.pt if pt else key.en,
+            key.group[pt] if key.group else key.pt if pt else key.en,
             show=key.footer,
             key_display=key.shown,
             priority=key.priority,
-            group=groups[key.group] if key.group else None,
+            group=groups.get(key.group) if key.group else None,
         )
         for key in KEYS
     ]
@@ -75,6 +77,7 @@ class ExploreApp(App[None]):
         retext: Retext | None = None,
         out: Path | None = None,
     ) -> None:
+        self.colour = not os.environ.get("NO_COLOR")  # read before Textual takes it away
         super().__init__()
         self.analysis = analysis
         self.lang = lang
@@ -91,7 +94,7 @@ class ExploreApp(App[None]):
         yield Static(id="title")
         with Horizontal(id="body"):
             with VerticalScroll(id="map", can_focus=False):
-                yield HeatmapPane(id="heatmap")
+                yield HeatmapPane(id="heatmap", colour=self.colour)
             with VerticalScroll(id="side", can_focus=False):
                 yield RowPane(id="row")
         yield Static(id="status")

@@ -18,7 +18,7 @@ class Key:
     en: str
     pt: str
     footer: bool = False  # listed in the footer (the rest only in `?`)
-    group: tuple[str, str] | None = None  # the footer's one word for a pair of keys: en, pt
+    group: tuple[str, str] | None = None  # the footer's one word (for a pair of keys): en, pt
     priority: bool = False  # before Textual's own use of the key (Tab moves the focus)
 
 
@@ -54,10 +54,10 @@ KEYS: tuple[Key, ...] = (
     Key("r", "rollout", "r", "rollout", "rollout"),
     Key("e", "explain", "e", "explain this query and head", "explicar esta consulta e cabeça"),
     Key("f", "find", "f", "find: heads from query to key", "find: cabeças da consulta à chave"),
-    Key("s", "save", "s", "save a PNG", "salvar um PNG", True),
+    Key("s", "save", "s", "save a PNG", "salvar um PNG", True, ("save", "salvar")),
     Key("slash", "retext", "/", "a new text", "um texto novo"),
     Key("escape", "cancel", "Esc", "cancel / close", "cancelar / fechar"),
-    Key("question_mark", "help", "?", "all the keys", "todas as teclas", True),
+    Key("question_mark", "help", "?", "all the keys", "todas as teclas", True, ("keys", "teclas")),
     Key("q", "quit", "q", "quit", "sair", True),
     Key("ctrl+c", "quit", "Ctrl-C", "quit", "sair", priority=True),
 )

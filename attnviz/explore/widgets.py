@@ -7,7 +7,7 @@ import io
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,7 +24,7 @@ from attnviz.measures.views import AttentionView
 from attnviz.render.bars import BarList
 from attnviz.render.terminal import Heatmap
 
-__all__ = ["HeatmapPane", "HelpScreen", "PanelScreen", "RowPane", "TextScreen"]
+__all__ = ["HeatmapPane", "HelpScreen", "PanelScreen", "RowPane", "Shaded", "TextScreen"]
 
 
 class HeatmapPane(Static):
@@ -38,9 +38,10 @@ class HeatmapPane(Static):
             self.query = query
             self.key = key
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, colour: bool = True, **options: Any) -> None:
         super().__init__(**options)
         self.heatmap: Heatmap | None = None
+        self.colour = colour  # False: the shades ` ░▒▓█` carry the values, as `show` without
 
     def draw(self, view: AttentionView, query: int) -> None:
         self.heatmap = Heatmap(
@@ -51,7 +52,7 @@ class HeatmapPane(Static):
             masked=view.masked,
             highlight=query,
         )
-        self.update(self.heatmap)
+        self.update(self.heatmap if self.colour else Shaded(self.heatmap))
 
     def row_line(self, query: int) -> int | None:
         """The line `query`'s row is drawn on, when the keys fit one page; else None."""
@@ -86,6 +87,20 @@ class HeatmapPane(Static):
         cell_w = max(1, (sum(cell_len(s.text) for s in line) - left) // n_cols)
         key = (event.x - left) // cell_w if event.x >= left else None
         self.post_message(self.Picked(row, key if key is not None and key < n_cols else None))
+
+
+class Shaded:
+    """A renderable drawn as a console without colour draws it (`NO_COLOR`): Textual would
+    only grey its colours, where `show` draws the shades."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        plain = Console(width=options.max_width, color_system=None, file=io.StringIO())
+        for line in plain.render_lines(self.renderable, plain.options, pad=False):
+            yield from line
+            yield Segment.line()
 
 
 class RowPane(Static):
