@@ -40,7 +40,9 @@ def run(
     if not terminal():
         raise BadInput(NO_TERMINAL)
     from attnviz.measures.contributions import PER_LAYER
+    from attnviz.measures.select import check_exclude
 
+    check_exclude(exclude)  # before the model runs (the view checks the rest with it)
     head = None if request.measure in PER_LAYER else head
     analysis = analyse_request(request, None, ImageStyle(), layer=layer, head=head, units=units)
 
