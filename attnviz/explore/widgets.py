@@ -55,38 +55,56 @@ class HeatmapPane(Static):
         self.update(self.heatmap if self.colour else Shaded(self.heatmap))
 
     def row_line(self, query: int) -> int | None:
-        """The line `query`'s row is drawn on, when the keys fit one page; else None."""
+        """The line `query`'s row is drawn on (in the first page of keys); None when the
+        heatmap is not drawn, or its keys are listed under it (a rectangle)."""
         lines = self.lines()
-        return None if lines is None else len(lines) - self._rows() + query
-
-    def _rows(self) -> int:
-        return 0 if self.heatmap is None else self.heatmap.values.shape[0]
+        if lines is None:
+            return None
+        return next((y for y, line in enumerate(lines) if self.row_of(line) == query), None)
 
     def lines(self) -> list[list[Segment]] | None:
-        """The heatmap's lines at this pane's width; None when split into pages or followed
-        by a key list (then its last lines are not its rows)."""
+        """The heatmap's lines at this pane's width; None when there is none, or when a key
+        list follows its rows (a rectangle: its lines are not only rows)."""
         heatmap = self.heatmap
         if heatmap is None or heatmap.keys_differ or self.size.width <= 0:
             return None
         console = Console(width=self.size.width, color_system=None, file=io.StringIO())
-        lines = console.render_lines(heatmap, console.options, pad=False)
-        blanks = sum(1 for line in lines if not "".join(s.text for s in line).strip())
-        return lines if blanks == 1 else None
+        return console.render_lines(heatmap, console.options, pad=False)
+
+    def row_of(self, line: list[Segment]) -> int | None:
+        """The row a line draws (its first segment is the row's number and label), or None."""
+        if self.heatmap is None or len(line) < 2:
+            return None
+        rows = self.heatmap.values.shape[0]
+        number = line[0].text[: len(str(rows - 1))].strip()
+        return int(number) if number.isdigit() and line[0].text.strip() else None
 
     def on_click(self, event: Click) -> None:
         """A click on a row picks it as the query; on a cell, its key too."""
         lines = self.lines()
-        if lines is None or self.heatmap is None:
+        if lines is None or self.heatmap is None or not 0 <= event.y < len(lines):
             return
-        n_rows, n_cols = self.heatmap.values.shape
-        row = event.y - (len(lines) - n_rows)
-        if not 0 <= row < n_rows:
+        line = lines[event.y]
+        row = self.row_of(line)
+        if row is None:
             return
-        line = lines[len(lines) - n_rows + row]
+        n_cols = self.heatmap.values.shape[1]
+        page = sum(1 for above in lines[: event.y] if not above) - 1  # a blank line opens one
         left = cell_len(line[0].text)  # the row's number and label
-        cell_w = max(1, (sum(cell_len(s.text) for s in line) - left) // n_cols)
-        key = (event.x - left) // cell_w if event.x >= left else None
+        drawn = sum(cell_len(s.text) for s in line) - left
+        pages = sum(1 for each in lines if not each)
+        cell_w = 1 if pages > 1 else max(1, drawn // n_cols)  # pages only at 1 cell each
+        first = 0 if pages == 1 else page * _first_page_cells(lines, self)
+        key = first + (event.x - left) // cell_w if event.x >= left else None
         self.post_message(self.Picked(row, key if key is not None and key < n_cols else None))
+
+
+def _first_page_cells(lines: list[list[Segment]], pane: HeatmapPane) -> int:
+    """How many keys the first page of a paged heatmap holds (one cell each)."""
+    for line in lines:
+        if pane.row_of(line) is not None:
+            return sum(cell_len(s.text) for s in line) - cell_len(line[0].text)
+    return 1
 
 
 class Shaded:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from typer.testing import CliRunner
 
@@ -235,3 +237,81 @@ def test_the_values_shown_are_those_of_show_json() -> None:
     expected = sorted(zip(record["tokens"], weights[query], strict=True), key=lambda kw: -kw[1])
     assert [k for k, _ in rows[0]] == [k for k, _ in expected]
     np.testing.assert_allclose([w for _, w in rows[0]], [w for _, w in expected], atol=1e-6)
+
+
+def test_escape_cancels_what_runs_in_the_background_and_its_result_is_dropped() -> None:
+    release = threading.Event()
+
+    def retext(text: str) -> Analysis:
+        release.wait(10)
+        return toy()
+
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        await pilot.press("slash", *"slow", "enter")
+        assert status(app).startswith("computing slow")
+        await pilot.press("escape")
+        assert status(app) == "cancelled"
+        shown = app.analysis
+        release.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.analysis is shown and status(app) == "cancelled"
+
+    drive(ExploreApp(toy(), retext=retext), steps)
+
+
+def test_w_draws_the_norm_and_e_explains_the_query_on_the_real_model() -> None:
+    analysis = attnviz.analyse(SENTENCE)
+    panels: list[object] = []
+
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        await pilot.press("w")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert title(app).startswith("all-MiniLM-L6-v2 · layer 0 · head 0 · ‖α·f(x)‖")
+        assert app.shown is not None
+        np.testing.assert_allclose(app.shown.matrix, analysis.view(0, 0, measure="norm").matrix)
+        await pilot.press("w")  # norm-res-ln: one matrix a layer
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "all heads together · ‖T_i(x_j)‖" in title(app)
+        await pilot.press("right")
+        assert "no heads" in status(app)
+        await pilot.press("tab", "e")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, PanelScreen)
+        panels.append(app.screen.renderable)
+
+    drive(ExploreApp(analysis), steps)
+    explained = panels[0]
+    assert (explained.layer, explained.head, explained.query) == (0, 0, 1)  # type: ignore[attr-defined]
+
+
+def test_a_text_longer_than_the_screen_scrolls_with_the_query() -> None:
+    tokens = ["[CLS]", *(f"w{i}" for i in range(40)), "[SEP]"]
+    weights = np.full((2, 2, len(tokens), len(tokens)), 1 / len(tokens), np.float32)
+    analysis = attnviz.from_attentions(weights, tokens, model="toy")
+
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        scroll = app.query_one("#map", VerticalScroll)
+        assert scroll.scroll_y == 0
+        await pilot.press(*["tab"] * 35)
+        await pilot.pause()
+        line = app.query_one("#heatmap", HeatmapPane).row_line(35)
+        assert line is not None
+        assert scroll.scroll_y <= line < scroll.scroll_y + scroll.size.height
+
+    drive(ExploreApp(analysis), steps)
+
+
+def test_analysis_explore_opens_where_it_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[ExploreApp] = []
+    monkeypatch.setattr(ExploreApp, "run", lambda self, **_: opened.append(self))
+    toy().explore(layer=-1, head=None, units="tokens", exclude="special", lang="pt")
+    (app,) = opened
+    assert isinstance(app, PortugueseApp)
+    assert (app.place.layer, app.place.head, app.place.units) == (2, None, "tokens")
+    assert app.place.exclude == ("special",) and app.retext is None
+    with pytest.raises(attnviz.BadInput, match="layer"):
+        toy().explore(layer=3)  # refused before any screen
