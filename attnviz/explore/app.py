@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -138,7 +139,7 @@ class ExploreApp(App[None]):
         if self.shown is None or view.columns != self.shown.columns:
             self.key = None
         self.place, self.shown = place, view
-        self.query_one("#title", Static).update(view.title)
+        self.query_one("#title", Static).update(Text(view.title))
         self.query_one("#heatmap", HeatmapPane).draw(view, place.query)
         self.query_one("#row", RowPane).draw(view.row(place.query), self.lang)
         self.call_after_refresh(self.follow)
@@ -155,7 +156,8 @@ class ExploreApp(App[None]):
 
     def tell(self, message: str) -> None:
         """One line under the view (cut to the screen's width by the widget)."""
-        self.query_one("#status", Static).update(message.splitlines()[0] if message else "")
+        line = message.splitlines()[0] if message else ""
+        self.query_one("#status", Static).update(Text(line))  # text, never markup: [CLS]
 
     # ------------------------------------------------------------ in the background
 
@@ -172,6 +174,7 @@ class ExploreApp(App[None]):
                 self.call_from_thread(self.tell, str(exc))
                 return
             if not worker.is_cancelled:
+                self.call_from_thread(self.tell, "")
                 self.call_from_thread(done, result)
 
         worker = self.busy = self.run_worker(job, thread=True, exclusive=True, group="work")

@@ -150,12 +150,15 @@ class HelpScreen(ModalScreen[None]):
         self.lang = lang
 
     def compose(self) -> ComposeResult:
-        text = Text(say(self.lang, "help") + "\n\n", style="bold")
+        text = Text()
         for key in KEYS:
             text.append(f"{key.shown:>10}  ", style="bold")
             text.append((key.pt if self.lang == "pt" else key.en) + "\n")
-        text.append("\n" + say(self.lang, "close"), style="dim")
-        with Vertical(id="help"):
+        box = Vertical(id="help")
+        box.border_title = say(self.lang, "help")
+        box.border_subtitle = say(self.lang, "close")
+        text.rstrip()
+        with box:
             yield Static(text)
 
 
