@@ -307,6 +307,14 @@ class ExploreApp(App[None]):
                           key=view.columns[message.key],
                           value=f"{view.matrix[message.query, message.key]:.4f}"))  # fmt: skip
 
+    def on_row_pane_picked(self, message: RowPane.Picked) -> None:
+        view = self.shown
+        if view is not None:
+            self.key = message.key
+            self.tell(say(self.lang, "cell", query=view.labels[self.place.query],
+                          key=view.columns[message.key],
+                          value=f"{view.matrix[self.place.query, message.key]:.4f}"))  # fmt: skip
+
     def _later_place(self, place: Place, what: str) -> None:
         """Go to `place`, whose view may take long to compute (a measure, a rollout)."""
 

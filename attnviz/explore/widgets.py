@@ -122,7 +122,15 @@ class Shaded:
 
 
 class RowPane(Static):
-    """The query's keys, largest first, with weights and bars (`show --query`)."""
+    """The query's keys, largest first, with weights and bars (`show --query`); a click on
+    a key picks it (for `f`)."""
+
+    class Picked(Message):
+        """A click on key `key` (a column of the view)."""
+
+        def __init__(self, key: int) -> None:
+            super().__init__()
+            self.key = key
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -138,6 +146,18 @@ class RowPane(Static):
             masked=None if row.masked is None else [bool(m) for m in row.masked],
         )
         self.update(bars)
+
+    def on_click(self, event: Click) -> None:
+        bars = self.bars
+        if bars is None or self.size.width <= 0:
+            return
+        console = Console(width=self.size.width, color_system=None, file=io.StringIO())
+        lines = console.render_lines(bars, console.options, pad=False)
+        texts = ["".join(s.text for s in line) for line in lines]
+        first = str(bars.indices[0]).rjust(len(str(max(bars.indices)))) + " "
+        start = next((y for y, text in enumerate(texts) if text.startswith(first)), None)
+        if start is not None and 0 <= event.y - start < len(bars.indices):
+            self.post_message(self.Picked(bars.indices[event.y - start]))
 
 
 class HelpScreen(ModalScreen[None]):

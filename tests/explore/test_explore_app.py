@@ -315,3 +315,18 @@ def test_analysis_explore_opens_where_it_is_asked(monkeypatch: pytest.MonkeyPatc
     assert app.place.exclude == ("special",) and app.retext is None
     with pytest.raises(attnviz.BadInput, match="layer"):
         toy().explore(layer=3)  # refused before any screen
+
+
+def test_a_click_on_a_key_in_the_panel_says_its_weight_and_f_starts_from_it() -> None:
+    analysis = toy()
+    row = analysis.view(0, 0).row(0)  # the panel's keys, largest first
+
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        panel = app.query_one("#row", RowPane)
+        texts = [str(line) for line in panel.render_lines(panel.region.reset_offset)]
+        y = next(y for y, t in enumerate(texts) if t.lstrip().startswith(f"{row.indices[1]} "))
+        await pilot.click("#row", offset=(2, y))
+        assert status(app) == f"[CLS] → {row.keys[1]}: {row.weights[1]:.4f}"
+        assert app.key == row.indices[1]
+
+    drive(ExploreApp(analysis), steps)
