@@ -323,7 +323,8 @@ def test_a_click_on_a_key_in_the_panel_says_its_weight_and_f_starts_from_it() ->
 
     async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
         panel = app.query_one("#row", RowPane)
-        texts = [str(line) for line in panel.render_lines(panel.region.reset_offset)]
+        lines = panel.render_lines(panel.region.reset_offset)
+        texts = ["".join(segment.text for segment in line) for line in lines]
         y = next(y for y, t in enumerate(texts) if t.lstrip().startswith(f"{row.indices[1]} "))
         await pilot.click("#row", offset=(2, y))
         assert status(app) == f"[CLS] → {row.keys[1]}: {row.weights[1]:.4f}"
