@@ -170,7 +170,7 @@ class ExploreApp(App[None]):
         def job() -> None:
             try:
                 result = work()
-            except AttnvizError as exc:
+            except (AttnvizError, OSError) as exc:  # a refusal, a folder not writable
                 self.call_from_thread(self.tell, str(exc))
                 return
             if not worker.is_cancelled:

@@ -63,9 +63,7 @@ KEYS: tuple[Key, ...] = (
 )
 
 _WORDS: dict[str, tuple[str, str]] = {  # a message's name -> English, Portuguese
-    "mean": ("mean of {n} heads", "média de {n} cabeças"),
     "saved": ("saved {path}", "salvo {path}"),
-    "saving": ("saving {path} …", "salvando {path} …"),
     "computing": ("computing {what} … (Esc cancels)", "calculando {what} … (Esc cancela)"),
     "cancelled": ("cancelled", "cancelado"),
     "no_heads": (

@@ -331,3 +331,15 @@ def test_a_click_on_a_key_in_the_panel_says_its_weight_and_f_starts_from_it() ->
         assert app.key == row.indices[1]
 
     drive(ExploreApp(analysis), steps)
+
+
+def test_a_png_that_cannot_be_written_is_said_in_the_status_line(tmp_path: Path) -> None:
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "missing" in status(app)  # the error, and the app still runs
+        await pilot.press("right")
+        assert title(app) == "toy · layer 0 · head 1"
+
+    drive(ExploreApp(toy(), out=tmp_path / "missing"), steps)
