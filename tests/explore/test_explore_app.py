@@ -343,3 +343,24 @@ def test_a_png_that_cannot_be_written_is_said_in_the_status_line(tmp_path: Path)
         assert title(app) == "toy · layer 0 · head 1"
 
     drive(ExploreApp(toy(), out=tmp_path / "missing"), steps)
+
+
+def test_a_decoder_draws_its_future_masked_and_x_leaves_out_the_first_token(
+    tiny_decoder: Callable[..., Path],
+) -> None:
+    analysis = attnviz.analyse("the cat sat on the mat", model=str(tiny_decoder("llama")))
+    seen: list[tuple[str, list[str], bool]] = []
+
+    async def steps(app: ExploreApp, pilot: Pilot[None]) -> None:
+        for keys in ([], ["x"]):
+            await pilot.press(*keys)
+            heatmap = app.query_one("#heatmap", HeatmapPane).heatmap
+            assert heatmap is not None and app.shown is not None
+            masked = heatmap.masked is not None and bool(heatmap.masked[0, 1:].all())
+            seen.append((title(app), app.shown.labels, masked))
+
+    drive(ExploreApp(analysis), steps)
+    (_, labels, masked), (excluded_title, excluded, still_masked) = seen
+    assert masked and still_masked  # the first query sees only itself: the rest is masked
+    assert labels[0] == "<s>" and excluded == labels[1:]
+    assert "without special tokens and the first token" in excluded_title
