@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from attnviz.errors import AttnvizError
 from attnviz.explore.keys import KEYS, say
@@ -173,11 +173,11 @@ class ExploreApp(App[None]):
             except (AttnvizError, OSError) as exc:  # a refusal, a folder not writable
                 self.call_from_thread(self.tell, str(exc))
                 return
-            if not worker.is_cancelled:
+            if not get_current_worker().is_cancelled:
                 self.call_from_thread(self.tell, "")
                 self.call_from_thread(done, result)
 
-        worker = self.busy = self.run_worker(job, thread=True, exclusive=True, group="work")
+        self.busy = self.run_worker(job, thread=True, exclusive=True, group="work")
 
     # ------------------------------------------------------------ the keys
 
