@@ -1,5 +1,5 @@
 """The real `attnviz explore` in tmux at 80 × 24: it opens on layer 0, head 0, the keys move
-it, and `q` exits 0, giving the screen back."""
+it, `/` reads a new text, and `q` exits 0, giving the screen back."""
 
 from __future__ import annotations
 
@@ -68,6 +68,12 @@ def test_it_opens_moves_and_quits_in_tmux(tmp_path: Path) -> None:
         pane.wait_for("layer 1 · head 1")
         pane.tmux("send-keys", "-t", "t", "Tab")
         pane.wait_for("keys of John")
+        pane.tmux("send-keys", "-t", "t", "/")
+        pane.wait_for("A new text")
+        pane.tmux("send-keys", "-t", "t", "-l", "The cat sat.")
+        pane.tmux("send-keys", "-t", "t", "Enter")
+        new = pane.wait_for("1 The")  # read in the background, drawn from its first query
+        assert "keys of [CLS]" in new and "John" not in new
         pane.tmux("send-keys", "-t", "t", "q")
         end = time.monotonic() + 30
         while not status.exists() and time.monotonic() < end:
