@@ -762,6 +762,33 @@ class Analysis(TokenizedInput):
     def _repr_png_(self) -> bytes:
         return self.view(self._last, lang=resolve_lang(None))._repr_png_()
 
+    def explore(
+        self,
+        layer: int = 0,
+        head: int | None = 0,
+        units: str = "words",
+        *,
+        exclude: Exclude = None,
+        measure: str = "weight",
+        lang: str | None = None,
+        retext: Callable[[str], Analysis] | None = None,
+        out: str | Path | None = None,
+    ) -> None:
+        """Explore this attention full-screen in the terminal until `q` (`attnviz explore`):
+        ←/→ the heads, ↑/↓ the layers, Tab the queries, `?` every key. It opens on `layer`,
+        `head` (None: the mean); `s` writes PNGs in `out` (None: the current folder); `/`
+        reads a new text with `retext(text)` (e.g. `lambda t: attnviz.analyse(t)`), when given.
+        """
+        from attnviz.explore.app import explore
+        from attnviz.explore.place import Place
+
+        lang = resolve_lang(lang)
+        shown = self.view(layer, head, units, exclude=exclude, measure=measure, lang=lang)
+        at = shown.layer if self.layers is None else self.layers.index(shown.layer)
+        place = Place(at, shown.head, 0, units, shown.excluded, measure)
+        explore(self, lang=lang, place=place, retext=retext,
+                out=None if out is None else _path(out))  # fmt: skip
+
     @property
     def _last(self) -> int:
         """The last layer this analysis holds."""

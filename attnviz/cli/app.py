@@ -425,6 +425,32 @@ def export(
         units=units.value)  # fmt: skip
 
 
+@command()
+def explore(
+    ctx: typer.Context,
+    text: opt.TextArg = None,
+    load: opt.LoadOpt = None,
+    layer: opt.LayerOpt = 0,
+    head: own.ExploreHeadOpt = 0,
+    units: opt.UnitsOpt = opt.Units.words,
+    model: opt.ModelOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    measure: opt.MeasureOpt = opt.Measure.weight,
+    reading: opt.ReadingOptions = opt.READING,
+    ending: opt.EndOptions = opt.ENDING,
+) -> None:
+    """Explore the attention full-screen in the terminal: every head, layer and query.
+
+    ←/→ heads, ↑/↓ layers, Tab queries (their keys beside), s saves a PNG, ? every key, q quits.
+
+    [bold]Example:[/bold] attnviz explore "John thought: the train was full, but he found a seat."
+    """
+    from attnviz.cli.explore import run
+
+    run(read_request(ctx), layer=layer, head=head, units=units.value,
+        exclude=exclude_list(exclude))  # fmt: skip
+
+
 cache_app = typer.Typer(
     name="cache",
     help="The attention cache: computed attentions kept as .npz so a view seen before "

@@ -293,3 +293,5 @@ PooledJsonOpt = Annotated[
         "of keys.",
     ),
 ]
+
+ExploreHeadOpt = Annotated[int, typer.Option("--head", help="The head it opens on (a: the mean).")]

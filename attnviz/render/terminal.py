@@ -356,8 +356,10 @@ class Heatmap:
         vmax: float | None = None,
         lang: str = "en",
         masked: np.ndarray | None = None,
+        highlight: int | None = None,
     ) -> None:
-        """`masked` (Tq, Tk) bool: the cells drawn masked (keys the model could not see)."""
+        """`masked` (Tq, Tk) bool: the cells drawn masked (keys the model could not see);
+        `highlight`: the row whose label is drawn in reverse (an interactive view's cursor)."""
         values = np.asarray(matrix, dtype=float)  # (Tq, Tk)
         if values.ndim != 2 or 0 in values.shape:
             raise ValueError(f"matrix must be 2-D and non-empty, got shape {values.shape}")
@@ -374,6 +376,7 @@ class Heatmap:
         self.lang = lang  # the language of its headers and notes: "en" or "pt"
         self.scale = _scale_for(values, vmax)
         self.masked = check_masked(masked, values.shape)
+        self.highlight = highlight
 
     @property
     def _label_w(self) -> int:
@@ -434,7 +437,8 @@ class Heatmap:
             left = str(i).rjust(layout.index_w) + " "
             if layout.label_w:
                 left += pad(truncate(label, layout.label_w), layout.label_w) + " "
-            lines.append([Segment(left), *_heat_cells(levels[i], colour, layout.cell_w)])
+            cursor = Style(reverse=True, bold=True) if i == self.highlight else None
+            lines.append([Segment(left, cursor), *_heat_cells(levels[i], colour, layout.cell_w)])
         if self.keys_differ:
             lines += _label_list(
                 lexicon.label(self.lang, "keys_list"), cols, self.col_labels, width

@@ -60,6 +60,7 @@ NOT_WALKED = {
     "generate": "needs a decoder with its LM head: tests/cli/test_decoder_commands.py",
     "cache": "no option but --debug: tests/cache/test_cache_commands.py",
     "models": "reads no text nor model: tests/cli/test_models_command.py",
+    "explore": "a full-screen app: tests/explore/ presses its keys",
 }
 WALKED = ["show", "heads", "model", "distance", "explain", "rollout", "find",
           "compare-measures", "stats", "tokens", "info", "export"]  # fmt: skip

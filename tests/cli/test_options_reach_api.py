@@ -134,6 +134,7 @@ REQUIRED = {
     "export": (["--out", "x.npz"], "export"),
     "generate": ([], "generate"),
     "distance": ([], "distance"),
+    "explore": ([], "explore"),
 }
 
 
@@ -178,7 +179,7 @@ IMAGE_ARGS = ["--dpi", "300", "--cmap", "magma", "--theme", "dark", "--transpare
 
 @pytest.mark.parametrize(
     "name",
-    sorted({*REQUIRED, "stats"} - {"explain", "tokens", "distance"}),  # distance: --cmap only
+    sorted({*REQUIRED, "stats"} - {"explain", "tokens", "distance", "explore"}),  # distance: --cmap
 )
 def test_every_image_option_reaches_the_style(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from attnviz.output import ImageStyle

@@ -32,6 +32,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "model": 2,
     "render": 3,
     "measures": 4,
+    "explore": 4,  # the terminal explorer: reads an analysis through a protocol
     "": 5,  # the package's __init__
     "api": 5,
     "analysis": 5,
