@@ -290,3 +290,11 @@ def chunk_numbers(arrays: int, budget: int | None = None) -> int:
     at most 1/MEASURE_CHUNK_SHARE of the budget."""
     budget = attention_budget() if budget is None else budget
     return max(1, budget // (MEASURE_CHUNK_SHARE * arrays * MEASURE_NUMBER_BYTES))
+
+# A labelled file for `find --file` (`attnviz.roles`): read whole, checked whole before the
+# model runs, so it is bounded in bytes, examples and candidates per example.
+ROLES_FILE_BYTES = 16 * 2**20
+ROLES_EXAMPLES = 20_000
+ROLES_CANDIDATES = 256
+ROLES_TEXT_CHARS = 4_000  # one example's text, in characters
+ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"
