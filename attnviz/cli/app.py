@@ -371,8 +371,9 @@ def find(
     ctx: typer.Context,
     text: opt.TextArg = None,
     load: opt.LoadOpt = None,
-    source: own.FindSourceOpt = ...,  # type: ignore[assignment]
-    to: own.FindToOpt = ...,  # type: ignore[assignment]
+    source: own.FindSourceOpt = None,  # type: ignore[assignment]
+    to: own.FindToOpt = None,  # type: ignore[assignment]
+    file: own.FindFileOpt = None,
     top: own.FindTopOpt = 10,
     units: opt.UnitsOpt = opt.Units.words,
     exclude: opt.ExcludeOpt = None,
@@ -392,9 +393,18 @@ def find(
 
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
-    """
-    from attnviz.cli.find import run
 
+    One sentence names no role: --file FILE scores every head over labelled examples
+    (accuracy with a 95% interval, beside the nearest, first and random baselines).
+    """
+    from attnviz.cli.find import run, run_file
+
+    if file is not None:
+        words = {"TEXT": text, "--load": load, "--from": source, "--to": to}
+        run_file(_console(out, show), file, given=words, top=top, units=units.value,
+                 exclude=exclude_list(exclude), model=model, reading=reading, out=out,
+                 as_json=as_json, style=image_style(ctx, out, images), ending=ending)  # fmt: skip
+        return
     run(
         _console(out, show),
         read_request(ctx),
