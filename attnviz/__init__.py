@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.long import LongResult
-    from attnviz.measures.roles import HeadRole, HeadRoles
     from attnviz.measures.query import QueryRow
+    from attnviz.measures.roles import HeadRole, HeadRoles
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
     from attnviz.prepared import Prepared

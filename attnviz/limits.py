@@ -291,6 +291,7 @@ def chunk_numbers(arrays: int, budget: int | None = None) -> int:
     budget = attention_budget() if budget is None else budget
     return max(1, budget // (MEASURE_CHUNK_SHARE * arrays * MEASURE_NUMBER_BYTES))
 
+
 # A labelled file for `find --file` (`attnviz.roles`): read whole, checked whole before the
 # model runs, so it is bounded in bytes, examples and candidates per example.
 ROLES_FILE_BYTES = 16 * 2**20

@@ -69,7 +69,8 @@ def read_examples(
             "examples must be a file's path or a list of dicts "
             '{"text", "from", "to", "candidates"}, got ' + type(given).__name__
         )
-    examples, problems = [], []
+    examples: list[Labelled] = []
+    problems: list[str] = []
     for number, record in enumerate(given, start=1):
         if number > ROLES_EXAMPLES:
             raise BadInput(f"more than {ROLES_EXAMPLES} examples: split them")
@@ -230,9 +231,7 @@ def word_units(pieces: Pieces, unit_map: UnitMap) -> list[bool]:
     return [f for f, k in zip(flags, keep, strict=True) if k]
 
 
-def resolve(
-    labelled: Labelled, pieces: Pieces, unit_map: UnitMap, causal: bool
-) -> Example | str:
+def resolve(labelled: Labelled, pieces: Pieces, unit_map: UnitMap, causal: bool) -> Example | str:
     """The example in units, or its problem (one line, without the line number)."""
     from attnviz.measures.roles import Example
 
@@ -328,7 +327,7 @@ def head_roles(
     """
     from attnviz.measures.roles import HeadRoles, RoleScores
     from attnviz.measures.select import UnitMap, check_exclude, check_units
-    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, load_engine
+    from attnviz.pipeline import compute_batches, corpus_chunks, load_engine
 
     model = check_model(model)
     units, excluded = check_units(units), check_exclude(exclude)
@@ -345,8 +344,14 @@ def head_roles(
     labelled, problems, name = read_examples(examples)
     texts = [e.text for e in labelled]
     corpus = next(
-        corpus_chunks(texts, model=model, chunk=max(1, len(texts)), max_tokens=max_tokens,
-                      bos=bos, engine=engine)  # fmt: skip
+        corpus_chunks(
+            texts,
+            model=model,
+            chunk=max(1, len(texts)),
+            max_tokens=max_tokens,
+            bos=bos,
+            engine=engine,
+        )
     )
     causal = corpus.shape.causal
     resolved: list[Example] = []

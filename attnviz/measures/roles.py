@@ -15,7 +15,6 @@ odd positions: deterministic). Numpy only; the rows come from `attnviz.roles`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,8 +222,7 @@ class HeadRoles:
             correct = int(counts[layer, head])
             low, high = wilson(correct, E)
             ranked.append(
-                HeadRole(layer, head, correct / E, correct, E, low, high,
-                         float(means[layer, head]))  # fmt: skip
+                HeadRole(layer, head, correct / E, correct, E, low, high, float(means[layer, head]))
             )
         return ranked
 
@@ -353,4 +351,3 @@ class HeadRoles:
             write_figure(self.figure(cmap=cmap, theme=theme), path, style)
 
         return save_image(path, ImageStyle(dpi, cmap, theme, transparent), write)
-

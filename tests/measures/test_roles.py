@@ -103,11 +103,11 @@ def test_a_decoder_scores_only_earlier_words(tiny_decoder) -> None:
         {"text": "a bird ate seeds and then flew off", "from": "flew", "to": "ate"},
     ]
     roles = attnviz.head_roles(records, model=folder)
-    hits, weights, baselines = recompute(records, folder, causal=True)
+    hits, _weights, baselines = recompute(records, folder, causal=True)
     np.testing.assert_array_equal(roles.hits, hits)
     assert roles.baselines == pytest.approx(baselines)
     assert all(c < e.source for e in roles.examples for c in e.candidates)
-    with pytest.raises(BadExamples, match="line 1: 'to' 'dog' comes after 'from' 'it'"):
+    with pytest.raises(BadExamples, match="line 1: 'to' 'ran' comes after 'from' 'dog'"):
         attnviz.head_roles([{**records[0], "to": "ran", "from": "dog"}], model=folder)
 
 
@@ -145,14 +145,23 @@ def test_baselines_and_note_come_from_the_same_examples() -> None:
 BAD = [
     ("not json", "line 1: not JSON"),
     ('{"text": "Ann met Bob and he left", "from": "he"}', "line 1: 'to' must be a non-empty"),
-    ('{"text": "Ann met Bob and he left", "from": "he", "to": "Tom"}',
-     "line 1: to 'Tom' is not a word of the text"),  # fmt: skip
-    ('{"text": "he met Bob and he left", "from": "he", "to": "Bob"}',
-     "line 1: from 'he' is ambiguous: the text has it 2 times; write he#1..he#2"),  # fmt: skip
-    ('{"text": "Ann met Bob and he left", "from": "he", "to": "Bob", "candidates": ["Ann", '
-     '"left"]}', "line 1: 'to' 'Bob' is not among the candidates"),  # fmt: skip
-    ('{"text": "Ann met Bob", "from": "Bob", "to": "Ann", "candidates": "Ann"}',
-     "line 1: 'candidates' must be a list of words"),  # fmt: skip
+    (
+        '{"text": "Ann met Bob and he left", "from": "he", "to": "Tom"}',
+        "line 1: to 'Tom' is not a word of the text",
+    ),
+    (
+        '{"text": "he met Bob and he left", "from": "he", "to": "Bob"}',
+        "line 1: from 'he' is ambiguous: the text has it 2 times; write he#1..he#2",
+    ),
+    (
+        '{"text": "Ann met Bob and he left", "from": "he", "to": "Bob", "candidates": ["Ann", '
+        '"left"]}',
+        "line 1: 'to' 'Bob' is not among the candidates",
+    ),
+    (
+        '{"text": "Ann met Bob", "from": "Bob", "to": "Ann", "candidates": "Ann"}',
+        "line 1: 'candidates' must be a list of words",
+    ),
 ]
 
 
@@ -173,7 +182,7 @@ def test_every_problem_of_a_file_is_listed_before_the_model_runs(tmp_path: Path)
     path = tmp_path / "set.jsonl"
     path.write_text("\n".join([good, "{", good, '{"text": "x y", "from": "x", "to": "z"}']))
     with pytest.raises(BadExamples) as caught:
-        attnviz.head_roles(path, model="/nonexistent/model/folder")
+        attnviz.head_roles(path, progress=lambda n: pytest.fail("the model ran"))
     assert [p.split(":")[1].strip() for p in caught.value.problems] == ["line 2", "line 4"]
 
 
