@@ -62,7 +62,7 @@ def read_examples(
     """The examples of a file (JSON Lines, or TSV with its header) or of a list of dicts,
     the problems found (one line each, naming the line), and the name to cite them by."""
     if isinstance(given, str | os.PathLike):
-        path = Path(given)
+        path = shipped_set(Path(given))
         return (*parse_lines(read_text(path), tsv=is_tsv(path)), path.name)
     if isinstance(given, Mapping) or not isinstance(given, Iterable):
         raise BadInput(
@@ -78,6 +78,21 @@ def read_examples(
         if example is not None:
             examples.append(example)
     return examples, problems, "examples"
+
+
+def shipped_set(path: Path) -> Path:
+    """`path`, or the shipped set it names when there is no such file here: the labelled sets
+    of sample_sentences/ (`pronouns-en.jsonl`, `sample_sentences/objects-pt.jsonl`) are found
+    in an installed attnviz too."""
+    from attnviz.text.samples import sample_dir
+
+    if path.exists() or str(path.parent) not in (".", "sample_sentences"):
+        return path
+    try:
+        shipped = sample_dir() / path.name
+    except FileNotFoundError:
+        return path
+    return shipped if shipped.suffix in (".jsonl", ".tsv") and shipped.is_file() else path
 
 
 def read_text(path: Path) -> str:

@@ -208,3 +208,14 @@ def test_shipped_sets_are_well_formed(name: str) -> None:
     if name.startswith("pronouns"):  # the antecedent first in about half of them
         firsts = sum(e.candidates is not None and e.candidates[0] == e.target for e in examples)
         assert 0.35 <= firsts / len(examples) <= 0.65
+
+
+def test_a_shipped_set_is_found_by_its_name_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnviz.roles import read_examples
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("pronouns-pt.jsonl", "sample_sentences/pronouns-pt.jsonl"):
+        examples, problems, _ = read_examples(name)
+        assert problems == [] and len(examples) >= 150
