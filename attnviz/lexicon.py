@@ -276,7 +276,10 @@ _EN: dict[str, str] = {
         "L{layer} H{head} was picked as the best on these same examples ({accuracy}); picked "
         "on one half and scored on the other, the pick scores {held} (held out)."
     ),
-    "roles_held_out_row": "held out: {accuracy}",
+    "col_held_out": "held out",
+    "baseline_nearest": "nearest",
+    "baseline_first": "first",
+    "baseline_random": "random",
     "col_accuracy": "accuracy",
     "col_interval": "95% interval",
     "col_correct": "right",
@@ -553,7 +556,10 @@ _PT: dict[str, str] = {
         "L{layer} H{head} foi escolhida como a melhor nestes mesmos exemplos ({accuracy}); "
         "escolhida numa metade e avaliada na outra, a escolha acerta {held} (fora da escolha)."
     ),
-    "roles_held_out_row": "fora da escolha: {accuracy}",
+    "col_held_out": "fora da escolha",
+    "baseline_nearest": "mais próxima",
+    "baseline_first": "primeira",
+    "baseline_random": "ao acaso",
     "col_accuracy": "acerto",
     "col_interval": "intervalo 95%",
     "col_correct": "certos",

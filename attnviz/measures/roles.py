@@ -253,18 +253,19 @@ class HeadRoles:
         """Which heads beat the best baseline (their intervals clear of it), or that none
         does; and that the first head was picked on these examples."""
         baselines = self.baselines
-        name = max(baselines, key=lambda k: baselines[k])
+        best = max(baselines, key=lambda k: baselines[k])
+        name = lexicon.label(self.lang, f"baseline_{best}")
         beating = self.beating()
         if beating:
             shown = ", ".join(f"L{r.layer} H{r.head}" for r in beating[:8])
             more = f" and {len(beating) - 8} more" if len(beating) > 8 else ""
             verdict = lexicon.label(
                 self.lang, "roles_beat", n=len(beating), heads=shown + more,
-                baseline=name, value=f"{baselines[name]:.2f}",
+                baseline=name, value=f"{baselines[best]:.2f}",
             )  # fmt: skip
         else:
             verdict = lexicon.label(
-                self.lang, "roles_none", baseline=name, value=f"{baselines[name]:.2f}"
+                self.lang, "roles_none", baseline=name, value=f"{baselines[best]:.2f}"
             )
         kept = self.held_out
         if math.isnan(kept["accuracy"]):

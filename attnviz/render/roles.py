@@ -74,6 +74,9 @@ class RolesTable:
         table.add_column(name("col_interval"), justify="right", no_wrap=True)
         table.add_column(name("col_correct"), justify="right", no_wrap=True)
         table.add_column(name("col_mean_weight"), justify="right", no_wrap=True)
+        held = self.held_out is not None and bool(self.held_out["halves"])
+        if held:
+            table.add_column(name("col_held_out"), justify="right", no_wrap=True)
         for i, row in enumerate(self.rows):
             cells: list[str | Text] = [str(row["layer"]), str(row["head"])]
             cells.append(f"{row['accuracy']:.2f}")
@@ -82,9 +85,9 @@ class RolesTable:
             cells.append(f"{row['low']:.2f}–{row['high']:.2f}")
             cells.append(f"{row['correct']}/{row['total']}")
             cells.append(f"{row['mean_weight']:.2f}")
-            if i == 0 and self.held_out is not None and self.held_out["halves"]:
-                held = name("roles_held_out_row", accuracy=f"{self.held_out['accuracy']:.2f}")
-                cells[-1] = Text(f"{row['mean_weight']:.2f}  ") + Text(held, _DIM)
+            if held:
+                assert self.held_out is not None
+                cells.append(f"{self.held_out['accuracy']:.2f}" if i == 0 else "")
             table.add_row(*cells)
         return table
 
