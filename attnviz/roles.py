@@ -30,6 +30,7 @@ from attnviz.limits import (
     ROLES_PROBLEMS,
     ROLES_TEXT_CHARS,
     THREADS,
+    TOP,
     check_choice,
     check_range,
 )
@@ -347,7 +348,7 @@ def head_roles(
     model = check_model(model)
     units, excluded = check_units(units), check_exclude(exclude)
     lang = resolve_lang(lang)
-    top = check_range(top, "top", (1, 1_000_000))
+    top = check_range(top, "top", TOP)
     check_range(batch_size, "batch_size", BATCH_SIZE)
     if threads is not None:
         check_range(threads, "threads", THREADS)

@@ -138,6 +138,9 @@ def roles_figure(
         x0, y0, w, h = ax.get_position().bounds
         ax.set_position((x0, (y0 * height + extra) / (height + extra), w,
                          h * height / (height + extra)))  # fmt: skip
+    for ax in figure.axes:
+        if ax.get_label() == "<colorbar>":  # the bar measures accuracy, not a weight
+            ax.set_ylabel(lexicon.label(lang, "col_accuracy"), color=THEME_COLOURS[theme]["text"])
     figure.text(0.02, 0.01, text, fontsize=8, va="bottom", ha="left",
                 color=THEME_COLOURS[theme]["text"])  # fmt: skip
     return figure
