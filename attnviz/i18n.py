@@ -120,7 +120,7 @@ _EN: dict[str, str] = {
         "contribution {contribution}."
     ),
     "step7_sink": (
-        "{label} is where this head parks the query (an attention sink): it takes weight "
+        "{label} looks like an attention sink: this head parks the query there, with weight "
         "{weight}, and its transformed value is small (‖f(x)‖ {norm}, against a median of "
         "{median} for the other keys)."
     ),
@@ -150,7 +150,8 @@ _EN: dict[str, str] = {
     "step7_sink_not_small": (
         "What the head writes for this query is not small, though: ‖o·W_Oᵀ‖ = {share}, "
         "against a median of {queries} over the same head's other queries and {heads} over "
-        "the other heads for this query; read the contributions."
+        "the other heads for this query; read the contributions, or drop the sink with "
+        "--exclude first."
     ),
     "step7_top": "Top {n} by weight: {by_weight}. Top {n} by contribution: {by_contribution}.",
     # 8. join and output projection
@@ -472,7 +473,8 @@ _PT: dict[str, str] = {
     "step7_sink_not_small": (
         "Mas o que a cabeça escreve para esta consulta não é pouco: ‖o·W_Oᵀ‖ = {share}, "
         "contra uma mediana de {queries} nas outras consultas da mesma cabeça e de {heads} "
-        "nas outras cabeças para esta consulta; leia as contribuições."
+        "nas outras cabeças para esta consulta; leia as contribuições, ou retire o "
+        "sumidouro com --exclude first."
     ),
     "step7_top": (
         "As {n} chaves de maior peso: {by_weight}. As {n} de maior contribuição: {by_contribution}."

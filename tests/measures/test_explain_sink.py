@@ -40,7 +40,7 @@ def test_a_sink_is_not_called_both_the_agreed_top_and_a_key_that_adds_little() -
     text = printed(explanation)
     assert "agree on the top key" not in text
     assert "adds little: read the contributions, not the weight" not in text
-    assert "is where this head parks the query (an attention sink)" in text
+    assert "'<bos>' (0) looks like an attention sink: this head parks the query there" in text
     assert "The contributions say what the weight says" in text
     assert "of the queries that see '<bos>' (0) put over half their weight on it" in text
     assert "the head is parked there" in text
