@@ -9,6 +9,7 @@
     >>> a.find("ele", "João").best(3)           # the heads that link two words
     >>> a.row("ele", layer=3, head=7)           # one query's keys, largest first
     >>> attnviz.head_stats(["one sentence", "another"]).sorted("prev", top=5)
+    >>> attnviz.head_roles("sample_sentences/pronouns-en.jsonl").best(3)  # a head's role, checked
     >>> attnviz.model_info().shape.layers           # what `attnviz info` prints, as data
     >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
     >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
@@ -49,9 +50,11 @@ if TYPE_CHECKING:
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.long import LongResult
     from attnviz.measures.query import QueryRow
+    from attnviz.measures.roles import HeadRole, HeadRoles
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
     from attnviz.prepared import Prepared
+    from attnviz.roles import head_roles
     from attnviz.text.pieces import Word
 
 # Public name -> the module that defines it.
@@ -64,6 +67,9 @@ _EXPORTS = {
     "is_encoder_decoder": "attnviz.api",
     "EncdecInput": "attnviz.encdec",
     "head_stats": "attnviz.api",
+    "head_roles": "attnviz.roles",
+    "HeadRoles": "attnviz.measures.roles",
+    "HeadRole": "attnviz.measures.roles",
     "generate": "attnviz.api",
     "Generation": "attnviz.generation",
     "from_attentions": "attnviz.arrays",
@@ -102,6 +108,8 @@ __all__ = [
     "HeadLink",
     "HeadLinks",
     "HeadRecord",
+    "HeadRole",
+    "HeadRoles",
     "HeadStats",
     "HeadsView",
     "LongResult",
@@ -118,6 +126,7 @@ __all__ = [
     "analyse_long",
     "from_attentions",
     "generate",
+    "head_roles",
     "head_stats",
     "is_encoder_decoder",
     "load_attentions",

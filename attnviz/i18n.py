@@ -120,10 +120,38 @@ _EN: dict[str, str] = {
         "contribution {contribution}."
     ),
     "step7_sink": (
-        "{label} looks like an attention sink: it takes weight {weight}, but its transformed "
-        "value is small (‖f(x)‖ {norm}, against a median of {median} for the other keys), so "
-        "the head parks there and adds little: read the contributions, not the weight, or "
-        "drop it with --exclude first."
+        "{label} looks like an attention sink: this head parks the query there, with weight "
+        "{weight}, and its transformed value is small (‖f(x)‖ {norm}, against a median of "
+        "{median} for the other keys)."
+    ),
+    "step7_sink_agree": (
+        "The contributions say what the weight says: its contribution, {contribution}, is "
+        "still the largest (no other key adds more than {others})."
+    ),
+    "step7_sink_differ": (
+        "The contributions rank the keys differently: the largest, {contribution}, comes "
+        "from {label}."
+    ),
+    "step7_sink_small": (
+        "What the head writes for this query is small: ‖o·W_Oᵀ‖ = {share}, against a median "
+        "of {queries} over the same head's other queries and {heads} over the other heads "
+        "for this query: the head is parked here, and adds little to this query whatever "
+        "the weights say; --exclude first shows where the rest of its weight goes."
+    ),
+    "step7_sink_parked": (
+        "What the head writes for this query, ‖o·W_Oᵀ‖ = {share}, is about what it writes "
+        "for its other queries (median {queries}; {heads} over the other heads for this "
+        "query), and {parked} of the queries that see {label} put over half their weight "
+        "on it: the head is parked there, writing nearly the same vector, f({label}), "
+        "whatever the query. The part that depends on this query is what the other keys "
+        "add, which the contributions show; --exclude first shows where the rest of the "
+        "weight goes."
+    ),
+    "step7_sink_not_small": (
+        "What the head writes for this query is not small, though: ‖o·W_Oᵀ‖ = {share}, "
+        "against a median of {queries} over the same head's other queries and {heads} over "
+        "the other heads for this query; read the contributions, or drop the sink with "
+        "--exclude first."
     ),
     "step7_top": "Top {n} by weight: {by_weight}. Top {n} by contribution: {by_contribution}.",
     # 8. join and output projection
@@ -414,10 +442,39 @@ _PT: dict[str, str] = {
         "{weight}, contribuição {contribution}."
     ),
     "step7_sink": (
-        "{label} parece um sumidouro de atenção (attention sink): recebe peso {weight}, mas "
-        "o seu valor transformado é pequeno (‖f(x)‖ {norm}, contra uma mediana de {median} "
-        "nas outras chaves); a cabeça estaciona ali e acrescenta pouco: leia as "
-        "contribuições, não o peso, ou retire essa peça com --exclude first."
+        "{label} é onde esta cabeça estaciona a consulta (um sumidouro de atenção, attention "
+        "sink): recebe peso {weight}, e o seu valor transformado é pequeno (‖f(x)‖ {norm}, "
+        "contra uma mediana de {median} nas outras chaves)."
+    ),
+    "step7_sink_agree": (
+        "As contribuições dizem o mesmo que o peso: a contribuição dela, {contribution}, "
+        "ainda é a maior (nenhuma outra chave soma mais de {others})."
+    ),
+    "step7_sink_differ": (
+        "As contribuições ordenam as chaves de outro jeito: a maior, {contribution}, vem "
+        "de {label}."
+    ),
+    "step7_sink_small": (
+        "O que a cabeça escreve para esta consulta é pouco: ‖o·W_Oᵀ‖ = {share}, contra uma "
+        "mediana de {queries} nas outras consultas da mesma cabeça e de {heads} nas outras "
+        "cabeças para esta consulta: a cabeça está estacionada aqui e acrescenta pouco a "
+        "esta consulta, digam o que disserem os pesos; --exclude first mostra para onde vai "
+        "o resto do peso."
+    ),
+    "step7_sink_parked": (
+        "O que a cabeça escreve para esta consulta, ‖o·W_Oᵀ‖ = {share}, é mais ou menos o "
+        "que escreve para as outras consultas (mediana {queries}; {heads} nas outras "
+        "cabeças para esta consulta), e {parked} das consultas que veem {label} põem sobre "
+        "ela mais da metade do peso: a cabeça está estacionada ali e escreve quase o mesmo "
+        "vetor, f({label}), qualquer que seja a consulta. O que depende desta consulta é o "
+        "que as outras chaves somam, e isso as contribuições mostram; --exclude first "
+        "mostra para onde vai o resto do peso."
+    ),
+    "step7_sink_not_small": (
+        "Mas o que a cabeça escreve para esta consulta não é pouco: ‖o·W_Oᵀ‖ = {share}, "
+        "contra uma mediana de {queries} nas outras consultas da mesma cabeça e de {heads} "
+        "nas outras cabeças para esta consulta; leia as contribuições, ou retire o "
+        "sumidouro com --exclude first."
     ),
     "step7_top": (
         "As {n} chaves de maior peso: {by_weight}. As {n} de maior contribuição: {by_contribution}."

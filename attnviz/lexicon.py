@@ -263,6 +263,37 @@ _EN: dict[str, str] = {
     "distance_title": "{model} · {pieces} pieces · share of each head's weight by distance",
     "distance_axis": "query − key distance (pieces)",
     "distance_bar": "share of the head's weight",
+    # find --file (a head's role over labelled examples)
+    "roles_title": "which head does what, over {n} labelled examples",
+    "roles_baselines": (
+        "accuracy: share of the examples where the `to` word weighs more, from the `from` "
+        "word, than every other candidate; 95% Wilson interval. Baselines on the same "
+        "examples: nearest {nearest}, first {first}, random {random}."
+    ),
+    "roles_beat": (
+        "{n} heads beat the best baseline ({baseline}, {value}) with their whole interval "
+        "above it: {heads}."
+    ),
+    "roles_none": (
+        "No head beats the best baseline ({baseline}, {value}) with its whole interval above it."
+    ),
+    "roles_held_out": (
+        "L{layer} H{head} was picked as the best on these same examples ({accuracy}); picked "
+        "on one half and scored on the other, the pick scores {held} (held out)."
+    ),
+    "col_held_out": "held out",
+    "baseline_nearest": "nearest",
+    "baseline_first": "first",
+    "baseline_random": "random",
+    "col_accuracy": "accuracy",
+    "col_interval": "95% interval",
+    "col_correct": "right",
+    "col_mean_weight": "mean weight",
+    "find_one_sentence": (
+        "One sentence names no role: a head that links these two words here may follow "
+        "the first word, or the nearest, anywhere. Score heads over many labelled "
+        "sentences with find --file (sample_sentences/ has sets)."
+    ),
 }
 
 _PT: dict[str, str] = {
@@ -516,6 +547,38 @@ _PT: dict[str, str] = {
     "distance_title": "{model} · {pieces} peças · fração do peso de cada cabeça por distância",
     "distance_axis": "distância consulta − chave (peças)",
     "distance_bar": "fração do peso da cabeça",
+    # find --file (a head's role over labelled examples)
+    "roles_title": "que cabeça faz o quê, em {n} exemplos rotulados",
+    "roles_baselines": (
+        "acerto: fração dos exemplos em que a palavra `to` recebe da palavra `from` mais "
+        "peso que todas as outras candidatas; intervalo de Wilson de 95%. Referências nos "
+        "mesmos exemplos: mais próxima {nearest}, primeira {first}, ao acaso {random}."
+    ),
+    "roles_beat": (
+        "{n} cabeças superam a melhor referência ({baseline}, {value}) com todo o intervalo "
+        "acima dela: {heads}."
+    ),
+    "roles_none": (
+        "Nenhuma cabeça supera a melhor referência ({baseline}, {value}) com todo o "
+        "intervalo acima dela."
+    ),
+    "roles_held_out": (
+        "L{layer} H{head} foi escolhida como a melhor nestes mesmos exemplos ({accuracy}); "
+        "escolhida numa metade e avaliada na outra, a escolha acerta {held} (fora da escolha)."
+    ),
+    "col_held_out": "fora da escolha",
+    "baseline_nearest": "mais próxima",
+    "baseline_first": "primeira",
+    "baseline_random": "ao acaso",
+    "col_accuracy": "acerto",
+    "col_interval": "intervalo 95%",
+    "col_correct": "certos",
+    "col_mean_weight": "peso médio",
+    "find_one_sentence": (
+        "Uma frase não dá papel a nenhuma cabeça: a que liga estas duas palavras aqui pode "
+        "seguir a primeira palavra, ou a mais próxima, em qualquer frase. Avalie as cabeças "
+        "em muitas frases rotuladas com find --file (há conjuntos em sample_sentences/)."
+    ),
 }
 
 LABELS: dict[str, dict[str, str]] = {"en": _EN, "pt": _PT}

@@ -302,3 +302,12 @@ GGUF_TOKEN_BYTES = 1024  # one token (a longer one costs transformers quadratic 
 GGUF_VOCABULARY_BYTES = 32 * 2**20  # every token's text together
 GGUF_ARRAY_ITEMS = 8 * GGUF_TOKENS  # the items of every array of the file together
 GGUF_INNER_ARRAYS = 1 << 16  # arrays held in arrays, the file's whole (real files hold none)
+
+
+# A labelled file for `find --file` (`attnviz.roles`): read whole, checked whole before the
+# model runs, so it is bounded in bytes, examples and candidates per example.
+ROLES_FILE_BYTES = 16 * 2**20
+ROLES_EXAMPLES = 20_000
+ROLES_CANDIDATES = 256
+ROLES_TEXT_CHARS = 4_000  # one example's text, in characters
+ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"

@@ -209,8 +209,9 @@ def find(
     ctx: typer.Context,
     text: opt.TextArg = None,
     load: opt.LoadOpt = None,
-    source: own.FindSourceOpt = ...,  # type: ignore[assignment]
-    to: own.FindToOpt = ...,  # type: ignore[assignment]
+    source: own.FindSourceOpt = None,  # type: ignore[assignment]
+    to: own.FindToOpt = None,  # type: ignore[assignment]
+    file: own.FindFileOpt = None,
     top: own.FindTopOpt = 10,
     units: opt.UnitsOpt = opt.Units.words,
     exclude: opt.ExcludeOpt = None,
@@ -230,10 +231,19 @@ def find(
 
     [bold]Example:[/bold] attnviz find "John thought: the train was full, but he found a free
     seat." --from he --to John
+
+    One sentence names no role: --file FILE scores every head over labelled examples
+    (accuracy with a 95% interval, beside the nearest, first and random baselines).
     """
-    from attnviz.cli.find import run
+    from attnviz.cli.find import run, run_file
 
     output = read_output(ctx)
+    if file is not None:
+        words = {"TEXT": text, "--load": load, "--from": source, "--to": to}
+        run_file(output.console, file, given=words, top=top, units=units.value,
+                 exclude=exclude_list(exclude), model=model, reading=reading, out=output.out,
+                 as_json=output.as_json, style=output.style, ending=ending)  # fmt: skip
+        return
     run(output.console, read_request(ctx), source=source, target=to, top=top, units=units.value,
         out=output.out, as_json=output.as_json, style=output.style,
         exclude=exclude_list(exclude))  # fmt: skip

@@ -116,6 +116,15 @@ FindJsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the ranked heads as JSON instead of a table.")
 ]
 
+FindFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        help="Score every head over labelled examples instead: JSON Lines "
+        '{"text", "from", "to", "candidates"} or TSV (see sample_sentences/).',
+    ),
+]
+
 CompareQueryOpt = Annotated[
     str,
     typer.Option(

@@ -1,17 +1,23 @@
-"""`attnviz find`: every head ranked by the weight from one word to another."""
+"""`attnviz find`: every head ranked by the weight from one word to another, in one sentence
+or (`--file`) over labelled examples."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+import typer
 from rich.console import Console
 
 from attnviz.cli.analysing import analyse_request
 from attnviz.cli.input import Request
-from attnviz.cli.printing import show_result
-from attnviz.output import ImageStyle
+from attnviz.cli.options import EndOptions, ReadingOptions
+from attnviz.cli.printing import print_json, progress, show_result, wrote
+from attnviz.errors import BadInput
+from attnviz.output import IMAGE_SUFFIXES, ImageStyle, check_output
 
 
 def run(
@@ -28,9 +34,80 @@ def run(
     exclude: Sequence[str] | None = None,
 ) -> None:
     """Every head ranked by the weight from `source` to `target`: a table, JSON or a heatmap."""
+    if not source or not target:
+        raise BadInput(
+            "find needs {source} WORD and {target} WORD (or {file} FILE to score every head "
+            "over labelled examples)",
+            param=("source", "target", "file"),
+        )
     words = {"source": source, "target": target}
     analysis = analyse_request(request, out, style, words=words, units=units)
     links = analysis.find(source, target, units=units, exclude=exclude, top=top, lang=request.lang)
     if out is not None:
         links.save(out, **asdict(style))
     show_result(console, links, as_json, out)
+
+
+def run_file(
+    console: Console,
+    file: Path,
+    *,
+    given: Mapping[str, Any],
+    top: int,
+    units: str,
+    exclude: Sequence[str] | None,
+    model: str | None,
+    reading: ReadingOptions,
+    out: Path | None,
+    as_json: bool,
+    style: ImageStyle,
+    ending: EndOptions,
+) -> None:
+    """Every head scored over the labelled examples of `file`: a table, JSON or a heatmap.
+
+    A file with problems prints each on its own line (naming its line) and exits 2."""
+    from attnviz.cli.errors import one_line
+    from attnviz.cli.input import language
+    from attnviz.roles import BadExamples, head_roles
+
+    extra = [name for name, value in given.items() if value is not None]
+    if extra:
+        raise BadInput(
+            f"--file holds the texts and the words: drop {' and '.join(extra)}, or drop --file"
+        )
+    for name, value, default in (
+        ("--pair", reading.pair, None), ("--stack", reading.stack, None),
+        ("--target", reading.target, None), ("--generate", reading.generate, None),
+        ("--truncate", reading.bounds.truncate, False), ("--mask", reading.mask.value, "none"),
+    ):  # fmt: skip
+        if value != default:
+            raise BadInput(f"{name} does not apply to find --file: drop it")
+    if out is not None:
+        check_output(out, IMAGE_SUFFIXES, style)
+    try:
+        with progress(None, "examples") as advance:
+            roles = head_roles(
+                file,
+                model=model,
+                units=units,
+                exclude=exclude,
+                lang=language(ending.lang),
+                top=top,
+                dtype=reading.dtype.value,
+                max_tokens=reading.bounds.max_tokens,
+                bos=not reading.bounds.no_bos,
+                engine=reading.bounds.engine.value,
+                progress=advance,
+            )
+    except BadExamples as exc:
+        for problem in exc.problems:
+            print(f"Error: {one_line(problem)}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
+    if out is not None:
+        roles.save(out, dpi=style.dpi, cmap=style.cmap, theme=style.theme,
+                   transparent=style.transparent)  # fmt: skip
+    if as_json:
+        print_json(roles.to_dict())
+    else:
+        console.print(roles)
+    wrote(out)

@@ -39,6 +39,7 @@ from attnviz.perf import import_torch
 from attnviz.text.match import find_label
 
 if TYPE_CHECKING:
+    import torch
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from attnviz.measures.model_input import ModelInput
@@ -173,6 +174,11 @@ class Explanation:
     rope_local: bool = False  # Gemma 3: this sliding layer's own rotary base
     rope_global_theta: float | None = None  # ... and the base of the full layers
     rotary_dims: int | None = None  # Phi-3: the features turned, when fewer than dk
+    # How much this head writes: ‖oᵢ·W_O[head]ᵀ‖ for every query i of this head, and for this
+    # query in every head (None where not computed). A sink's query writes little.
+    share_norms: np.ndarray | None = None  # (T,) every query's, in this head
+    head_share_norms: np.ndarray | None = None  # (h,) this query's, in every head
+    top_column: np.ndarray | None = None  # (T,) every query's weight on this query's top key
 
     def __post_init__(self) -> None:
         for value in vars(self).values():
@@ -250,6 +256,18 @@ class Explanation:
             return None
         others = float(np.median(self.transformed_norms[seen]))
         return w if self.transformed_norms[w] < SINK_NORM_RATIO * others else None
+
+    @property
+    def parked_share(self) -> float | None:
+        """The share of the queries that see the sink putting over half their weight on it
+        (the query itself included); None without a sink or the head's weights."""
+        sink = self.sink
+        if sink is None or self.top_column is None:
+            return None
+        seeing = (
+            np.arange(self.num_pieces) >= sink if self.decoder else np.ones(self.num_pieces, bool)
+        )
+        return float((self.top_column[seeing] > SINK_WEIGHT).mean())
 
     @property
     def others_median_norm(self) -> float:
@@ -352,6 +370,10 @@ def explain(
         transformed = V[head] @ W_O.T  # (T, C): f(xⱼ) = (xⱼ W_V + b_V)[head] W_O[head]
         transformed_norms = transformed.norm(dim=-1)  # (T,)
         head_share = heads_out[head] @ W_O.T  # (C,)
+        share_norms, every_weight = _share_norms(Q[head], K[head], V[head], W_O, attention, mask, T)
+        top_column = every_weight[:, int(weights[head].argmax())]  # (T,)
+        W_O_heads = attention.out_proj.weight.reshape(C, nh, dk)  # (C, nh, dk)
+        head_share_norms = torch.einsum("hd,chd->hc", heads_out, W_O_heads).norm(dim=-1)  # (nh,)
 
     def numpy(t: torch.Tensor) -> np.ndarray:
         return t.detach().float().cpu().numpy().copy()
@@ -417,7 +439,34 @@ def explain(
         head_share=numpy(head_share),
         joined=numpy(joined),
         output=numpy(output),
+        share_norms=numpy(share_norms),
+        head_share_norms=numpy(head_share_norms),
+        top_column=numpy(top_column),
         qkv_bias=attention.q_proj.bias is not None,
         out_bias=attention.out_proj.bias is not None,
         **decoder,
     )
+
+
+def _share_norms(
+    Q: torch.Tensor,
+    K: torch.Tensor,
+    V: torch.Tensor,
+    W_O: torch.Tensor,
+    attention: MultiHeadAttention,
+    mask: torch.Tensor | None,
+    T: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """‖oᵢ·W_Oᵀ‖ for every query i of one head, how much it writes for each query (T,), and
+    the head's weights (T, T). Q, K, V (T, dk) are the head's (after QK-norm and rotation),
+    W_O (C, dk) its rows."""
+    import torch
+
+    scores = Q @ K.T * attention.scale  # (T, T)
+    cap = attention.softcap
+    if cap is not None:
+        scores = torch.tanh(scores / cap) * cap
+    if mask is not None:
+        scores = scores.masked_fill(mask.reshape(-1, T, T)[0], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (T, T)
+    return (weights @ V @ W_O.T).norm(dim=-1), weights  # (T,), (T, T)

@@ -38,6 +38,10 @@ _QUERY_MARK = "▶ "
 _MINUS_INFINITY = "−∞"
 _PREVIEW = 4  # numbers of q shown before the ellipsis
 _TOP = 3  # keys listed when weight and contribution rank them differently
+# On a sink, the head's output for the query is "small" under this share of the median over
+# the head's other queries.
+SMALL_SHARE = 0.5
+SINK_SHARE = 0.5  # ... and parked when over half its queries put over half their weight there
 _INDENT = "  "
 _FORMULA = "bold"
 _UNBOUNDED = 10_000  # a width no table reaches: to measure a table's natural width
@@ -530,7 +534,9 @@ class ExplanationView:
         yield from self._footer_note()
         w, c = x.top_weight, x.top_contribution
         weight, contribution = _num(x.weights[w], 3), _num(x.contributions[c], 3)
-        if w != c:
+        if x.sink is not None:
+            yield Text(self._sink_verdict())
+        elif w != c:
             yield Text(
                 self._t(
                     "step7_differ",
@@ -546,16 +552,6 @@ class ExplanationView:
                     "step7_agree", label=self._name(w), weight=weight, contribution=contribution
                 )
             )
-        if x.sink is not None:
-            yield Text(
-                self._t(
-                    "step7_sink",
-                    label=self._name(x.sink),
-                    weight=_num(x.weights[x.sink], 3),
-                    norm=_num(x.transformed_norms[x.sink]),
-                    median=_num(x.others_median_norm),
-                )
-            )
         n = min(_TOP, x.num_pieces)
         by_weight = np.argsort(-x.weights, kind="stable")[:n]  # (n,)
         by_contribution = np.argsort(-x.contributions, kind="stable")[:n]  # (n,)
@@ -568,6 +564,64 @@ class ExplanationView:
                     by_contribution=", ".join(self._name(int(j)) for j in by_contribution),
                 )
             )
+
+    def _sink_verdict(self) -> str:
+        """What the numbers show on a sink: where the head parks, whether the contributions
+        say the same as the weight, and how much the head writes for this query."""
+        x = self.x
+        sink = x.sink
+        assert sink is not None
+        others = np.delete(x.contributions, sink)  # (T - 1,)
+        largest_other = float(others.max()) if others.size else 0.0
+        parts = [
+            self._t(
+                "step7_sink",
+                label=self._name(sink),
+                weight=_num(x.weights[sink], 3),
+                norm=_num(x.transformed_norms[sink]),
+                median=_num(x.others_median_norm),
+            )
+        ]
+        if x.top_contribution == sink:
+            parts.append(
+                self._t(
+                    "step7_sink_agree",
+                    contribution=_num(x.contributions[sink], 3),
+                    others=_num(largest_other, 3),
+                )
+            )
+        else:
+            c = x.top_contribution
+            parts.append(
+                self._t(
+                    "step7_sink_differ",
+                    label=self._name(c),
+                    contribution=_num(x.contributions[c], 3),
+                )
+            )
+        if x.share_norms is not None and x.head_share_norms is not None and x.num_pieces > 1:
+            mine = float(x.share_norms[x.query])
+            queries = float(np.median(np.delete(x.share_norms, x.query)))
+            heads = np.delete(x.head_share_norms, x.head)
+            across = float(np.median(heads)) if heads.size else mine
+            parked = x.parked_share
+            if mine < SMALL_SHARE * queries:
+                key = "step7_sink_small"
+            elif parked is not None and parked >= SINK_SHARE:
+                key = "step7_sink_parked"
+            else:
+                key = "step7_sink_not_small"
+            parts.append(
+                self._t(
+                    key,
+                    share=_num(mine),
+                    queries=_num(queries),
+                    heads=_num(across),
+                    label=self._name(sink),
+                    parked=f"{parked or 0:.0%}",
+                )
+            )
+        return " ".join(parts)
 
     def _join(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         x = self.x

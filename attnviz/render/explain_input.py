@@ -82,6 +82,12 @@ class Explained(Protocol):
     @property
     def others_median_norm(self) -> float: ...  # median ‖f(xⱼ)‖ of the other keys seen
     @property
+    def share_norms(self) -> np.ndarray | None: ...  # (T,) what the head writes, per query
+    @property
+    def head_share_norms(self) -> np.ndarray | None: ...  # (h,) for this query, per head
+    @property
+    def parked_share(self) -> float | None: ...  # the share of queries parked on the sink
+    @property
     def head_output(self) -> np.ndarray: ...  # (d_k,)
     @property
     def head_share(self) -> np.ndarray: ...  # (C,)

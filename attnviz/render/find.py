@@ -76,7 +76,9 @@ class LinkTable:
             title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
             caption=Text(
                 lexicon.label(self.lang, "find_caption", source=self.source, target=self.target)
-                + (f"\n{self.note}" if self.note else ""),
+                + (f"\n{self.note}" if self.note else "")
+                + "\n"
+                + lexicon.label(self.lang, "find_one_sentence"),
                 _DIM,
             ),
             caption_justify="left",

@@ -45,6 +45,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "loading": 5,
     "arguments": 5,
     "corpus": 5,
+    "roles": 5,
     "long_input": 5,
     "details": 5,
     "cli": 6,
