@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from test_docs import NEEDS, PAGES, blocks, run_block
+from test_docs import NEEDS, PAGES, ROOT, blocks, run_block
+from typer.testing import CliRunner
+
+from attnviz.cli import app
+
+LESSON = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
 
 
 @pytest.mark.slow  # converts Gemma 3 270M once, then reads its kept weights and attention
@@ -23,5 +30,15 @@ def test_the_examples_on_gemma_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     try:
         for block in on_gemma:
             run_block(block, {}, tmp_path)
+        # what the README says of the lesson's sentence, read from its attention kept above
+        told = re.search(
+            r"strongest `ele → João` link is layer (\d+), head (\d+), with ([\d.]+)",
+            (ROOT / "README.md").read_text(encoding="utf-8"),
+        )
+        assert told
+        find = ["find", LESSON, "--from", "ele", "--to", "João", "--model", "gemma-3-270m"]
+        result = CliRunner().invoke(app, [*find, "--top", "1", "--json"])
+        best = json.loads(result.stdout)["heads"][0]
+        assert (str(best["layer"]), str(best["head"]), f"{best['weight']:.2f}") == told.groups()
     finally:
         shutil.rmtree(cache, ignore_errors=True)
