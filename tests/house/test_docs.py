@@ -79,7 +79,9 @@ def _transcript(block: Block) -> list[tuple[str, list[str]]]:
 def _invoke(command: str, where: str, columns: str) -> tuple[int, str, str]:
     words = shlex.split(command, comments=True)
     assert words[0] == "attnviz", f"{where}: `{command}` is not attnviz: mark the block not run"
-    result = CliRunner().invoke(app, words[1:], env={"COLUMNS": columns, "LANG": "C.UTF-8"})
+    # English whatever the locale: the pages' output is the English one unless --lang pt says
+    env = {"COLUMNS": columns, "LANG": "C.UTF-8", "LC_ALL": None, "LC_MESSAGES": None}
+    result = CliRunner().invoke(app, words[1:], env=env)
     return result.exit_code, result.stdout, result.stderr
 
 
