@@ -106,9 +106,11 @@ def _run_python(block: Block, namespace: dict, where: str) -> int:
     return checked
 
 
-def run_block(block: Block, namespace: dict, folder: Path) -> int:
+def run_block(
+    block: Block, namespace: dict, folder: Path, printed: dict[str, str] | None = None
+) -> int:
     """Run one example in `folder` (the page's), as the module docstring says; return how
-    many of a python block's results were checked."""
+    many of a python block's results were checked. `printed` gets each command's stdout."""
     where = f"{block.page}:{block.line}"
     if block.kind == "console":
         for command, expected in _transcript(block):
@@ -118,8 +120,10 @@ def run_block(block: Block, namespace: dict, folder: Path) -> int:
             assert got == expected, f"{where}: `{command}` prints\n" + "\n".join(got)
     elif block.kind == "bash":
         for command in _commands(block):
-            code, _, err = _invoke(command, where, "100")
+            code, out, err = _invoke(command, where, "100")
             assert code == 0, (where, command, err)
+            if printed is not None:
+                printed[command] = out
             out = re.search(r"--out (\S+)", command)
             if out:
                 assert (folder / out.group(1)).stat().st_size > 0, (where, command)

@@ -27,9 +27,19 @@ def test_the_examples_on_gemma_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     on_gemma = [b for page in PAGES for b in blocks(page) if b.marker == "needs"]
     assert {b.page for b in on_gemma} >= {"README.md", "languages.md", "generate.md"}
+    printed: dict[str, str] = {}
     try:
         for block in on_gemma:
-            run_block(block, {}, tmp_path)
+            run_block(block, {}, tmp_path, printed)
+        # what generate.md says Gemma writes is what it wrote above
+        wrote = re.search(
+            r'--max-new 20` writes "(.*?)", the same 20 tokens',
+            (ROOT / "docs" / "generate.md").read_text(encoding="utf-8"),
+            flags=re.S,
+        )
+        assert wrote
+        generated = [out for command, out in printed.items() if command.startswith("attnviz gen")]
+        assert generated and " ".join(wrote.group(1).split()) in " ".join(generated[0].split())
         # what the README says of the lesson's sentence, read from its attention kept above
         told = re.search(
             r"strongest `ele → João` link is layer (\d+), head (\d+), with ([\d.]+)",
