@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # CPU wheel of exactly this release; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install browser test test-fast lint demo bench fuzz clean
+.PHONY: install browser test test-fast lint docs demo bench fuzz clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,7 @@ test: install
 	$(BIN)/ruff format --check attnviz tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadfile --verbosity=0 --durations=15
+	@$(MAKE) --no-print-directory docs
 
 # For the edit-test loop: every test not marked `slow` (subprocesses, hypothesis,
 # big or many image files, 512-token inputs, README examples), well under a minute.
@@ -56,6 +57,11 @@ test-fast: install
 fuzz: install
 	ATTNVIZ_FUZZ=long $(BIN)/python -m pytest tests/safety/test_fuzz_model_folders.py \
 		tests/safety/test_fuzz_terminal.py tests/safety/test_fuzz_cache.py tests/safety/test_fuzz_gguf.py --hypothesis-show-statistics
+
+# The documentation site (mkdocs.yml, docs/): built offline into site/, every warning an
+# error (a broken link, an anchor that is not there, a page left out of the nav).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: install
 	$(BIN)/ruff check attnviz tests benchmarks
@@ -78,4 +84,4 @@ bench: install
 	$(BIN)/python benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist site

@@ -35,7 +35,7 @@ MAX_IMAGE_PIXELS = 40_000_000
 # refused before any work: at 2,048 pieces, 30 layers × 9 heads would be 4.5 GB. One
 # layer must fit, which bounds the input (9 heads: 3,861 pieces). ATTNVIZ_ATTENTION_MB
 # sets another budget, for a machine with the memory for it (peak memory is a few times
-# the attention kept: see the README's Limits).
+# the attention kept: see docs/security.md, Limits).
 ATTENTION_BYTES = 512 * 2**20
 ATTENTION_ENV = "ATTNVIZ_ATTENTION_MB"
 ATTENTION_MB = (16, 1 << 20)  # what ATTNVIZ_ATTENTION_MB may be: 16 MB to 1 TB

@@ -1,7 +1,7 @@
 """Process-level speed settings: how heavy libraries are imported, threads, the heap.
 
 None of this changes a number attnviz computes; each item was kept because a
-benchmark showed it pays (see the README's Performance section).
+benchmark showed it pays (see docs/speed.md).
 
 Imports. Importing torch creates hundreds of thousands of Python objects; the cyclic garbage
 collector walks all of them several times while the import runs and again after it,

@@ -3,7 +3,7 @@
 Trains a 4-layer, 64-wide LlamaForCausalLM (4 query heads sharing 2 key/value heads) for
 a few hundred steps on attnviz's sample sentences and a few more, with the byte-level BPE
 tokenizer the tests train, and saves it with transformers' save_pretrained. Nothing
-downloads; about three minutes of CPU time. The README's "Watching a decoder write" runs on it.
+downloads; about three minutes of CPU time. docs/generation.md runs on it.
 
     python benchmarks/tiny_writer.py OUT_FOLDER
 """

@@ -216,8 +216,8 @@ def check_measure_cost(prepared: ModelInput, names: Sequence[str]) -> None:
     )
     raise BadInput(
         f"{slow} {how}: at {T:,} pieces on {prepared.source.name} that is more work than "
-        f"attnviz does for one measure (its time grows with the square of the pieces; the "
-        f"README's Limits gives the figures): {use}, or use a cheaper {{measure}}",
+        f"attnviz does for one measure (its time grows with the square of the pieces; "
+        f"docs/measures.md gives the figures): {use}, or use a cheaper {{measure}}",
         param=("max_tokens", "truncate", "measure"),
     )
 
