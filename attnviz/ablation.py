@@ -101,7 +101,7 @@ def _prepare(text: str, model: str | None, max_tokens: int | None, bos: bool) ->
         raise BadInput(
             f"ablate reads a decoder's next token, and {prepared.source.name} is an encoder "
             "without an output head: pass {model} a decoder with its LM head, e.g. "
-            f"{WORKS} (pip install \"attnviz[gemma]\")",
+            f'{WORKS} (pip install "attnviz[gemma]")',
             param="model",
         )
     prepared.refuse_internals("ablate (one head's output changed inside attnviz's decoder)")

@@ -52,6 +52,13 @@ class Ablation(Drawn):
     patch: str | None  # patching: the corrupted prompt
     layers: list[int]
     logit_diffs: np.ndarray  # (len(layers), H) float64
+    title: str = ""  # default: the model, the method and the two pieces
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            what = "patching" if self.method == "patch" else f"{self.method} ablation"
+            pieces = f"logit({self.target.text!r}) − logit({self.foil.text!r})"
+            object.__setattr__(self, "title", f"{self.model} · {what} · {pieces}")
 
     @property
     def effects(self) -> np.ndarray:
@@ -63,13 +70,6 @@ class Ablation(Drawn):
     @property
     def matrix(self) -> np.ndarray:
         return self.effects
-
-    @property
-    def title(self) -> str:
-        what = "patching" if self.method == "patch" else f"{self.method} ablation"
-        return (
-            f"{self.model} · {what} · logit({self.target.text!r}) − logit({self.foil.text!r})"
-        )
 
     def ranked(self) -> list[tuple[int, int, float, float]]:
         """(layer, head, logit difference, effect) of every head, the largest effect first."""

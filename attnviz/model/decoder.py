@@ -309,6 +309,12 @@ class Decoder(nn.Module):
     # Ablation and patching (attnviz.measures.ablation): one head's output replaced, all the
     # heads of a layer in one batch from that layer on.
 
+    def attention(self, i: int) -> MultiHeadAttention:
+        """Layer i's attention."""
+        layer = self.layers[i]
+        assert isinstance(layer, DecoderLayer)
+        return layer.attention
+
     def trace(self, input_ids: torch.Tensor) -> Trace:
         """Run `input_ids` (1, T) keeping what each layer read and each attention's joined
         heads' outputs, the input of its output projection."""
@@ -318,7 +324,7 @@ class Decoder(nn.Module):
             joined.append(z)  # (1, T, nh·hs), unchanged
             return z
 
-        attentions = [layer.attention for layer in self.layers]
+        attentions = [self.attention(i) for i in range(len(self.layers))]
         for attention in attentions:
             attention.edit = keep
         try:
@@ -361,7 +367,7 @@ class Decoder(nn.Module):
                 by_head[B + heads, :, heads] = new.to(joined.dtype)  # copy B + h: head h
                 return joined  # (B + nh, T, nh·hs)
 
-            attention = self.layers[i].attention
+            attention = self.attention(i)
             attention.edit = edit
             try:
                 x, _ = step(i, x, None)  # (B + nh, T, C)
