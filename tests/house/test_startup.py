@@ -75,7 +75,7 @@ def test_only_the_command_that_runs_is_built_and_the_help_lists_them_all(
     assert listing.exit_code == 0 and built == []
     catalogue = sys.modules["attnviz.cli.app"].catalogue
     names = [info.name or info.callback.__name__ for info in catalogue.registered_commands]
-    assert len(names) == 13 and "compare-measures" in names
+    assert len(names) == 14 and "compare-measures" in names
     for name in [*names, "cache"]:
         assert f" {name} " in listing.stdout, name
     typo = runner.invoke(app, ["shw"])
