@@ -11,6 +11,7 @@ size of their effect.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -129,6 +130,21 @@ class Ablation(Drawn):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self._renderable()
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        dpi: int = 200,
+        cmap: str = "RdBu_r",
+        theme: str = "light",
+        transparent: bool = False,
+        annotate: bool = False,
+    ) -> Path:
+        """Write the layers × heads heatmap as an image (.png, .svg or .pdf), all or nothing;
+        its colours diverge from 0, since an effect has a sign."""
+        return super().save(path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent,
+                            annotate=annotate)  # fmt: skip
 
     def figure(
         self, *, cmap: str = "RdBu_r", theme: str = "light", annotate: bool = False
