@@ -14,6 +14,7 @@
     >>> g = attnviz.generate("Once upon a time", model="./smollm2")  # a decoder writes
     >>> g.continuation, g.steps_view(layer=-1)       # each new token's attention; g.lens()
     >>> attnviz.from_attentions(out.attentions, tokens)  # attention computed elsewhere
+    >>> attnviz.ablate("Mary met John, and he", target="Mary", foil="John", model="gemma-3-270m")
 
 Importing this package is cheap: the names below are loaded on first use, and
 torch, transformers and matplotlib only when a call needs them.
@@ -29,6 +30,7 @@ from attnviz.version import __version__
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
     from attnviz.api import (
+        ablate,
         analyse,
         analyse_long,
         generate,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from attnviz.generation import Generation
     from attnviz.inputs import ModelInfo
     from attnviz.loading import load_attentions
+    from attnviz.measures.ablation import Ablation
     from attnviz.measures.explain import Explanation
     from attnviz.measures.find import HeadLink, HeadLinks
     from attnviz.measures.long import LongResult
@@ -59,6 +62,8 @@ if TYPE_CHECKING:
 
 # Public name -> the module that defines it.
 _EXPORTS = {
+    "ablate": "attnviz.api",
+    "Ablation": "attnviz.measures.ablation",
     "analyse": "attnviz.api",
     "analyse_long": "attnviz.api",
     "LongResult": "attnviz.measures.long",
@@ -98,6 +103,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Ablation",
     "Analysis",
     "AttentionView",
     "AttnvizError",
@@ -122,6 +128,7 @@ __all__ = [
     "RolloutView",
     "Word",
     "__version__",
+    "ablate",
     "analyse",
     "analyse_long",
     "from_attentions",

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from attnviz.ablation import ablate
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
 from attnviz.corpus import head_stats
 from attnviz.details import model_info
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from attnviz.generation import Generation
 
 __all__ = [
+    "ablate",
     "analyse",
     "analyse_long",
     "generate",

@@ -28,6 +28,9 @@ matter; seconds vary from machine to machine.
     peak memory of show at 2,048 tokens on a decoder with SmolLM2's 30 × 9 heads
     long inputs (benchmarks/long.py): the views made for length at 2,048 and 8,192 pieces
     attnviz.generate, tokens/s  vs  transformers generate(output_attentions=True), 1 thread
+    attnviz.ablate's every head  vs  a loop of hooked transformers forwards, one per head
+                                     (benchmarks/ablate.py: SmolLM2-135M's and Gemma 3 270M's
+                                     shapes, 20 pieces, 2 threads)
     attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
     attnviz show, cold           vs  the same with --engine transformers (benchmarks/engines.py)
     attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
@@ -35,7 +38,8 @@ matter; seconds vary from machine to machine.
                                      (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long, engine); by
+measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long, engine,
+ablate); by
 default all of them run.
 """
 
@@ -72,6 +76,7 @@ GROUPS = (
     "gguf",
     "long",
     "engine",
+    "ablate",
 )
 # What `info` reads at its core: the JSON header of a safetensors file, with the standard library.
 HEADER_READ = """
@@ -426,6 +431,11 @@ def main() -> None:
 
             smol32 = decoder.write_decoder(folder / "smol32", dtype="float32")
             writing = generate.measure(smol32, 32, 3)
+        ablated = None
+        if "ablate" in only:  # every head zeroed vs a loop of hooked forwards, one per head
+            from benchmarks import ablate
+
+            ablated = ablate.rows(folder, 3, {"smollm2", "gemma3"})
         if "gguf" in only:
             from benchmarks import quantized
 
@@ -499,6 +509,10 @@ def main() -> None:
         from benchmarks.generate import print_rows
 
         print_rows(writing, 32)
+    if ablated is not None:
+        from benchmarks.ablate import print_rows as print_ablated
+
+        print_ablated(ablated)
     print(f"\n(total benchmark time {time.perf_counter() - START:.0f} s)")
 
 

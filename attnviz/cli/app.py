@@ -461,6 +461,42 @@ def explore(
         exclude=exclude_list(exclude))  # fmt: skip
 
 
+@command()
+def ablate(
+    ctx: typer.Context,
+    prompt: own.AblatePromptArg,
+    target: own.AblateTargetOpt,
+    foil: own.AblateFoilOpt,
+    method: own.AblateMethodOpt = own.AblateMethod.zero,
+    patch: own.AblatePatchOpt = None,
+    layer: own.AblateLayerOpt = None,
+    model: opt.ModelOpt = None,
+    out: own.AblateOutOpt = None,
+    show: opt.ShowOpt = False,
+    as_json: own.AblateJsonOpt = False,
+    max_tokens: opt.MaxTokensOpt = None,
+    no_bos: opt.NoBosOpt = False,
+    dtype: opt.DtypeOpt = opt.Dtype.float32,
+    images: opt.ImageOptions = opt.IMAGES,
+    quiet: opt.QuietOpt = False,
+    debug: opt.DebugOpt = False,
+) -> None:
+    """A head's effect on a decoder's next token: logit(target) − logit(foil), each head removed.
+
+    Every head (or --layer's) in turn, ranked by the change; --patch runs a corrupted prompt
+    with each head's clean output patched in. Needs a decoder with its LM head (--model).
+
+    [bold]Example:[/bold] attnviz ablate "Mary met John, and he gave the bag to" --target Mary
+    --foil John --model gemma-3-270m
+    """
+    from attnviz.cli.ablate import run
+
+    output = read_output(ctx)
+    run(output.console, prompt, target=target, foil=foil, method=method.value, patch=patch,
+        layer=layer, model=model, out=output.out, as_json=output.as_json, max_tokens=max_tokens,
+        bos=not no_bos, dtype=dtype.value, quiet=quiet, style=output.style)  # fmt: skip
+
+
 cache_app = typer.Typer(
     name="cache",
     help="The attention cache: computed attentions kept as .npz so a view seen before "

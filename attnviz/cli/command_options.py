@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -304,3 +305,71 @@ PooledJsonOpt = Annotated[
 ]
 
 ExploreHeadOpt = Annotated[int, typer.Option("--head", help="The head it opens on (a: the mean).")]
+
+
+class AblateMethod(str, Enum):
+    zero = "zero"
+    mean = "mean"
+
+
+AblatePromptArg = Annotated[
+    str, typer.Argument(help="The prompt: the decoder's next token after it is measured.")
+]
+AblateTargetOpt = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        help="The word the model should write next: one piece of its vocabulary, with the "
+        "space a word after another gets (the piece used is printed).",
+        show_default=False,
+    ),
+]
+AblateFoilOpt = Annotated[
+    str,
+    typer.Option(
+        "--foil",
+        help="The word it is measured against: logit(target) − logit(foil). One piece too.",
+        show_default=False,
+    ),
+]
+AblateMethodOpt = Annotated[
+    AblateMethod,
+    typer.Option(
+        "--method",
+        help="How a head is removed: its output (its slice of the output projection's "
+        "input) set to 0 at every position, or to its mean over the prompt's positions.",
+    ),
+]
+AblatePatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--patch",
+        help="A corrupted prompt of as many pieces: run it with each head's output taken "
+        "from the prompt's run in turn, and print the share of the clean − corrupted "
+        "difference each head restores.",
+        show_default=False,
+    ),
+]
+AblateLayerOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--layer",
+        "-l",
+        help="Only this layer's heads (negative counts from the end). Default: every layer.",
+        show_default=False,
+    ),
+]
+AblateOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write a layers × heads heatmap of the effects (.png/.svg/.pdf; colours RdBu_r "
+        "unless --cmap names another) instead of printing (both with --show).",
+        show_default=False,
+    ),
+]
+AblateJsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print the logit differences and every head's effect as JSON."),
+]

@@ -81,6 +81,9 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(q_width, embed_dim, bias=bias if out_bias is None else out_bias)
         self.widths = (q_width, kv_width, kv_width)  # rows of W_Q, W_K, W_V
         self.q_norm, self.k_norm, self.softcap = q_norm, k_norm, softcap
+        # Ablation and patching (Decoder.head_replaced): a change to the joined heads' outputs
+        # (B, Tq, nh·hs) before the output projection; it may return more rows than it got.
+        self.edit: Callable[[torch.Tensor], torch.Tensor] | None = None
         # Set by fuse_projections(); buffers, so that .to(device) moves them too.
         self.fused_weight: torch.Tensor | None
         self.fused_bias: torch.Tensor | None
@@ -143,6 +146,8 @@ class MultiHeadAttention(nn.Module):
 
         heads = weights @ v  # (B, nh, Tq, hs): the weighted sum of the values
         joined = heads.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, nh·hs): heads side by side
+        if self.edit is not None:  # not the lesson: one head's output removed or patched
+            joined = self.edit(joined)  # (B', Tq, nh·hs)
         return self.out_proj(joined), weights  # (B, Tq, C), (B, nh, Tq, Tk)
 
     # -----------------------------------------------------------------------

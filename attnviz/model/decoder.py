@@ -25,7 +25,8 @@ n_kv key/value heads, hs head size, L layers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +34,20 @@ from torch import Tensor, nn
 
 from attnviz.model.attention import MultiHeadAttention, PastKeys, Rotary
 from attnviz.model.config import DecoderConfig
-from attnviz.model.layers import ACTIVATIONS, EncoderOutput, run_layers
+from attnviz.model.layers import ACTIVATIONS, EncoderOutput, LayerStep, run_layers
+
+
+class Trace(NamedTuple):
+    """One input's run, kept for ablation and patching (`Decoder.trace`)."""
+
+    inputs: torch.Tensor  # (L, T, C): what each layer read
+    joined: torch.Tensor  # (L, T, nh·hs): each attention's heads side by side, before W_O
+    last: torch.Tensor  # (C,): the last token's final-normed hidden state
+
+
+# (layer, the joined heads' outputs that layer computed (T, nh·hs)) -> what each head's output
+# becomes in the copy that changes it (nh, T, hs).
+HeadValues = Callable[[int, torch.Tensor], torch.Tensor]
 
 
 def rotary_frequencies(cfg: DecoderConfig, local: bool = False, length: int = 0) -> torch.Tensor:
@@ -233,24 +247,9 @@ class Decoder(nn.Module):
         x = self.tokens(input_ids)  # (B, T, C)
         if cfg.embed_scale:  # Gemma: embeddings times sqrt(C), rounded to their dtype
             x = x * torch.tensor(cfg.hidden_size**0.5).to(x.dtype)  # (B, T, C)
-        rotaries: dict[bool, Rotary] = {}  # Gemma 3's sliding layers (True) have their own
         if self.positions is not None:  # GPT-2: a learned vector per position
             x = x + self.positions(positions)[None]  # (B, T, C)
-        else:  # Llama: positions enter as rotations of q and k in every layer
-            for local in {cfg.local_rope(i) for i in range(cfg.num_layers)}:
-                factor = rope_attention_factor(cfg, local)
-                inv_freq = self._frequencies(local, start + T).to(positions.device)  # (r/2,)
-                rotaries[local] = Rotary(inv_freq, positions, x.dtype, factor)
-        masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
-
-        def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
-            window = cfg.window(i)
-            if window not in masks:
-                masks[window] = decoder_mask(T, window, attention_mask, input_ids.device, start)
-            rotary = rotaries.get(cfg.local_rope(i))
-            cache = past[i] if past else None
-            return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
-
+        step = self.layer_steps(T, x.dtype, input_ids.device, attention_mask, start, past)
         out = run_layers(x, step, cfg.num_layers, cfg.num_heads, layers, keep_inputs, start,
                          keep_weights)  # fmt: skip
         last = cfg.num_layers - 1 if layers is None else max(layers, default=-1)
@@ -258,21 +257,126 @@ class Decoder(nn.Module):
             out = out._replace(hidden_states=self.final_norm(out.hidden_states))  # (B, T, C)
         return out
 
+    def layer_steps(
+        self,
+        T: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        attention_mask: torch.Tensor | None = None,
+        start: int = 0,
+        past: list[PastKeys] | None = None,
+    ) -> LayerStep:
+        """One layer's step over T tokens at positions start, start + 1, ...: its mask (one per
+        sliding window) and its rotation (Llama: positions enter as rotations of q and k in
+        every layer; Gemma 3's sliding layers have their own), each made once."""
+        cfg = self.config
+        positions = torch.arange(start, start + T, device=device)  # (T,)
+        rotaries: dict[bool, Rotary] = {}
+        if self.positions is None:
+            for local in {cfg.local_rope(i) for i in range(cfg.num_layers)}:
+                factor = rope_attention_factor(cfg, local)
+                inv_freq = self._frequencies(local, start + T).to(device)  # (r/2,)
+                rotaries[local] = Rotary(inv_freq, positions, dtype, factor)
+        masks: dict[int | None, torch.Tensor] = {}  # one per sliding window
+
+        def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
+            window = cfg.window(i)
+            if window not in masks:
+                masks[window] = decoder_mask(T, window, attention_mask, device, start)
+            rotary = rotaries.get(cfg.local_rope(i))
+            cache = past[i] if past else None
+            return self.layers[i](x, masks[window], out, rotary, cache)  # (B, T, C), weights
+
+        return step
+
     @property
     def can_write(self) -> bool:
         """Whether the decoder has an LM head: tied to the embedding, or its own."""
         return self.tied or self.lm_head is not None
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head: final-normed hidden states (B, T, C) -> next-token scores (B, T, V)."""
+    def logits(self, hidden: torch.Tensor, ids: Sequence[int] | None = None) -> torch.Tensor:
+        """The LM head: final-normed hidden states (B, T, C) -> next-token scores (B, T, V);
+        with `ids`, only those tokens' scores (B, T, len(ids))."""
         if not self.can_write:
             raise ValueError("this decoder has no LM head (untied, and none was loaded)")
         weight = self.tokens.weight if self.lm_head is None else self.lm_head.weight  # (V, C)
+        if ids is not None:
+            weight = weight[list(ids)]  # (len(ids), C): only the rows asked for
         logits = F.linear(hidden, weight)  # (B, T, V): hidden · each vocabulary row
         cap = self.config.final_softcap
         if cap is not None:  # Gemma 2: squashed into (-cap, cap), the order unchanged
             logits = torch.tanh(logits / cap) * cap  # (B, T, V)
         return logits
+
+    # -----------------------------------------------------------------------
+    # Ablation and patching (attnviz.measures.ablation): one head's output replaced, all the
+    # heads of a layer in one batch from that layer on.
+
+    def attention(self, i: int) -> MultiHeadAttention:
+        """Layer i's attention."""
+        layer = self.layers[i]
+        assert isinstance(layer, DecoderLayer)
+        return layer.attention
+
+    def trace(self, input_ids: torch.Tensor) -> Trace:
+        """Run `input_ids` (1, T) keeping what each layer read and each attention's joined
+        heads' outputs, the input of its output projection."""
+        joined: list[torch.Tensor] = []
+
+        def keep(z: torch.Tensor) -> torch.Tensor:
+            joined.append(z)  # (1, T, nh·hs), unchanged
+            return z
+
+        attentions = [self.attention(i) for i in range(len(self.layers))]
+        for attention in attentions:
+            attention.edit = keep
+        try:
+            out = self(input_ids, keep_inputs=True)
+        finally:
+            for attention in attentions:
+                attention.edit = None
+        assert out.layer_inputs is not None
+        return Trace(out.layer_inputs[:, 0], torch.cat(joined), out.hidden_states[0, -1])
+
+    def head_replaced(
+        self, inputs: torch.Tensor, layers: Sequence[int], values: HeadValues
+    ) -> torch.Tensor:
+        """The last token's final-normed hidden state (len(layers), nh, C) of copies of the input
+        that each have one head's output replaced at one layer.
+
+        Copy (i, h) reads `inputs[layers[i]]` (T, C) at layer `layers[i]`, where head h's slice of
+        the output projection's input, [..., h·hs:(h+1)·hs], becomes `values(layer, joined)[h]`
+        (T, hs); `joined` (T, nh·hs) is what that layer computed for the unchanged input. Every
+        copy started runs each later layer in one batch with those that start there: nh copies
+        at the first layer, nh · len(layers) at the last. `layers` ascending.
+        """
+        cfg = self.config
+        nh, hs = cfg.num_heads, cfg.head_size
+        T = inputs.shape[1]
+        step = self.layer_steps(T, inputs.dtype, inputs.device)
+        starts = set(layers)
+        x = inputs.new_empty(0, T, cfg.hidden_size)  # (B, T, C): the copies running
+        heads = torch.arange(nh, device=inputs.device)  # (nh,)
+        for i in range(min(layers), cfg.num_layers):
+            if i not in starts:
+                x, _ = step(i, x, None)  # (B, T, C)
+                continue
+            B = x.shape[0]
+            x = torch.cat([x, inputs[i][None].expand(nh, T, -1)])  # (B + nh, T, C)
+
+            def edit(joined: torch.Tensor, i: int = i, B: int = B) -> torch.Tensor:
+                by_head = joined.view(B + nh, T, nh, hs)  # (B + nh, T, nh, hs)
+                new = values(i, joined[B].view(T, nh * hs))  # (nh, T, hs)
+                by_head[B + heads, :, heads] = new.to(joined.dtype)  # copy B + h: head h
+                return joined  # (B + nh, T, nh·hs)
+
+            attention = self.attention(i)
+            attention.edit = edit
+            try:
+                x, _ = step(i, x, None)  # (B + nh, T, C)
+            finally:
+                attention.edit = None
+        return self.final_norm(x[:, -1]).view(len(layers), nh, -1)  # (len(layers), nh, C)
 
     def _frequencies(self, local: bool, length: int) -> torch.Tensor:
         """inv_freq for the sliding (`local`) or other layers, computed once per kind (Phi-3's

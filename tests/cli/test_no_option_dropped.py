@@ -61,6 +61,7 @@ NOT_WALKED = {
     "cache": "no option but --debug: tests/cache/test_cache_commands.py",
     "models": "reads no text nor model: tests/cli/test_models_command.py",
     "explore": "a full-screen app: tests/explore/ presses its keys",
+    "ablate": "needs a decoder with its LM head: tests/cli/test_ablate_command.py",
 }
 WALKED = ["show", "heads", "model", "distance", "explain", "rollout", "find",
           "compare-measures", "stats", "tokens", "info", "export"]  # fmt: skip

@@ -36,6 +36,7 @@ FLOORS = {  # a folder or a top-level module -> its floor, bottom (0) to top
     "": 5,  # the package's __init__
     "api": 5,
     "analysis": 5,
+    "ablation": 5,
     "encdec": 5,
     "generation": 5,
     "prepared": 5,
