@@ -61,17 +61,32 @@ def test_every_docs_picture_is_small_and_used() -> None:
 
 
 def test_readme_numbers_are_the_models() -> None:
-    match = re.search(
-        r"`he`\nputs ([\d.]+) of its attention on `John` and ([\d.]+) on `train`", README
-    )
+    """The headline's weight, and what layer 3, head 7 and the best head score over the shipped
+    English pronoun set, are what the default model gives."""
+    import attnviz
+
+    flat = " ".join(README.split())
+    match = re.search(r"`he` puts ([\d.]+) of its attention on `John`", flat)
     assert match
     result = CliRunner().invoke(app, ["show", "--layer", "3", "--head", "7", "--json"])
     record = json.loads(result.stdout)
     row = record["weights"][record["tokens"].index("he")]
     assert f"{row[record['tokens'].index('John')]:.2f}" == match.group(1)
-    assert f"{row[record['tokens'].index('train')]:.2f}" == match.group(2)
-    assert "layer 3, head 7, where\n`he` puts 0.70 on `John`" in README
-    assert "28 pieces" in README  # the Portuguese sentence on the default model
+    assert "layer 3, head 7, where `he` puts 0.70 on `John`" in flat
+    assert "28 pieces" in flat  # the Portuguese sentence on the default model
+    found = attnviz.head_roles("sample_sentences/pronouns-en.jsonl").to_dict()
+    (h37,) = [h for h in found["heads"] if (h["layer"], h["head"]) == (3, 7)]
+    said = f"antecedent in {h37['accuracy']:.2f} of them (95% interval {h37['low']:.2f}–"
+    assert said + f"{h37['high']:.2f})" in flat
+    best, base, held = found["heads"][0], found["baselines"], found["held_out"]
+    assert (held["layer"], held["head"]) == (best["layer"], best["head"])
+    line = (
+        f"| all-MiniLM-L6-v2 | pronouns-en ({found['examples']}) | L{best['layer']} "
+        f"H{best['head']} | {best['accuracy']:.2f} ({best['low']:.2f}–{best['high']:.2f}) | "
+        f"{held['accuracy']:.2f} | {base['nearest']:.2f} / {base['first']:.2f} / "
+        f"{base['random']:.2f} |"
+    )
+    assert line in README
 
 
 def test_readme_keeps_the_floors() -> None:
