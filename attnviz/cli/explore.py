@@ -3,28 +3,17 @@ at a time (`Analysis.explore`)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from attnviz.cli.analysing import analyse_request
 from attnviz.cli.input import Request
-from attnviz.errors import BadInput
+from attnviz.explore.terminal import need_a_terminal
 from attnviz.output import ImageStyle
 
 if TYPE_CHECKING:
     from attnviz.analysis import Analysis
-
-NO_TERMINAL = (
-    "explore draws a full-screen view and needs a terminal (this is a pipe or a file): run it "
-    "in one, or print a view with attnviz show"
-)
-
-
-def terminal() -> bool:
-    """Whether standard input and output are a terminal the app can take over."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def run(
@@ -37,8 +26,7 @@ def run(
 ) -> None:
     """Check and compute first (a refusal is the one line the other commands give), then
     open the explorer; `/` reads a new text with the same options."""
-    if not terminal():
-        raise BadInput(NO_TERMINAL)
+    need_a_terminal()
     from attnviz.measures.contributions import PER_LAYER
     from attnviz.measures.select import check_exclude
 

@@ -24,6 +24,7 @@ from attnviz.errors import AttnvizError
 from attnviz.explore.keys import KEYS, say
 from attnviz.explore.place import Place, move_head, move_layer, move_query, next_measure
 from attnviz.explore.source import Explorable, Retext, word_name
+from attnviz.explore.terminal import need_a_terminal
 from attnviz.explore.widgets import HeatmapPane, HelpScreen, PanelScreen, RowPane, TextScreen
 from attnviz.measures.views import AttentionView
 
@@ -359,6 +360,8 @@ def explore(
     retext: Retext | None = None,
     out: Path | None = None,
 ) -> None:
-    """Run the explorer full-screen until `q`; the terminal is given back as it was."""
+    """Run the explorer full-screen until `q`; the terminal is given back as it was. Without
+    a terminal (a pipe, a notebook's kernel), one line says it needs one."""
+    need_a_terminal()
     kind = PortugueseApp if lang == "pt" else ExploreApp
     kind(analysis, lang=lang, place=place, retext=retext, out=out).run()

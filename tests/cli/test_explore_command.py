@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnviz.cli import app
-from attnviz.cli import explore as command
+from attnviz.explore import terminal
 from attnviz.explore.app import ExploreApp
 
 runner = CliRunner()
@@ -18,7 +18,7 @@ SENTENCE = "John thought: the train was full, but he found a free seat."
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[ExploreApp]:
     """A terminal, and the apps that would have opened in it (none runs)."""
     apps: list[ExploreApp] = []
-    monkeypatch.setattr(command, "terminal", lambda: True)
+    monkeypatch.setattr(terminal, "on_a_terminal", lambda: True)
     monkeypatch.setattr(ExploreApp, "run", lambda self, **_: apps.append(self))
     return apps
 
@@ -26,7 +26,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[ExploreApp]:
 def test_without_a_terminal_it_says_so_in_one_line() -> None:
     result = runner.invoke(app, ["explore", SENTENCE])
     assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [f"Error: {command.NO_TERMINAL}"]
+    assert result.stderr.strip().splitlines() == [f"Error: {terminal.NO_TERMINAL}"]
 
 
 @pytest.mark.parametrize(

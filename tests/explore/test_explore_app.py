@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import attnviz
 from attnviz.analysis import Analysis
 from attnviz.cli.app import app as cli
+from attnviz.explore import terminal
 from attnviz.explore.app import ExploreApp, PortugueseApp
 from attnviz.explore.widgets import HeatmapPane, HelpScreen, PanelScreen, RowPane
 from attnviz.measures.find import HeadLinks
@@ -308,6 +309,10 @@ def test_a_text_longer_than_the_screen_scrolls_with_the_query() -> None:
 def test_analysis_explore_opens_where_it_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[ExploreApp] = []
     monkeypatch.setattr(ExploreApp, "run", lambda self, **_: opened.append(self))
+    with pytest.raises(attnviz.BadInput, match="needs a terminal"):
+        toy().explore()  # a pipe, a notebook's kernel: one line, and no screen left waiting
+    assert opened == []
+    monkeypatch.setattr(terminal, "on_a_terminal", lambda: True)
     toy().explore(layer=-1, head=None, units="tokens", exclude="special", lang="pt")
     (app,) = opened
     assert isinstance(app, PortugueseApp)
