@@ -349,6 +349,7 @@ class HeadsView(DrawnView):
             columns=self.columns,
             lang=self.lang,
             masked=self.masked,
+            units=self.units,
         )
 
     def _write(self, path: Path, style: ImageStyle) -> None:

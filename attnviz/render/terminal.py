@@ -518,10 +518,12 @@ class HeadGrid:
         lang: str = "en",
         masked: np.ndarray | None = None,
         key_labels: Sequence[str] | None = None,
+        units: str = "tokens",
     ) -> None:
         """`columns`: panels per line when they fit, e.g. the heads of one layer per line;
         `masked` (H, T, T) bool: the cells drawn masked (keys the model could not see);
-        `key_labels`: the columns' labels, when the keys are not the queries."""
+        `key_labels`: the columns' labels, when the keys are not the queries; `units`
+        ("tokens" or "words") what the labels are, as the legend names them."""
         values = np.asarray(matrices, dtype=float)  # (H, Tq, Tk)
         square = key_labels is None
         if values.ndim != 3 or 0 in values.shape or (square and values.shape[1] != values.shape[2]):
@@ -541,6 +543,7 @@ class HeadGrid:
         self.columns = columns
         self.lang = lang  # the language of its notes: "en" or "pt"
         self.masked = check_masked(masked, values.shape)
+        self.units = "words" if units == "words" else "tokens"
 
     def _per_line(self, width: int, slot: int) -> int:
         """Panels on one line: as many as fit, or `columns` (or an even share of it)."""
@@ -597,11 +600,12 @@ class HeadGrid:
             lines += self._grid_row(heads, panels, slot)
         lines += _legend_lines(self.scale, colour, width)
         lines += _masked_legend(self.masked, colour, width, self.lang)
-        lines += _note(lexicon.label(self.lang, "panels_note"), width)
+        words = self.units == "words"
+        lines += _note(lexicon.label(self.lang, "panels_note_words" if words else "panels_note"),
+                       width)  # fmt: skip
         if self.key_labels is None:
-            lines += _label_list(
-                lexicon.label(self.lang, "tokens_list"), range(n_tokens), self.labels, width
-            )
+            listed = lexicon.label(self.lang, "words_list" if words else "tokens_list")
+            lines += _label_list(listed, range(n_tokens), self.labels, width)
         else:  # a rectangle: the rows' queries, then the columns' keys
             queries = range(self.values.shape[1])
             lines += _label_list(lexicon.label(self.lang, "queries_list"), queries, self.labels,

@@ -198,6 +198,8 @@ def test_the_slider_steps_through_the_tokens_and_shows_their_weights(
             for step in (0, 3, N - 1):
                 page.locator(".av-step-slider").fill(str(step))
                 assert page.eval_on_selector(".attnviz-steps", "e => e.dataset.step") == str(step)
+                said = page.inner_text(".av-step-label")  # counted as a reader counts
+                assert said.startswith(f"step {step + 1} of {N}: writing "), said
                 shown = page.eval_on_selector_all(
                     ".av-step-token[data-weight]", "els => els.map(e => Number(e.dataset.weight))"
                 )

@@ -444,3 +444,26 @@ def test_head_grid_columns_keep_one_layer_per_line() -> None:
     )
     title_lines = [line for line in out.getvalue().splitlines() if "L0 H0" in line or "L1" in line]
     assert len(title_lines) == 2 and "L1" not in title_lines[0]
+
+
+def test_the_heads_legend_names_the_units_it_lists() -> None:
+    """A grid of heads over words says words (and word order); over pieces, tokens."""
+    import io
+
+    from rich.console import Console
+
+    import attnviz
+
+    analysis = attnviz.analyse("Unbelievably, João waved.")
+
+    def legend(units: str, lang: str) -> str:
+        console = Console(width=120, file=io.StringIO(), color_system=None, highlight=False)
+        console.print(analysis.heads(1, units=units, lang=lang))
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    words = legend("words", "en")
+    assert "in word order" in words and "\nwords:  0 [CLS]  1 Unbelievably" in words
+    assert "tokens:" not in words
+    pieces = legend("tokens", "en")
+    assert "in token order" in pieces and "\ntokens:  0 [CLS]  1 Un  2 ##bel" in pieces
+    assert "na ordem das palavras" in legend("words", "pt")

@@ -91,7 +91,7 @@ function attnvizSteps(root, spec) {
       T: Tk, data: btoa(binary), compression: "none", tokens: spec.labels.slice(0, Tk),
       words: null, wordLabels: null, units: "tokens", view: state.view,
       layer: state.layer, head: state.head,
-      title: base.title + " · step " + step + ": writing " + spec.labels[P + step],
+      title: base.title + " · step " + (step + 1) + ": writing " + spec.labels[P + step],
     });
   }
 
@@ -104,7 +104,8 @@ function attnvizSteps(root, spec) {
     const step = state.step;
     const w = row(step);
     const max = Math.max(...w);
-    label.textContent = "step " + step + " of " + (N - 1) + ": writing " + spec.labels[P + step];
+    // counted from 1, as a reader counts: the last of 8 new tokens is "step 8 of 8"
+    label.textContent = "step " + (step + 1) + " of " + N + ": writing " + spec.labels[P + step];
     strip.textContent = "";
     for (let k = 0; k <= P + step; k++) {
       const token = el("span", { class: "av-step-token" + (k < P ? " av-prompt" : ""), text: spec.labels[k] });
