@@ -383,6 +383,11 @@ def test_blocked_reductions_equal_the_whole_array_on_the_real_gemma3_270m() -> N
     reducer = LongReducer(L, H, T, pool=64, causal=True, query=T - 2)
     compute_blocked(whole.prepared, reducer, block=128)
     np.testing.assert_allclose(reducer.pooled(), _pooled(A, 64, "mean"), atol=1e-5)
+    # what the pooled image shows: the sink heads' column of the first block stands out
+    pooled, sinks = reducer.pooled(), reducer.sink() > 0.5  # (L, H, n, n), (L, H)
+    assert sinks.sum() >= 4  # 8 of its 72 heads
+    first_block = pooled[sinks][:, 1:, 0]  # (sink heads, n - 1): block 0's share, later rows
+    assert first_block.mean() > 0.5 and np.median(pooled[sinks][:, 1:, 1:]) < 0.05
     np.testing.assert_allclose(reducer.profile(), _profile(A, True), atol=1e-5)
     np.testing.assert_allclose(reducer.sink(), _sink(A, True), atol=1e-7)
     assert reducer.rows is not None
