@@ -182,8 +182,8 @@ def test_terminal_heatmap_and_grid_in_portuguese(analysis: attnviz.Analysis) -> 
     wide = _rendered(Heatmap(np.eye(2), ["paralelepípedos", "b"], lang="pt"))  # a wide corner
     assert "consulta \\ chave" in wide
     grid = _rendered(analysis.heads(2, [0, 1], lang="pt"), width=200)
-    assert "painéis: linhas = consultas, colunas = chaves, na ordem das peças" in grid
-    assert "peças:" in grid and "cabeça 1" in grid
+    assert "painéis: linhas = consultas, colunas = chaves, na ordem das palavras" in grid
+    assert "palavras:" in grid and "cabeça 1" in grid  # the default units: words
     assert _english(shown + grid) == []
     assert "query \\ key" in _rendered(analysis.view(2))  # English by default
 
