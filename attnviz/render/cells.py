@@ -35,6 +35,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 
 __all__ = [
@@ -255,3 +256,20 @@ def emit(lines: Sequence[Line], width: int) -> Iterator[Segment]:
     for line in lines:
         yield from Segment.adjust_line_length(line, width, pad=False)
         yield newline
+
+
+def result_table(title: str | None, caption: str) -> Table:
+    """The table a result of rows prints (`find`'s links, `find --file`'s heads, `stats`): its
+    title bold and escaped, its caption dim below, left-aligned; both plain text, never markup."""
+    from rich import box
+
+    return Table(
+        title=Text(visible(title, newlines=True), _BOLD) if title else None,
+        caption=Text(caption, Style(dim=True)),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        padding=(0, 1),
+    )

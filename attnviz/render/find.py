@@ -12,7 +12,6 @@ import functools
 from collections.abc import Sequence
 from typing import Protocol
 
-from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.style import Style
@@ -21,7 +20,7 @@ from rich.text import Text
 
 from attnviz import lexicon
 from attnviz.render.bars import bar
-from attnviz.render.cells import truncate, visible
+from attnviz.render.cells import result_table, truncate, visible
 
 __all__ = ["Link", "LinkTable"]
 
@@ -72,21 +71,12 @@ class LinkTable:
         self.lang = lang  # the language of its headers and caption: "en" or "pt"
 
     def _table(self, bars: bool = True) -> Table:
-        table = Table(
-            title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
-            caption=Text(
-                lexicon.label(self.lang, "find_caption", source=self.source, target=self.target)
-                + (f"\n{self.note}" if self.note else "")
-                + "\n"
-                + lexicon.label(self.lang, "find_one_sentence"),
-                _DIM,
-            ),
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            collapse_padding=True,
-            padding=(0, 1),
+        table = result_table(
+            self.title,
+            lexicon.label(self.lang, "find_caption", source=self.source, target=self.target)
+            + (f"\n{self.note}" if self.note else "")
+            + "\n"
+            + lexicon.label(self.lang, "find_one_sentence"),
         )
         name = functools.partial(lexicon.label, self.lang)
         table.add_column(name("col_layer"), justify="right", no_wrap=True)

@@ -13,7 +13,6 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.style import Style
@@ -22,7 +21,7 @@ from rich.text import Text
 
 from attnviz import lexicon
 from attnviz.render.bars import bar
-from attnviz.render.cells import visible
+from attnviz.render.cells import result_table, visible
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,15 +54,8 @@ class RolesTable:
         self.lang = lang
 
     def _table(self, bars: bool = True) -> Table:
-        table = Table(
-            title=Text(self.title, _BOLD),
-            caption=Text(f"{self.caption}\n{self.note}" if self.note else self.caption, _DIM),
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            collapse_padding=True,
-            padding=(0, 1),
+        table = result_table(
+            self.title, f"{self.caption}\n{self.note}" if self.note else self.caption
         )
         name = functools.partial(lexicon.label, self.lang)
         table.add_column(name("col_layer"), justify="right", no_wrap=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
@@ -30,6 +29,7 @@ from attnviz.render.cells import (
     clean_labels,
     emit,
     pad,
+    result_table,
     title_lines,
     title_width,
     truncate,
@@ -156,16 +156,7 @@ class StatsTable:
         if dropped:
             names = ", ".join(headers[key] for key in dropped)
             caption += lexicon.label(self.lang, "stats_not_shown", names=names)
-        table = Table(
-            title=Text(visible(self.title, newlines=True), _BOLD) if self.title else None,
-            caption=Text(caption, _DIM),  # Text: a title and caption are never markup
-            caption_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            collapse_padding=True,
-            padding=(0, 1),
-        )
+        table = result_table(self.title, caption)
         for key in ("layer", "head", "entropy", *shares):
             table.add_column(Text(headers[key]), justify="right", no_wrap=True)
         if "label" not in dropped:
