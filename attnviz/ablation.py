@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attnviz.arguments import check_max_tokens, check_model, check_text
-from attnviz.errors import AttnvizError, BadInput
+from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES
 from attnviz.limits import check_choice, resolve_index
 
@@ -154,20 +154,13 @@ def _run(
     """Load the decoder, measure, and wrap the numbers."""
     from attnviz import perf
     from attnviz.measures.ablation import Ablation
-    from attnviz.model.weights import load_encoder
+    from attnviz.model.weights import load_writer
 
     perf.import_torch()
     from attnviz.model.ablation import head_effects
-    from attnviz.model.decoder import Decoder
 
-    decoder = load_encoder(prepared.source.folder, prepared.config, dtype)
-    assert isinstance(decoder, Decoder)  # _prepare refused an encoder
-    if not decoder.can_write:
-        raise AttnvizError(
-            f"{prepared.source.folder} holds a decoder without its LM head (no lm_head.weight, "
-            "and config.json does not tie it to the embedding): save the model with its head "
-            "(AutoModelForCausalLM ... save_pretrained) to ablate it"
-        )
+    # _prepare refused an encoder
+    decoder = load_writer(prepared.source.folder, prepared.config, dtype, to="ablate it")
     target, foil = pieces
     effects = head_effects(
         decoder,

@@ -383,22 +383,13 @@ def run(
     (held back while a character is split over byte tokens).
     """
     from attnviz import perf
-    from attnviz.model.weights import load_encoder
+    from attnviz.model.weights import load_writer
     from attnviz.model.writing import write
     from attnviz.text.tokenize import load_tokenizer
 
-    check_generation(prepared, max_new, dtype=dtype)
+    check_generation(prepared, max_new, dtype=dtype)  # refuses an encoder
     perf.import_torch()
-    from attnviz.model.decoder import Decoder
-
-    decoder = load_encoder(prepared.source.folder, prepared.config, dtype)
-    assert isinstance(decoder, Decoder)  # check_generation refused an encoder
-    if not decoder.can_write:
-        raise AttnvizError(
-            f"{prepared.source.folder} holds a decoder without its LM head (no lm_head.weight, "
-            "and config.json does not tie it to the embedding): save the model with its head "
-            "(AutoModelForCausalLM ... save_pretrained) to write with it"
-        )
+    decoder = load_writer(prepared.source.folder, prepared.config, dtype, to="write with it")
     tokenizer = load_tokenizer(prepared.source.folder)
     prompt_ids = list(prepared.pieces.ids)
     base = tokenizer.decode(prompt_ids)

@@ -468,6 +468,25 @@ def load_encoder(
     return encoder
 
 
+def load_writer(
+    folder: Path, config: dict[str, Any] | None, dtype: str | None, *, to: str
+) -> Decoder:
+    """The decoder in `folder` with its LM head (`load_encoder`), for a caller that has refused
+    an encoder already; a decoder without its head is refused, saying it is needed `to` (e.g.
+    "write with it")."""
+    from attnviz.model.decoder import Decoder
+
+    decoder = load_encoder(folder, config, dtype)
+    assert isinstance(decoder, Decoder)  # the caller refused an encoder
+    if not decoder.can_write:
+        raise AttnvizError(
+            f"{folder} holds a decoder without its LM head (no lm_head.weight, "
+            "and config.json does not tie it to the embedding): save the model with its head "
+            f"(AutoModelForCausalLM ... save_pretrained) to {to}"
+        )
+    return decoder
+
+
 def _fill_slots(state: dict[str, V], num_layers: int) -> dict[str, V]:
     """Slot 0's tensors under every slot's name, for a module shared by all slots."""
     filled = dict(state)

@@ -32,7 +32,8 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
@@ -273,3 +274,35 @@ def result_table(title: str | None, caption: str) -> Table:
         collapse_padding=True,
         padding=(0, 1),
     )
+
+
+BAR_COLUMN = ""  # in `add_columns`: the bar column, no heading
+
+
+def add_columns(table: Table, lang: str, names: Sequence[str], *, left: str = "") -> None:
+    """`table`'s columns, headed by the lexicon's labels `names` (`BAR_COLUMN`: a bar column),
+    never wrapped, numbers right-justified: all but the column `left`."""
+    from attnviz import lexicon
+
+    for name in names:
+        if name == BAR_COLUMN:
+            table.add_column("", no_wrap=True)
+        else:
+            heading = lexicon.label(lang, name)
+            table.add_column(heading, justify="left" if name == left else "right", no_wrap=True)
+
+
+class BarsWhenTheyFit:
+    """A result table (`_table`) drawn with its bar column, or without it where the table
+    with bars is wider than the terminal (`find`'s links, `find --file`'s heads)."""
+
+    def _table(self, bars: bool = True) -> Table:
+        raise NotImplementedError
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._table())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self._table()
+        natural = Measurement.get(console, options.update_width(10_000), table).maximum
+        yield table if natural <= options.max_width else self._table(bars=False)

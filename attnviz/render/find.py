@@ -8,19 +8,23 @@ No torch, no matplotlib.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Protocol
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from attnviz import lexicon
 from attnviz.render.bars import bar
-from attnviz.render.cells import result_table, truncate, visible
+from attnviz.render.cells import (
+    BAR_COLUMN,
+    BarsWhenTheyFit,
+    add_columns,
+    result_table,
+    truncate,
+    visible,
+)
 
 __all__ = ["Link", "LinkTable"]
 
@@ -52,7 +56,7 @@ class Link(Protocol):
     def sink(self) -> float: ...  # share of queries putting over half their weight on the target
 
 
-class LinkTable:
+class LinkTable(BarsWhenTheyFit):
     """The `links` given (already ranked) from `source` to `target`, as a table."""
 
     def __init__(
@@ -78,16 +82,10 @@ class LinkTable:
             + "\n"
             + lexicon.label(self.lang, "find_one_sentence"),
         )
-        name = functools.partial(lexicon.label, self.lang)
-        table.add_column(name("col_layer"), justify="right", no_wrap=True)
-        table.add_column(name("col_head"), justify="right", no_wrap=True)
-        table.add_column(name("col_weight"), justify="right", no_wrap=True)
-        if bars:
-            table.add_column("", no_wrap=True)
-        table.add_column(name("col_rank"), justify="right", no_wrap=True)
-        table.add_column(name("col_top_key"), no_wrap=True)
-        table.add_column(name("col_others"), justify="right", no_wrap=True)
-        table.add_column(name("col_sink"), justify="right", no_wrap=True)
+        bar_column = [BAR_COLUMN] if bars else []
+        heads = ["col_layer", "col_head", "col_weight", *bar_column, "col_rank"]
+        add_columns(table, self.lang, [*heads, "col_top_key", "col_others", "col_sink"],
+                    left="col_top_key")  # fmt: skip
         largest = max((link.weight for link in self.links), default=0.0) or 1.0
         for link in self.links:
             cells: list[str | Text] = [str(link.layer), str(link.head), f"{link.weight:.2f}"]
@@ -95,7 +93,7 @@ class LinkTable:
                 cells.append(bar(link.weight / largest, _BAR_CELLS))
             cells.append(str(link.rank))
             top = (
-                name("the_target")
+                lexicon.label(self.lang, "the_target")
                 if link.rank == 1
                 else f"{truncate(visible(link.top_key), _TOP_KEY_CELLS)} {link.top_weight:.2f}"
             )
@@ -104,11 +102,3 @@ class LinkTable:
             cells.append(f"{link.sink:.0%}")
             table.add_row(*cells)
         return table
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self._table())
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = self._table()
-        natural = Measurement.get(console, options.update_width(10_000), table).maximum
-        yield table if natural <= options.max_width else self._table(bars=False)

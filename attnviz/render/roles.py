@@ -9,19 +9,16 @@ inside, for the figure.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from attnviz import lexicon
 from attnviz.render.bars import bar
-from attnviz.render.cells import result_table, visible
+from attnviz.render.cells import BAR_COLUMN, BarsWhenTheyFit, add_columns, result_table, visible
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,7 +31,7 @@ _BOLD = Style(bold=True)
 _DIM = Style(dim=True)
 
 
-class RolesTable:
+class RolesTable(BarsWhenTheyFit):
     """The `rows` given (each a head's record: layer, head, accuracy, correct, total, low,
     high, mean_weight), best first, with the baselines in `caption` and `note` under it."""
 
@@ -57,18 +54,11 @@ class RolesTable:
         table = result_table(
             self.title, f"{self.caption}\n{self.note}" if self.note else self.caption
         )
-        name = functools.partial(lexicon.label, self.lang)
-        table.add_column(name("col_layer"), justify="right", no_wrap=True)
-        table.add_column(name("col_head"), justify="right", no_wrap=True)
-        table.add_column(name("col_accuracy"), justify="right", no_wrap=True)
-        if bars:
-            table.add_column("", no_wrap=True)
-        table.add_column(name("col_interval"), justify="right", no_wrap=True)
-        table.add_column(name("col_correct"), justify="right", no_wrap=True)
-        table.add_column(name("col_mean_weight"), justify="right", no_wrap=True)
         held = self.held_out is not None and bool(self.held_out["halves"])
-        if held:
-            table.add_column(name("col_held_out"), justify="right", no_wrap=True)
+        bar_column = [BAR_COLUMN] if bars else []
+        heads = ["col_layer", "col_head", "col_accuracy", *bar_column, "col_interval"]
+        add_columns(table, self.lang, [*heads, "col_correct", "col_mean_weight"]
+                    + (["col_held_out"] if held else []))  # fmt: skip
         for i, row in enumerate(self.rows):
             cells: list[str | Text] = [str(row["layer"]), str(row["head"])]
             cells.append(f"{row['accuracy']:.2f}")
@@ -82,14 +72,6 @@ class RolesTable:
                 cells.append(f"{self.held_out['accuracy']:.2f}" if i == 0 else "")
             table.add_row(*cells)
         return table
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self._table())
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = self._table()
-        natural = Measurement.get(console, options.update_width(10_000), table).maximum
-        yield table if natural <= options.max_width else self._table(bars=False)
 
 
 def roles_figure(
