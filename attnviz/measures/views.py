@@ -153,30 +153,17 @@ class AttentionView(DrawnView):
 
     def _repr_html_(self) -> str:
         """In a notebook: the matrix, interactive (the exact weight under the pointer)."""
-        from attnviz.render.html import fragment
-
-        return fragment(
+        layer_name = (
+            self.title.split(" · ")[1]
+            if " · " in self.title
+            else label(self.lang, "layer_n", layer=self.layer)
+        )
+        return _fragment(
+            self,
             self.matrix[None, None],  # (1, 1, N, M): one layer, one head
-            self.tokens,
-            key_tokens=self.key_tokens,
-            words=None,
-            word_labels=None,
-            pair_start=self.pair_start,
-            pair_word_start=None,
-            title=self.title,
-            view="matrix",
-            layer=0,
+            "matrix",
             head=0,
-            heads=None,
-            units="tokens",
-            theme="auto",
-            layer_names=[
-                self.title.split(" · ")[1]
-                if " · " in self.title
-                else label(self.lang, "layer_n", layer=self.layer)
-            ],
-            head_names=[self.title.rsplit(" · ", 1)[-1]],
-            lang=self.lang,
+            names=([layer_name], [self.title.rsplit(" · ", 1)[-1]]),
             masked=None if self.masked is None else self.masked[None],  # (1, N, N)
         )
 
@@ -300,8 +287,6 @@ class HeadsView(DrawnView):
 
     def _repr_html_(self) -> str:
         """In a notebook: the panels as the interactive page's head view, offline."""
-        from attnviz.render.html import fragment
-
         lang = self.lang
         head_names = [label(lang, "head_n", head=h) for h in self.heads]
         if self.layer is not None:  # one layer's heads
@@ -316,25 +301,9 @@ class HeadsView(DrawnView):
         masked = None
         if self.masked is not None:  # each layer's mask: its first panel's
             masked = self.masked.reshape(grid.shape)[:, 0]  # (layers, N, N)
-        return fragment(
-            grid,
-            self.tokens,
-            key_tokens=self.key_tokens,
-            words=None,
-            word_labels=None,
-            pair_start=self.pair_start,
-            pair_word_start=None,
-            title=self.title,
-            view="heads" if self.layer is not None else "model",
-            layer=0,
-            head=None,
-            heads=None,
-            units="tokens",
-            theme="auto",
-            layer_names=layer_names,
-            head_names=head_names,
-            lang=lang,
-            masked=masked,
+        view = "heads" if self.layer is not None else "model"
+        return _fragment(
+            self, grid, view, head=None, names=(layer_names, head_names), masked=masked
         )
 
     def _renderable(self) -> Any:
@@ -356,45 +325,48 @@ class HeadsView(DrawnView):
         """A PNG is drawn straight to pixels, without a Figure (attnviz.render.raster)."""
         from attnviz.render.saving import save_grid
 
-        save_grid(
-            self.matrices,
-            self.labels,
-            path,
-            key_labels=self.key_labels,
-            panel_titles=self.panel_titles,
-            title=self.title,
-            cmap=style.cmap,
-            theme=style.theme,
-            annotate=style.annotate,
-            columns=self.columns,
-            dpi=style.dpi,
-            transparent=style.transparent,
-            lang=self.lang,
-            masked=self.masked,
-            axes=self.axes,
-            scale=self.scale,
-        )
+        drawn = self._grid(style.cmap, style.theme, style.annotate)
+        save_grid(self.matrices, self.labels, path, dpi=style.dpi,
+                  transparent=style.transparent, **drawn)  # fmt: skip
 
     def figure(
         self, *, cmap: str = "viridis", theme: str = "light", annotate: bool = False
     ) -> Figure:
         from attnviz.render.figures import grid_figure
 
-        return grid_figure(
-            self.matrices,
-            self.labels,
-            key_labels=self.key_labels,
-            panel_titles=self.panel_titles,
-            title=self.title,
-            cmap=cmap,
-            theme=theme,
-            annotate=annotate,
-            columns=self.columns,
-            lang=self.lang,
-            masked=self.masked,
-            axes=self.axes,
-            scale=self.scale,
-        )
+        return grid_figure(self.matrices, self.labels, **self._grid(cmap, theme, annotate))
+
+    def _grid(self, cmap: str, theme: str, annotate: bool) -> dict[str, Any]:
+        """What the grid's image and figure are drawn with besides the matrices and labels
+        (`render.saving.save_grid`, `render.figures.grid_figure`)."""
+        return {
+            "key_labels": self.key_labels, "panel_titles": self.panel_titles,
+            "title": self.title, "cmap": cmap, "theme": theme, "annotate": annotate,
+            "columns": self.columns, "lang": self.lang, "masked": self.masked,
+            "axes": self.axes, "scale": self.scale,
+        }  # fmt: skip
+
+
+def _fragment(
+    drawn: AttentionView | HeadsView,
+    grid: np.ndarray,
+    view: str,
+    *,
+    head: int | None,
+    names: tuple[list[str], list[str]],
+    masked: np.ndarray | None,
+) -> str:
+    """A view in a notebook: `grid` (layers, heads, N, M) as the interactive page's `view`,
+    over its pieces, opening on `head` of its first layer, its layers and heads named by
+    `names`, masked where `masked` (layers, N, M) says; offline, in the reader's theme."""
+    from attnviz.render.html import fragment
+
+    layer_names, head_names = names
+    return fragment(grid, drawn.tokens, key_tokens=drawn.key_tokens, words=None,
+                    word_labels=None, pair_start=drawn.pair_start, pair_word_start=None,
+                    title=drawn.title, view=view, layer=0, head=head, heads=None,
+                    units="tokens", theme="auto", layer_names=layer_names,
+                    head_names=head_names, lang=drawn.lang, masked=masked)  # fmt: skip
 
 
 def _keys_record(key_tokens: list[str] | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ Whole lines are lists of rich `Segment`s (`Line`); `emit` writes them cropped to
 width, and `title_lines` lays out a bold title. Used by every terminal renderer
 (`terminal`, `bars`, `stats`, `find`, `compare`, `explain`) and by the command line
 (`tokens`, `info`, its notes and error lines, `--json`). No torch, no matplotlib.
+`as_mask` checks the masked cells every renderer, terminal or image, is given.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -38,6 +40,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "ELLIPSIS",
@@ -306,3 +311,16 @@ class BarsWhenTheyFit:
         table = self._table()
         natural = Measurement.get(console, options.update_width(10_000), table).maximum
         yield table if natural <= options.max_width else self._table(bars=False)
+
+
+def as_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`masked` (the cells the model could not see) as a bool array of `shape`; None stays
+    None; ValueError when the shapes differ."""
+    import numpy as np
+
+    if masked is None:
+        return None
+    mask = np.asarray(masked, dtype=bool)
+    if mask.shape != shape:
+        raise ValueError(f"masked has shape {mask.shape}, the values {shape}")
+    return mask

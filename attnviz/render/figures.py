@@ -30,6 +30,7 @@ from matplotlib.colors import Colormap, Normalize
 
 from attnviz import lexicon
 from attnviz.output import check_colormap
+from attnviz.render.cells import as_mask
 from attnviz.render.labels import (
     axis_name,
     check_labels,
@@ -50,7 +51,6 @@ from attnviz.render.layout import (
     MASKED_SWATCH_IN,
     MASKED_TEXT,
     PAD_IN,
-    as_mask,
     as_matrix,
     axis_label_in,
     bar_right_in,

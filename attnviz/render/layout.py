@@ -18,6 +18,7 @@ import matplotlib
 import numpy as np
 
 from attnviz.output import check_colormap
+from attnviz.render.cells import as_mask
 from attnviz.render.labels import (
     check_labels,
     clean_label,
@@ -87,17 +88,6 @@ def masked_key_in(label: str, fig_w: float) -> tuple[float, float, float]:
     right = fig_w - PAD_IN
     swatch = right - text_width_in([label], MASKED_KEY_PT) - 0.08 - MASKED_SWATCH_IN
     return swatch, right, PAD_IN
-
-
-def as_mask(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-    """`masked` (the cells the model could not see) as a bool array of `shape`; None stays
-    None; ValueError when the shapes differ."""
-    if masked is None:
-        return None
-    mask = np.asarray(masked, dtype=bool)
-    if mask.shape != shape:
-        raise ValueError(f"masked has shape {mask.shape}, the values {shape}")
-    return mask
 
 
 def tick_in(axis: str) -> float:

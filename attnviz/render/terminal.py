@@ -43,6 +43,7 @@ from attnviz import lexicon
 from attnviz.render.cells import (
     MAX_LABEL_CELLS,
     Line,
+    as_mask,
     clean_labels,
     emit,
     pad,
@@ -59,7 +60,6 @@ __all__ = [
     "SHADES",
     "HeadGrid",
     "Heatmap",
-    "check_masked",
     "masked_cell",
     "with_masked",
 ]
@@ -183,16 +183,6 @@ def masked_cell(cell_w: int, colour: bool) -> tuple[str, Style | None]:
     if colour:
         return " " * cell_w, None
     return (MASKED_CELL.ljust(cell_w) if cell_w < 3 else MASKED_CELL.center(cell_w)), _DIM
-
-
-def check_masked(masked: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-    """`masked` as a bool array of `shape` (None stays None); ValueError otherwise."""
-    if masked is None:
-        return None
-    mask = np.asarray(masked, dtype=bool)
-    if mask.shape != shape:
-        raise ValueError(f"masked has shape {mask.shape}, the matrix {shape}")
-    return mask
 
 
 def _masked_legend(masked: np.ndarray | None, colour: bool, width: int, lang: str) -> list[Line]:
@@ -375,7 +365,7 @@ class Heatmap:
         self.title = title
         self.lang = lang  # the language of its headers and notes: "en" or "pt"
         self.scale = _scale_for(values, vmax)
-        self.masked = check_masked(masked, values.shape)
+        self.masked = as_mask(masked, values.shape)
         self.highlight = highlight
 
     @property
@@ -542,7 +532,7 @@ class HeadGrid:
         self.scale = _scale_for(values, None)
         self.columns = columns
         self.lang = lang  # the language of its notes: "en" or "pt"
-        self.masked = check_masked(masked, values.shape)
+        self.masked = as_mask(masked, values.shape)
         self.units = "words" if units == "words" else "tokens"
 
     def _per_line(self, width: int, slot: int) -> int:
