@@ -246,11 +246,11 @@ def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
     if not converted.weights_fit(size):
         if ident not in _noted:
             _noted.add(ident)
-            need = -(-(size + 96 * 2**20) // 2**20 // 100) * 100
+            need = -(-size // (100 * 2**20)) * 100
             limit = settings.weights_limit_bytes()
             notices.note(
                 f"the weights of {path.name} dequantized to float32 take "
-                f"{megabytes(size)}, more than the {megabytes(limit)} kept of such weights; "
+                f"{megabytes(size)}, more than {WEIGHTS_ENV} keeps ({megabytes(limit)}); "
                 f"they are dequantized again on each run ({WEIGHTS_ENV}={need} would keep them)"
             )
         return
