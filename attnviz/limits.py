@@ -39,6 +39,10 @@ MAX_IMAGE_PIXELS = 40_000_000
 ATTENTION_BYTES = 512 * 2**20
 ATTENTION_ENV = "ATTNVIZ_ATTENTION_MB"
 ATTENTION_MB = (16, 1 << 20)  # what ATTNVIZ_ATTENTION_MB may be: 16 MB to 1 TB
+# The dequantized float32 weights of models read from GGUF files, kept in the cache under their
+# own bound (not the attention's ATTNVIZ_CACHE_MB): Gemma 3 270M's take 1,023 MB.
+WEIGHTS_ENV = "ATTNVIZ_WEIGHTS_MB"
+WEIGHTS_MB = 2048  # its default
 
 # Decoders take inputs as long as their position limit (thousands of tokens); attnviz reads
 # at most this many pieces of one input (a 2,048-piece layer of 9 heads is 151 MB of float32

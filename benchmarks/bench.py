@@ -31,7 +31,8 @@ matter; seconds vary from machine to machine.
     attnviz.ablate's every head  vs  a loop of hooked transformers forwards, one per head
                                      (benchmarks/ablate.py: SmolLM2-135M's and Gemma 3 270M's
                                      shapes, 20 pieces, 2 threads)
-    attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm
+    attnviz show on a GGUF file  vs  the same model as a safetensors folder, cold and warm, in
+                                     time and peak memory (Gemma 3 270M's Q4_K_M when installed)
     attnviz show, cold           vs  the same with --engine transformers (benchmarks/engines.py)
     attnviz show --measure M     vs  attnviz show, cold, on a decoder in the default model's
                                      shape (6 layers, 12 heads, 4 key/value heads), 512 pieces
@@ -436,14 +437,18 @@ def main() -> None:
             from benchmarks import ablate
 
             ablated = ablate.rows(folder, 3, {"smollm2", "gemma3"})
+        gguf_memory: list[tuple[str, float, float, bool]] = []
         if "gguf" in only:
             from benchmarks import quantized
 
-            for name, ours, theirs in quantized.measure(env, min(args.runs, 3)):
+            gguf_name, gguf_rows = quantized.measure(env, min(args.runs, 3))
+            for name, ours, theirs, ours_mb, theirs_mb in gguf_rows:
+                warm = name.endswith("new sentence)")
                 rows.append(
-                    Row(f"attnviz {name}, a Q8_0 GGUF", ours, "the same, a safetensors folder",
-                        theirs, "", None)
+                    Row(f"attnviz {name}, {gguf_name}", ours, "the same, a safetensors folder",
+                        theirs, "≤ 1.1×" if warm else "", 1.1 if warm else None)
                 )  # fmt: skip
+                gguf_memory.append((f"{name}, {gguf_name}", ours_mb, theirs_mb, warm))
         if "engine" in only:
             from benchmarks import engines
 
@@ -505,6 +510,13 @@ def main() -> None:
             target = "≤ 2 min, ≤ 1.5 GB" if T > 2048 else "≤ 1 GB"
             print(f"| {what} | {T:,} | {seconds:.0f} | {peak / 2**30:.2f} GB | {target}: "
                   f"{_met(goal)} |")  # fmt: skip
+    if gguf_memory:
+        print("\n| peak memory (RSS) | GGUF MB | safetensors folder MB | ratio | target |")
+        print("|---|---:|---:|---:|---|")
+        for what, ours_mb, theirs_mb, warm in gguf_memory:
+            ratio = ours_mb / theirs_mb
+            target = f"≤ 1.1×: {_met(ratio <= 1.1)}" if warm else ""
+            print(f"| attnviz {what} | {ours_mb:.0f} | {theirs_mb:.0f} | {ratio:.2f}× | {target} |")
     if writing is not None:
         from benchmarks.generate import print_rows
 

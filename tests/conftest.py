@@ -6,6 +6,7 @@ checkpoints are written with transformers into temporary folders.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -17,8 +18,10 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.pop("ATTNVIZ_MODEL", None)
-# Never share the user's attention cache: one fresh folder per test session.
+# Never share the user's attention cache: one fresh folder per test session, removed at its
+# end (it keeps Gemma 3 270M's dequantized weights, a GB, once a test has read them).
 os.environ["ATTNVIZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+atexit.register(shutil.rmtree, os.environ["ATTNVIZ_CACHE_DIR"], ignore_errors=True)
 os.environ.pop("ATTNVIZ_NO_CACHE", None)
 
 PT_SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."

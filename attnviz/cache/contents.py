@@ -1,6 +1,9 @@
 """What the cache's folder holds: its own files listed, the least recently used evicted,
 `attnviz cache info` and `attnviz cache clear`. Only regular files named like the cache's
-own are counted or removed, and unlinking never follows a link."""
+own are counted or removed, and unlinking never follows a link.
+
+The dequantized weights of models converted from GGUF files have their own bound
+(ATTNVIZ_WEIGHTS_MB): they neither count in the attention's nor are evicted for it."""
 
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ from attnviz.cache.names import (
     CONVERTED_FILES,
     ENTRY,
     IDENTITY,
+    MANIFEST,
     TEMP,
     TEMP_CONVERTED,
     TEMP_TOKENIZER,
     TOKENIZER,
     TOKENIZERS,
+    WEIGHTS,
 )
 from attnviz.cache.secret import SECRET
-from attnviz.cache.settings import SHARED_ENV, cache_dir, limit_bytes
+from attnviz.cache.settings import SHARED_ENV, cache_dir, limit_bytes, weights_limit_bytes
 from attnviz.errors import AttnvizError
 
 STALE_TEMP_S = 3600.0  # a temp file this old is a crashed write, not one in progress
@@ -40,6 +45,9 @@ class CacheInfo:
     entries: int
     bytes: int
     limit_bytes: int
+    weights: int = 0  # GGUF models whose dequantized weights are kept
+    weights_bytes: int = 0
+    weights_limit_bytes: int = 0
 
 
 class _File(NamedTuple):
@@ -50,6 +58,7 @@ class _File(NamedTuple):
     where: str  # "" (the folder) or TOKENIZERS
     name: str
     entry: bool
+    weights: bool = False  # a GGUF model's dequantized weights (their own bound)
 
 
 @contextlib.contextmanager
@@ -96,7 +105,10 @@ def _listing(
                     except OSError:
                         continue  # removed meanwhile by another attnviz
                     if stat.S_ISREG(st.st_mode):
-                        files.append(_File(st.st_mtime_ns, st.st_size, where, item.name, is_entry))
+                        weights = is_entry and item.name == WEIGHTS and where != ""
+                        files.append(
+                            _File(st.st_mtime_ns, st.st_size, where, item.name, is_entry, weights)
+                        )
 
         def remove(file: _File) -> bool:
             try:
@@ -133,6 +145,7 @@ def evict(limit: int, *, keep: tuple[str, str]) -> None:
     """Remove least recently used entries until the total fits `limit`, and stale temp files.
 
     `keep` is the (subfolder, name) just written: removed last, only if it alone is too big.
+    Dequantized weights are left alone (`evict_weights`).
     """
     with _listing(check=True) as (files, remove):
         now = time.time_ns()
@@ -141,10 +154,11 @@ def evict(limit: int, *, keep: tuple[str, str]) -> None:
             if not file.entry:
                 if now - file.mtime_ns > STALE_TEMP_S * 1e9:
                     _quietly(remove, file)
-            else:
+            elif not file.weights:
                 total += file.size
         kept = None
-        for file in sorted((f for f in files if f.entry), key=lambda f: (f.mtime_ns, f.name)):
+        entries = (f for f in files if f.entry and not f.weights)
+        for file in sorted(entries, key=lambda f: (f.mtime_ns, f.name)):
             if (file.where, file.name) == keep:
                 kept = file
                 continue
@@ -153,6 +167,32 @@ def evict(limit: int, *, keep: tuple[str, str]) -> None:
             if _quietly(remove, file):
                 total -= file.size
         if total > limit and kept is not None:  # the new entry alone is too big
+            _quietly(remove, kept)
+
+
+def evict_weights(limit: int, *, keep: str) -> None:
+    """Remove the least recently used dequantized weights until they fit `limit` together.
+
+    A model's weights are as recent as its folder's manifest (touched each time the folder
+    is used: the weights themselves are never touched, their signed stamp would change).
+    `keep` is the subfolder (`gguf/<identity>`) just written: removed last, only if alone
+    too big."""
+    with _listing(check=True) as (files, remove):
+        used = {f.where: f.mtime_ns for f in files if f.entry and f.name == MANIFEST}
+        weights = sorted(
+            (f for f in files if f.weights), key=lambda f: (used.get(f.where, f.mtime_ns), f.where)
+        )
+        total = sum(f.size for f in weights)
+        kept = None
+        for file in weights:
+            if file.where == keep:
+                kept = file
+                continue
+            if total <= limit:
+                break
+            if _quietly(remove, file):
+                total -= file.size
+        if total > limit and kept is not None:
             _quietly(remove, kept)
 
 
@@ -165,14 +205,26 @@ def _quietly(remove: Callable[[_File], bool], file: _File) -> bool:
 
 
 def info(environ: Mapping[str, str] | None = None) -> CacheInfo:
-    """Where the cache is, how many entries it holds, their bytes, and the bound."""
-    entries = total = 0
+    """Where the cache is, how many entries it holds, their bytes, and the bound; and the
+    same of the dequantized GGUF weights kept."""
+    entries = total = weights = weights_total = 0
     with _listing(check=False, environ=environ) as (files, _):
         for file in files:
-            if file.entry:
+            if file.weights:
+                weights += 1
+                weights_total += file.size
+            elif file.entry:
                 entries += 1
                 total += file.size
-    return CacheInfo(cache_dir(environ), entries, total, limit_bytes(environ))
+    return CacheInfo(
+        cache_dir(environ),
+        entries,
+        total,
+        limit_bytes(environ),
+        weights,
+        weights_total,
+        weights_limit_bytes(environ),
+    )
 
 
 def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:

@@ -1,14 +1,17 @@
 """Models converted from GGUF files, kept in the cache's `gguf/<identity>/` folders: a
 config.json, tokenizer.json and the like always, the dequantized float32 weights
-(model.safetensors) when they fit in the cache's size bound.
+(`.dequantized.safetensors`) when they fit in their own bound (ATTNVIZ_WEIGHTS_MB, default
+2048: Gemma 3 270M's 1,023 MB are kept), so that a later run maps them as a safetensors
+folder's instead of dequantizing again.
 
 Each folder holds `attnviz.mac`: a line with the HMAC (the cache's secret) of the rest, a JSON
 map of every file's size and SHA-256. A folder is used only when every small file checks
-out; the weights are checked (their SHA-256, about 0.7 s a GB) each time they are loaded.
+out; the weights are checked each time they are loaded against a signed stamp and samples
+(`load_weights`: reading a GB whole would cost as much as the run).
 Files are written and read as the cache's entries are, relative to the folder's descriptor,
-never through a link; they count in the cache's size and are evicted least recently used
-first (the manifest or a small file gone: the folder is converted again; the weights gone:
-they are dequantized again).
+never through a link; the small files count in the cache's size and are evicted least
+recently used first (the manifest or a small file gone: the folder is converted again), the
+weights under their own bound (gone: they are dequantized again).
 """
 
 from __future__ import annotations
@@ -16,20 +19,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import io
 import json
-import mmap
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
-from attnviz.cache.contents import evict
+from attnviz.cache.contents import evict, evict_weights
 from attnviz.cache.files import open_regular, touch, write_at
 from attnviz.cache.folder import open_folder, open_subfolder, unusable
 from attnviz.cache.keys import FORMAT, MAX_TOKENIZER_BYTES
 from attnviz.cache.names import CONVERTED, MANIFEST, WEIGHTS
+from attnviz.cache.notices import warn
 from attnviz.cache.secret import checked_secret
-from attnviz.cache.settings import cache_dir, limit_bytes
+from attnviz.cache.settings import cache_dir, limit_bytes, weights_limit_bytes
+from attnviz.errors import PASS_THROUGH
 
 _PREFIX = b"attnviz-mac "
 
@@ -93,9 +98,10 @@ def find(identity: str) -> Path | None:
         files = _manifest(fd, identity, secret)
         if files is None:
             return None
-        for name, (size, digest) in files.items():
+        for name, listed in files.items():
             if name == WEIGHTS:
-                continue
+                continue  # checked when they are loaded (`load_weights`)
+            size, digest = listed[:2]
             data = _read(fd, name, MAX_TOKENIZER_BYTES)
             if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != digest:
                 return None
@@ -133,39 +139,109 @@ def _sign(fd: int, identity: str, secret: bytes, files: dict[str, list[int | str
 
 
 def load_weights(identity: str, load: Callable[[str], object]) -> object | None:
-    """`load(path)` of the kept weights when their SHA-256 is the signed one, else None.
+    """`load(path)` of the kept weights when they are the ones signed, else None.
 
-    `path` names the file through the descriptor that was checked (/proc/self/fd/N).
+    `path` names the file through the descriptor that was checked (/proc/self/fd/N), so
+    `load` may map it: what a run touches of the weights is all it holds of them.
+    Checked each time without reading them all: the signed manifest names the file as it
+    was written (device, inode, size, mtime and ctime: any write to the file changes its
+    ctime, which no call can set back) and the digest of 16 samples of it. A file whose
+    stamp differs (copied, restored from a backup) is read whole once: its SHA-256 must be
+    the signed one, and the manifest is signed again with its new stamp.
     """
     with _opened(identity, create=False) as opened:
         if opened is None:
             return None
         fd, secret = opened
         files = _manifest(fd, identity, secret)
-        if files is None or WEIGHTS not in files:
+        signed = _weights_entry(files)
+        if files is None or signed is None:
             return None
-        size, digest = files[WEIGHTS]
+        size, digest, samples, stamp = signed
         try:
             handle = open_regular(WEIGHTS, fd)
         except (OSError, ValueError):
             return None
         with os.fdopen(handle, "rb") as file:
-            if os.fstat(file.fileno()).st_size != size or not size:
+            st = os.fstat(file.fileno())
+            if st.st_size != size or not size:
                 return None
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if hashlib.sha256(data).hexdigest() != digest:
+            try:
+                if _stamp(st) != stamp:
+                    if _sha256(file) != digest:
+                        return None
+                    stamp = _stamp(os.fstat(file.fileno()))
+                    files[WEIGHTS] = [size, digest, samples, *stamp]
+                    with contextlib.suppress(OSError):
+                        _sign(fd, identity, secret, files)
+                if _samples(file.fileno(), size) != samples:
                     return None
-            touch(file.fileno())
-            return load(f"/proc/self/fd/{file.fileno()}")
+                return load(f"/proc/self/fd/{file.fileno()}")
+            except PASS_THROUGH:
+                raise
+            except Exception:  # unreadable, or a file the library refuses: dequantized again
+                return None
+
+
+def _weights_entry(
+    files: dict[str, list[int | str]] | None,
+) -> tuple[int, str, str, list[int]] | None:
+    """(size, SHA-256, samples' digest, stamp) of the signed weights, or None."""
+    listed = (files or {}).get(WEIGHTS)
+    if not isinstance(listed, list) or len(listed) != 3 + _STAMP_FIELDS:
+        return None  # none kept, or kept by an attnviz that checked them otherwise
+    size, digest, samples, *stamp = listed
+    if not isinstance(size, int) or not isinstance(digest, str) or not isinstance(samples, str):
+        return None
+    if not all(isinstance(n, int) for n in stamp):
+        return None
+    return size, digest, samples, [int(n) for n in stamp]
+
+
+_STAMP_FIELDS = 5
+_SAMPLES, _SAMPLE_BYTES = 16, 64 * 1024
+_CHUNK = 16 * 2**20
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    """The file as it was written: where it lives, its size and its times (ns)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _samples(fd: int, size: int) -> str:
+    """SHA-256 of 16 pieces of 64 KB spread over the file, its first and last among them."""
+    digest = hashlib.sha256(b"%d\0" % size)
+    for i in range(_SAMPLES):
+        digest.update(
+            os.pread(fd, _SAMPLE_BYTES, max(0, size - _SAMPLE_BYTES) * i // (_SAMPLES - 1))
+        )
+    return digest.hexdigest()
+
+
+def _sha256(file: io.BufferedReader) -> str:
+    """The whole file's SHA-256, read through one buffer (no mapping: the pages read are
+    not counted in this process's memory)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    file.seek(0)
+    while n := file.readinto(buffer):
+        digest.update(view[:n])
+    return digest.hexdigest()
 
 
 def weights_fit(size: int) -> bool:
-    """Whether weights of `size` bytes fit in the cache's bound at all."""
-    return size + 64 * 2**20 <= limit_bytes()
+    """Whether weights of `size` bytes fit in the bound on kept weights at all."""
+    return 0 < size <= weights_limit_bytes()
 
 
 def store_weights(identity: str, size: int, write: Callable[[IO[bytes]], None]) -> bool:
-    """Keep the dequantized weights (`write` writes them) in the converted folder; True if kept."""
+    """Keep the dequantized weights (`write` writes them) in the converted folder; True if kept.
+
+    Written to a temp file renamed into place (nothing half-written is ever read), then
+    signed; the least recently used weights of other models go past their bound. A failure
+    to write (a full disk) is a warning: the run goes on with the weights it holds.
+    """
     with _opened(identity, create=False) as opened:
         if opened is None:
             return False
@@ -176,12 +252,23 @@ def store_weights(identity: str, size: int, write: Callable[[IO[bytes]], None]) 
         hashing = _Hashing()
         try:
             write_at(fd, WEIGHTS, lambda out: write(hashing.wrap(out)))
-            files[WEIGHTS] = [hashing.size, hashing.digest.hexdigest()]
+            with os.fdopen(open_regular(WEIGHTS, fd), "rb") as file:
+                st = os.fstat(file.fileno())
+                samples = _samples(file.fileno(), st.st_size)
+            if st.st_size != hashing.size:
+                return False  # replaced meanwhile by another attnviz: its own signing follows
+            files[WEIGHTS] = [hashing.size, hashing.digest.hexdigest(), samples, *_stamp(st)]
             _sign(fd, identity, secret, files)
-        except OSError as exc:
-            unusable(folder_path(identity), exc.strerror or exc)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            warn(
+                f"cannot keep the dequantized weights in {folder_path(identity)} ({reason}); "
+                "they are dequantized again on the next run (free some space, or set "
+                "ATTNVIZ_WEIGHTS_MB=0 not to keep them)",
+                once=True,
+            )
             return False
-    evict(limit_bytes(), keep=(f"{CONVERTED}/{identity}", WEIGHTS))
+    evict_weights(weights_limit_bytes(), keep=f"{CONVERTED}/{identity}")
     with _opened(identity, create=False) as opened:
         return opened is not None and _exists(opened[0], WEIGHTS)
 

@@ -1,4 +1,5 @@
-"""What the environment says of the cache: its folder, on or off, its size bound, shared or not."""
+"""What the environment says of the cache: its folder, on or off, its size bounds (the
+attention's and the dequantized weights'), shared or not."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnviz.cache.notices import warn
+from attnviz.limits import WEIGHTS_ENV, WEIGHTS_MB
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
@@ -61,19 +63,29 @@ def _home(env: Mapping[str, str]) -> Path:
 
 def limit_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The size bound in bytes; a bad ATTNVIZ_CACHE_MB is a warning and the default."""
+    return _bound("ATTNVIZ_CACHE_MB", DEFAULT_LIMIT_MB, environ)
+
+
+def weights_limit_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The bound on the dequantized GGUF weights kept, in bytes (ATTNVIZ_WEIGHTS_MB, default
+    `limits.WEIGHTS_MB`); a bad value is a warning and the default."""
+    return _bound(WEIGHTS_ENV, float(WEIGHTS_MB), environ)
+
+
+def _bound(name: str, default: float, environ: Mapping[str, str] | None) -> int:
     env = os.environ if environ is None else environ
-    raw = env.get("ATTNVIZ_CACHE_MB")
+    raw = env.get(name)
     if raw is None or not raw.strip():
-        return int(DEFAULT_LIMIT_MB * MB)
+        return int(default * MB)
     try:
         mb = float(raw)
     except ValueError:
         mb = math.nan
     if not math.isfinite(mb) or mb < 0:
         warn(
-            f"ATTNVIZ_CACHE_MB={raw!r} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
-            f"using {DEFAULT_LIMIT_MB:g}",
+            f"{name}={raw!r} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
+            f"using {default:g}",
             once=True,
         )
-        mb = DEFAULT_LIMIT_MB
+        mb = default
     return int(mb * MB)

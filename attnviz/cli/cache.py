@@ -7,7 +7,7 @@ from rich.text import Text
 
 
 def info(console: Console) -> None:
-    """The cache's folder, entries, size and limit."""
+    """The cache's folder, entries, size and limit; the dequantized GGUF weights kept, theirs."""
     import os
 
     from attnviz.cache import contents, folder, secret, settings
@@ -34,9 +34,16 @@ def info(console: Console) -> None:
             f"folder   {visible(str(where))}\n"
             f"entries  {state.entries}\n"
             f"size     {_megabytes(state.bytes)} of {_megabytes(state.limit_bytes)}\n"
+            f"weights  {_weights(state.weights)}, {_megabytes(state.weights_bytes)} of "
+            f"{_megabytes(state.weights_limit_bytes)}\n"
             f"status   {visible(status)}"
         )
     )
+
+
+def _weights(models: int) -> str:
+    """`1 GGUF model dequantized`, the kept weights counted in words."""
+    return f"{models} GGUF model{'' if models == 1 else 's'} dequantized"
 
 
 def _megabytes(size: int) -> str:
@@ -50,7 +57,17 @@ def clear(console: Console) -> None:
     from attnviz.cache import contents, settings
     from attnviz.render.cells import visible
 
+    before = contents.info()
     entries, size = contents.clear()
     folder = visible(str(settings.cache_dir()))
+    weights = min(before.weights, entries)
+    weights_bytes = min(before.weights_bytes, size) if weights else 0
+    entries, size = entries - weights, size - weights_bytes
     noun = "entry" if entries == 1 else "entries"
-    console.print(Text(f"removed {entries} {noun} ({_megabytes(size)}) from {folder}"))
+    models = f"{weights} GGUF model{'' if weights == 1 else 's'}"
+    also = f", and the dequantized weights of {models} ({_megabytes(weights_bytes)})"
+    console.print(
+        Text(
+            f"removed {entries} {noun} ({_megabytes(size)}){also if weights else ''} from {folder}"
+        )
+    )

@@ -35,6 +35,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ATTNVIZ_CACHE_DIR", str(folder))
     monkeypatch.delenv("ATTNVIZ_NO_CACHE", raising=False)
     monkeypatch.delenv("ATTNVIZ_CACHE_MB", raising=False)
+    monkeypatch.delenv("ATTNVIZ_WEIGHTS_MB", raising=False)
     gguf_convert.forget()
     return folder
 
@@ -189,7 +190,7 @@ def test_a_second_run_does_not_dequantize_again(
 def test_weights_too_big_for_the_cache_are_not_kept_and_say_which_bound_would(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setenv("ATTNVIZ_CACHE_MB", "64.01")  # the small files fit, the weights not
+    monkeypatch.setenv("ATTNVIZ_WEIGHTS_MB", "0.01")  # the weights take more than 10 KB
     path = write_gguf(tmp_path / "m.gguf", "llama", "F32")
     folder = locate(str(path)).folder
     assert (folder / "tokenizer.json").is_file() and folder.is_relative_to(cache)
@@ -197,7 +198,7 @@ def test_weights_too_big_for_the_cache_are_not_kept_and_say_which_bound_would(
     read_state_dict(folder)
     assert not list(cache.glob("gguf/*/.dequantized.safetensors"))
     err = capsys.readouterr().err
-    assert err.count("ATTNVIZ_CACHE_MB=") == 1 and "dequantized again" in err
+    assert err.count("ATTNVIZ_WEIGHTS_MB=") == 1 and "dequantized again" in err
 
 
 def test_tampered_kept_weights_are_dequantized_again(tmp_path: Path, cache: Path) -> None:
@@ -326,7 +327,8 @@ def test_cache_clear_removes_converted_models(tmp_path: Path, cache: Path) -> No
     path = write_gguf(tmp_path / "m.gguf", "llama", "F32")
     read_state_dict(locate(str(path)).folder)
     kept = sum(f.stat().st_size for f in cache.glob("gguf/*/*"))  # hidden files too
-    assert contents.info().bytes == kept > 0
+    state = contents.info()
+    assert state.bytes + state.weights_bytes == kept > 0 and state.weights == 1
     contents.clear()
     assert not (cache / "gguf").exists()
 
@@ -338,13 +340,13 @@ def test_quiet_hides_the_note_that_the_weights_are_not_kept(
 
     from attnviz.cli import app
 
-    monkeypatch.setenv("ATTNVIZ_CACHE_MB", "64.01")  # the small files fit, the weights not
+    monkeypatch.setenv("ATTNVIZ_WEIGHTS_MB", "0.01")  # the weights take more than 10 KB
     path = str(write_gguf(tmp_path / "m.gguf", "llama", "F32"))
     gguf_convert.forget()
     quiet = CliRunner().invoke(app, ["tokens", TEXT, "--model", path, "--quiet"])
     assert quiet.exit_code == 0, quiet.stderr
     shown = CliRunner().invoke(app, ["show", TEXT, "--model", path, "--layer", "0", "--quiet"])
-    assert shown.exit_code == 0 and "ATTNVIZ_CACHE_MB" not in shown.stderr
+    assert shown.exit_code == 0 and "ATTNVIZ_WEIGHTS_MB" not in shown.stderr
     gguf_convert.forget()  # a new process
     other = "A second sentence, so the attention cache has nothing for it."
     loud = CliRunner().invoke(app, ["show", other, "--model", path, "--layer", "1"])

@@ -1,7 +1,8 @@
 """A GGUF file as a Hugging Face style model folder, so the rest of attnviz reads it as any other:
 config.json, tokenizer.json, tokenizer_config.json and `gguf.json` (where the file is, its
 identity, its quantization and its tensors' shapes) always; the weights dequantized to
-float32 on first use, and kept as model.safetensors when the cache's bound allows.
+float32 on first use, and kept in the cache (their own bound, ATTNVIZ_WEIGHTS_MB) to be
+memory-mapped by later runs, as a safetensors folder's are.
 
 The folder lives in the cache (`attnviz.cache.converted`), keyed by the file's identity: its
 path, size, mtime, first 16 MB (the metadata) and 16 samples of its data (about 10 ms,
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnviz import version as release
 from attnviz.errors import AttnvizError
-from attnviz.limits import megabytes
+from attnviz.limits import WEIGHTS_ENV, megabytes
 from attnviz.model.gguf.arch import (
     architecture,
     config_dict,
@@ -238,19 +239,19 @@ def _load_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 
 def _keep(ident: str, arrays: dict[str, np.ndarray], path: Path) -> None:
-    """Keep the dequantized weights, or say once which ATTNVIZ_CACHE_MB would."""
+    """Keep the dequantized weights, or say once which ATTNVIZ_WEIGHTS_MB would."""
     from attnviz.cache import converted, notices, settings
 
     size = sum(a.nbytes for a in arrays.values())
     if not converted.weights_fit(size):
         if ident not in _noted:
             _noted.add(ident)
-            need = -(-(size + 96 * 2**20) // 2**20 // 100) * 100
-            limit = settings.limit_bytes()
+            need = -(-size // (100 * 2**20)) * 100
+            limit = settings.weights_limit_bytes()
             notices.note(
                 f"the weights of {path.name} dequantized to float32 take "
-                f"{megabytes(size)}, more than the cache's {megabytes(limit)}; they are "
-                f"dequantized again on each run (ATTNVIZ_CACHE_MB={need} would keep them)"
+                f"{megabytes(size)}, more than {WEIGHTS_ENV} keeps ({megabytes(limit)}); "
+                f"they are dequantized again on each run ({WEIGHTS_ENV}={need} would keep them)"
             )
         return
 
