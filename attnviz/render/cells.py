@@ -30,13 +30,16 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
-from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = [
     "ELLIPSIS",
@@ -262,6 +265,7 @@ def result_table(title: str | None, caption: str) -> Table:
     """The table a result of rows prints (`find`'s links, `find --file`'s heads, `stats`): its
     title bold and escaped, its caption dim below, left-aligned; both plain text, never markup."""
     from rich import box
+    from rich.table import Table
 
     return Table(
         title=Text(visible(title, newlines=True), _BOLD) if title else None,
