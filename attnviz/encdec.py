@@ -115,7 +115,7 @@ class EncdecInput(TokenizedInput, Input["Analysis"]):
     @cached_property
     def model(self) -> ModelInfo:
         """The model, as the stack shown: its layers and heads; causal for `decoder`."""
-        from attnviz.text.vocabulary import describe_tokenizer, model_languages
+        from attnviz.text.vocabulary import model_languages
 
         return ModelInfo(
             self.source.name,
@@ -124,7 +124,7 @@ class EncdecInput(TokenizedInput, Input["Analysis"]):
             self.num_heads,
             self.source.folder,
             self.source.origin,
-            describe_tokenizer(self.source.folder),
+            self.source.folder,
             model_languages(self.source.folder),
             decoder=self.stack == "decoder",
         )

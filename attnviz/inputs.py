@@ -13,7 +13,8 @@ does not import the modules that build it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -59,7 +60,9 @@ class ModelInfo:
     heads: int
     folder: Path  # where its files are
     origin: str  # "embedded", "local folder" or "Hugging Face Hub"
-    tokenizer: TokenizerInfo | None = None  # casing, accents, vocabulary size and kind
+    # The folder whose tokenizer files `tokenizer` describes, read when first asked (None:
+    # none to describe): a cache hit never asks, and Gemma's tokenizer.json takes a second.
+    tokenizer_folder: Path | None = field(default=None, repr=False)
     languages: tuple[str, ...] | None = None  # from the model card; None: not stated
     decoder: bool = False  # causal by its own mask (GPT-2, Llama, ...), not an encoder
     kv_heads: int | None = None  # key/value heads, when fewer than `heads` (grouped-query)
@@ -70,7 +73,7 @@ class ModelInfo:
     @classmethod
     def read(cls, source: ModelSource, shape: ModelShape) -> ModelInfo:
         """The model in `source` of `shape`, with what its tokenizer and model card say."""
-        from attnviz.text.vocabulary import describe_tokenizer, model_languages
+        from attnviz.text.vocabulary import model_languages
 
         return cls(
             source.name,
@@ -79,11 +82,19 @@ class ModelInfo:
             shape.heads,
             source.folder,
             source.origin,
-            describe_tokenizer(source.folder),
+            source.folder,
             model_languages(source.folder),
             decoder=shape.causal,
             kv_heads=shape.kv_heads,
         )
+
+    @cached_property
+    def tokenizer(self) -> TokenizerInfo | None:
+        """Casing, accents, vocabulary size and kind, from `tokenizer_folder`'s files (read
+        once, when first asked; `vocabulary.describe_tokenizer` refuses a bad file)."""
+        from attnviz.text.vocabulary import describe_tokenizer
+
+        return None if self.tokenizer_folder is None else describe_tokenizer(self.tokenizer_folder)
 
     @property
     def has_model(self) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +216,8 @@ def atomic_write(path: Path, mode: str = "wb") -> Iterator[IO]:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise AttnvizError(f"cannot write {path}: folder {folder} does not exist; create it first")
+    import tempfile  # here: a run that writes no file need not import it
+
     _remove_stale_temps(folder, path)
     with _terminate_as_exit():
         try:

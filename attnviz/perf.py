@@ -89,14 +89,12 @@ def return_freed_memory() -> None:
 
 
 def _mallopt(*settings: tuple[int, int]) -> None:
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None or not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux"):
         return
-    try:
-        libc = ctypes.CDLL(name)
+    import ctypes
+
+    try:  # the process's own symbols, libc's among them (`ctypes.util.find_library` would
+        libc = ctypes.CDLL(None)  # run `ldconfig -p` in a child process: most of this call)
         for option, value in settings:
             libc.mallopt(option, value)
     except (OSError, AttributeError):

@@ -89,9 +89,10 @@ def name_the_pool(exc: BadInput, request: Request) -> None:
 
 
 def too_long(request: Request) -> bool:
-    """Whether the text is refused for its length (its pieces past the bound)."""
+    """Whether the text is refused for its length (its pieces past the bound). A text found
+    in the cache was read whole before: no tokenizer then."""
     try:
-        prepare_request(replace(request, quiet=True))
+        prepare_request(replace(request, quiet=True), cached=True)
     except BadInput as exc:
         return "pieces long" in exc.template
     return False

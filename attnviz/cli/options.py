@@ -422,24 +422,39 @@ def grouped(command: Callable[..., None]) -> Callable[..., None]:
     the group's options, in place; on a call they are one group value again.
 
     Every option's value, as typer converted it, is also kept on the click context (`given`),
-    where `input.read_request` reads a command's request.
+    where `input.read_request` reads a command's request. The spelled-out signature is made
+    when typer first asks for it (`Grouped`): a run builds one command, not all of them.
     """
-    hints = get_type_hints(command, include_extras=True)
-    groups = {name: hint for name, hint in hints.items() if hint in GROUPS}
-    context = next((name for name, hint in hints.items() if hint is typer.Context), None)
-    parameters = [
-        option
-        for parameter in inspect.signature(command).parameters.values()
-        for option in spelled(hints.get(parameter.name, parameter.annotation), parameter)
-    ]
+    return functools.update_wrapper(Grouped(command), command)
 
-    @functools.wraps(command)
-    def with_groups(**values: Any) -> None:
+
+class Grouped:
+    """`grouped`'s callable: its type hints and signature read on first use (evaluating a
+    command's annotations takes about a millisecond, and the app declares twenty)."""
+
+    def __init__(self, command: Callable[..., None]) -> None:
+        self.command = command
+
+    @functools.cached_property
+    def _hints(self) -> dict[str, Any]:
+        return get_type_hints(self.command, include_extras=True)
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        hints = self._hints
+        parameters = [
+            option
+            for parameter in inspect.signature(self.command).parameters.values()
+            for option in spelled(hints.get(parameter.name, parameter.annotation), parameter)
+        ]
+        return inspect.Signature(parameters, return_annotation=None)
+
+    def __call__(self, **values: Any) -> None:
+        hints = self._hints
+        context = next((name for name, hint in hints.items() if hint is typer.Context), None)
         if context is not None:
             values[context].meta[GIVEN] = dict(values)
-        for name, group in groups.items():
-            values[name] = gathered(group, values)
-        command(**values)
-
-    with_groups.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
-    return with_groups
+        for name, hint in hints.items():
+            if hint in GROUPS:
+                values[name] = gathered(hint, values)
+        self.command(**values)

@@ -72,7 +72,7 @@ def run(
         draw_pooled(output, result.view(layer, head, lang=request.lang), page,
                     lambda: result.pooled_dict(layer, head))  # fmt: skip
         return
-    words = {"query": query} if query is not None else {}
+    words = {"query": query} if query is not None else None
     allowed = PAGES if query is None else IMAGE_SUFFIXES
     with whole_or_pooled(request, query is None and not exclude and not as_json, query=True):
         analysis = analyse_request(

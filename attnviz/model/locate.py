@@ -18,7 +18,6 @@ from pathlib import Path
 
 from attnviz.errors import AttnvizError, BadInput, short_reason
 from attnviz.extras import EXTRAS
-from attnviz.model.gguf.convert import converted_folder, is_gguf
 
 EMBEDDED_NAME = "all-MiniLM-L6-v2"
 MODEL_ENV = "ATTNVIZ_MODEL"
@@ -72,6 +71,8 @@ def locate(spec: str | None = None, *, use_cache: bool = True) -> ModelSource:
     if not path.exists() and spec in SHORT_NAMES:
         path = _installed(spec, given)
     if path.exists():
+        from attnviz.model.gguf.convert import converted_folder, is_gguf  # not for a folder
+
         if path.is_file() and is_gguf(path):
             folder = converted_folder(path, use_cache=use_cache)
             return ModelSource(spec, folder, "GGUF file", gguf=path)

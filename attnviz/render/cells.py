@@ -38,11 +38,11 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
-from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
     import numpy as np
+    from rich.table import Table
 
 __all__ = [
     "ELLIPSIS",
@@ -268,6 +268,7 @@ def result_table(title: str | None, caption: str) -> Table:
     """The table a result of rows prints (`find`'s links, `find --file`'s heads, `stats`): its
     title bold and escaped, its caption dim below, left-aligned; both plain text, never markup."""
     from rich import box
+    from rich.table import Table
 
     return Table(
         title=Text(visible(title, newlines=True), _BOLD) if title else None,
