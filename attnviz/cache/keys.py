@@ -16,6 +16,7 @@ from pathlib import Path
 
 from attnviz import version as release
 from attnviz.cache.files import CLOEXEC, NONBLOCK
+from attnviz.cache.names import MANIFEST
 from attnviz.cache.settings import MB
 
 FORMAT = 3  # bump when the entry layout or the key changes; part of every key (3: mac, content)
@@ -89,10 +90,14 @@ def cache_key(
 
 
 def model_files(folder: Path) -> list[list[str | int]]:
-    """Name, size and content digest of every non-hidden regular file in `folder`."""
+    """Name, size and content digest of every non-hidden regular file in `folder`.
+
+    A converted GGUF folder's manifest is left out: it is signed again when the weights are
+    kept (after the first run's entry was keyed), and says nothing the files themselves do not.
+    """
     files: list[list[str | int]] = []
     for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
-        if entry.name.startswith("."):
+        if entry.name.startswith(".") or entry.name == MANIFEST:
             continue
         found = _fingerprint(entry)
         if found is not None:
