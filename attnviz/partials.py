@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -317,7 +318,13 @@ def merge_partials(
     given: Iterable[str | os.PathLike[str] | Partial],
 ) -> HeadStats | HeadRoles:
     """The result a whole run gives, from the partials of every slice (files or objects)."""
-    items = list(given)
+    if isinstance(given, str | bytes | os.PathLike) or not isinstance(given, Iterable):
+        raise BadInput("give a list of the partial files (or partials) of every slice, not "
+                       f"{type(given).__name__}")  # fmt: skip
+    items = list(itertools.islice(given, PARTIALS + 1))
+    for item in items:
+        if not isinstance(item, str | os.PathLike | StatsPartial | RolesPartial):
+            raise BadInput(f"a partial is a file's path or a partial, not {type(item).__name__}")
     if len(items) > PARTIALS:
         raise BadInput(f"{len(items)} partials: at most {PARTIALS} a merge")
     partials = [p if isinstance(p, StatsPartial | RolesPartial) else read(p) for p in items]
