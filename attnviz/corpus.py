@@ -50,7 +50,7 @@ def head_stats(
     attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
 
     `texts` is any iterable of sentences (a list, a generator, an open file's lines):
-    it is read as the statistics run, a few thousand sentences at a time, so memory
+    it is read as the statistics run, a block of 8 batches at a time, so memory
     does not grow with the length of the corpus.
 
     The sentences run in padded batches of up to `batch_size`, shortest first, on
