@@ -409,6 +409,7 @@ MergePartsArg = Annotated[
     list[Path],
     typer.Argument(
         help="The partial files of every slice (--partial of stats or find --file).",
+        metavar="PART...",
         show_default=False,
     ),
 ]
