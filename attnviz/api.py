@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from attnviz.ablation import ablate
 from attnviz.arguments import check_flag, check_max_tokens, check_model, check_text
-from attnviz.corpus import head_stats
+from attnviz.corpus import head_stats, partial_head_stats
 from attnviz.details import model_info
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES
@@ -36,6 +36,7 @@ __all__ = [
     "head_stats",
     "is_encoder_decoder",
     "model_info",
+    "partial_head_stats",
     "prepare",
     "prepare_encdec",
     "sample_sentences",

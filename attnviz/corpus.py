@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attnviz.measures.stats import HeadStats
+    from attnviz.partials import StatsPartial
     from attnviz.pipeline import Corpus
     from attnviz.text.pieces import TokenKinds
 
@@ -40,12 +41,16 @@ def head_stats(
 ) -> HeadStats:
     """Head statistics over a corpus (Clark et al. 2019): what each head attends to.
 
+    The corpus runs in blocks of `sharding.block_size(batch_size)` sentences, in input order,
+    each sorted shortest first into batches; `partial_head_stats` runs a slice of them, and a
+    merge of every slice gives this result bit for bit.
+
     `max_tokens` bounds each sentence in pieces and `bos=False` reads a decoder's sentences
     without its start token, as in `prepare`; a sentence whose
     attention over every layer would pass `attnviz.limits.attention_budget()` is refused.
 
     `texts` is any iterable of sentences (a list, a generator, an open file's lines):
-    it is read as the statistics run, a few thousand sentences at a time, so memory
+    it is read as the statistics run, a block of 8 batches at a time, so memory
     does not grow with the length of the corpus.
 
     The sentences run in padded batches of up to `batch_size`, shortest first, on
@@ -62,9 +67,52 @@ def head_stats(
     pieces as keys and queries, each row renormalised over the keys left, as the views do:
     with `exclude="first"` a decoder's `first` is 0, and every record has `excluded`.
     """
+    return partial_head_stats(
+        texts,
+        model=model,
+        truncate=truncate,
+        batch_size=batch_size,
+        device=device,
+        threads=threads,
+        dtype=dtype,
+        progress=progress,
+        max_tokens=max_tokens,
+        bos=bos,
+        lang=lang,
+        engine=engine,
+        exclude=exclude,
+    ).result()
+
+
+def partial_head_stats(
+    texts: Iterable[str],
+    *,
+    shard: tuple[int, int] | str = (1, 1),
+    model: str | None = None,
+    truncate: bool = False,
+    batch_size: int = 32,
+    device: str = "auto",
+    threads: int | None = None,
+    dtype: str = "float32",
+    progress: Callable[[int], None] | None = None,
+    max_tokens: int | None = None,
+    bos: bool = True,
+    lang: str | None = None,
+    engine: str = "auto",
+    exclude: str | Sequence[str] | None = None,
+) -> StatsPartial:
+    """The exact sums and counts of `head_stats` over slice `shard` (i, n) of `texts`: the
+    i-th of n (1-based). Block k of `sharding.block_size(batch_size)` sentences (in input
+    order) belongs to slice k mod n + 1. Every sentence is read (the partial records the whole
+    input's sha256 and length); only the slice's run. `to_file` writes the partial;
+    `attnviz.merge_partials` of every slice returns what `head_stats` returns. The other
+    arguments as in `head_stats`.
+    """
     from attnviz.measures.select import check_exclude, excluded_pieces
-    from attnviz.measures.stats import HeadStats, StatsAccumulator, decoder_records
+    from attnviz.measures.stats import StatsAccumulator
+    from attnviz.partials import Identity, StatsPartial, config_digest
     from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, fits_whole, load_engine
+    from attnviz.sharding import ExactSums, InputDigest, block_size, check_shard, exact, shard_texts
     from attnviz.text.pieces import token_kinds
 
     if isinstance(texts, str) or not isinstance(texts, Iterable):
@@ -87,17 +135,22 @@ def head_stats(
     check_choice(device, ("auto", "cpu", "cuda"), "device")
     check_choice(dtype, DTYPES, "dtype")
     excluded = check_exclude(exclude)
+    shard = check_shard(shard)
     sentences = (check_text(t, "a sentence") for t in texts)  # read as used: a file streams
     first = list(itertools.islice(sentences, 1))  # refuse an empty corpus before any work
     if not first:
         raise BadInput("no sentences: give at least one")
     sums: StatsAccumulator | None = None
+    totals: ExactSums | None = None  # every block's sums, exact: slices add up in any order
+    log_t, sentences_done, queries_done = 0, 0, 0
+    digest, block = InputDigest(), block_size(batch_size)
     encoder = None
     dropped = 0
     firsts: set[str | None] = set()  # a decoder's first pieces: one special token is its BOS
-    texts = itertools.chain(first, sentences)
+    texts = shard_texts(itertools.chain(first, sentences), block, shard, digest)
     chunks = corpus_chunks(
         texts,
+        chunk=block,  # one block a chunk: the shard's blocks are whole but the input's last
         model=model,
         truncate=truncate,
         max_tokens=max_tokens,
@@ -107,8 +160,7 @@ def head_stats(
     )
     for corpus in chunks:
         shape = corpus.shape
-        if sums is None:
-            sums = StatsAccumulator(shape.layers, shape.heads)
+        sums = StatsAccumulator(shape.layers, shape.heads)  # this block's
         if encoder is None:
             perf.import_torch()
             encoder = load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype)
@@ -160,37 +212,38 @@ def head_stats(
                     sums.drop_first_queries(batch_kinds)
             if progress is not None:
                 progress(len(batch.indices))
-    assert sums is not None  # corpus_chunks yields at least one chunk
+        block_sums, block_log_t = sums.totals()
+        if totals is None:
+            totals = ExactSums(block_sums.size)
+        totals.add(block_sums.reshape(-1).tolist())
+        log_t += exact([block_log_t])[0]
+        sentences_done += sums.sentences
+        queries_done += sums.queries
+    assert sums is not None and totals is not None  # corpus_chunks yields at least one chunk
     name = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
     if corpus.engine != "attnviz":
         name += f" · {corpus.engine} engine"
-    if excluded and not sums.queries:
-        raise BadInput(
-            f"{{exclude}} {','.join(excluded)} leaves nothing to measure in these sentences: "
-            "exclude less, or give longer sentences",
-            param="exclude",
-        )
-    if decoder and not sums.queries:
-        raise BadInput(
-            f"every sentence is one piece long, and {corpus.model.name} is a decoder: a first "
-            "token sees only itself, so there is nothing to measure; give longer sentences"
-        )
-    records = sums.result()
-    if decoder:
-        records = decoder_records(records, sums.uniform_entropy)
-    for record in records if excluded else ():
-        record["excluded"] = list(excluded)
-    return HeadStats(
-        records=records,
-        model=name,
+    options = {"truncate": truncate, "max_tokens": max_tokens, "bos": bos,
+               "engine": corpus.engine, "dtype": dtype, "exclude": list(excluded),
+               "batch_size": batch_size}  # fmt: skip
+    identity = Identity("stats", corpus.model.name, config_digest(corpus.config), options,
+                        digest.sha256, digest.count)  # fmt: skip
+    return StatsPartial(
+        identity=identity,
+        shards=(shard[0],),
+        of=shard[1],
         layers=shape.layers,
         heads=shape.heads,
-        sentences=sums.sentences,
-        queries=sums.queries,
-        dropped=dropped,
-        first_token=next(iter(firsts)) if len(firsts) == 1 else None,
+        decoder=shape.causal,
+        title=name,
         lang=lang,
         exclude=excluded,
+        sums=tuple(totals.values),
+        log_t_sum=log_t,
+        sentences=sentences_done,
+        queries=queries_done,
+        dropped=dropped,
+        firsts=tuple(sorted(firsts, key=lambda f: (f is not None, f or ""))),
     )
 
 

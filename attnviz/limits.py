@@ -315,3 +315,11 @@ ROLES_EXAMPLES = 20_000
 ROLES_CANDIDATES = 256
 ROLES_TEXT_CHARS = 4_000  # one example's text, in characters
 ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"
+
+# Corpus work split over processes (attnviz.sharding, attnviz.partials): the slices a run may
+# be cut into, and the bound on a partial file (a stranger's file is input). A roles partial
+# holds each example's (L, H) hits and weights: 20,000 examples on a 32 × 32-head model are
+# about 220 MB of base64.
+SHARDS = (1, 100_000)
+PARTIAL_FILE_BYTES = 512 * 2**20
+PARTIALS = 100_000  # partial files one merge reads

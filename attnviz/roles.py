@@ -39,9 +39,10 @@ from attnviz.text.match import match_key
 if TYPE_CHECKING:
     from attnviz.measures.roles import Example, HeadRoles
     from attnviz.measures.select import UnitMap
+    from attnviz.partials import RolesPartial
     from attnviz.text.pieces import Pieces
 
-__all__ = ["BadExamples", "Labelled", "head_roles", "read_examples"]
+__all__ = ["BadExamples", "Labelled", "head_roles", "partial_head_roles", "read_examples"]
 
 TSV_HEADER = ("text", "from", "to", "candidates")
 
@@ -339,11 +340,44 @@ def head_roles(
     baselines on the same examples (nearest, first, random) and the held-out accuracy of
     the head picked first (picked on one half, scored on the other, both ways).
     `units`, `exclude` and `lang` as on `find`; `batch_size`, `device`, `threads`, `dtype`,
-    `max_tokens`, `bos`, `engine` and `progress(n)` as on `head_stats`.
+    `max_tokens`, `bos`, `engine` and `progress(n)` as on `head_stats`; the examples run in
+    blocks of `sharding.block_size(batch_size)`, as `partial_head_roles` runs a slice of them.
     """
-    from attnviz.measures.roles import HeadRoles, RoleScores
+    return partial_head_roles(
+        examples, model=model, units=units, exclude=exclude, lang=lang, top=top,
+        batch_size=batch_size, device=device, threads=threads, dtype=dtype,
+        max_tokens=max_tokens, bos=bos, engine=engine, progress=progress,
+    ).result()  # fmt: skip
+
+
+def partial_head_roles(
+    examples: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    *,
+    shard: tuple[int, int] | str = (1, 1),
+    model: str | None = None,
+    units: str = "words",
+    exclude: str | Sequence[str] | None = None,
+    lang: str | None = None,
+    top: int = 10,
+    batch_size: int = 32,
+    device: str = "auto",
+    threads: int | None = None,
+    dtype: str = "float32",
+    max_tokens: int | None = None,
+    bos: bool = True,
+    engine: str = "auto",
+    progress: Callable[[int], None] | None = None,
+) -> RolesPartial:
+    """`head_roles` over slice `shard` (i, n) of the examples, the i-th of n (1-based): block k
+    of `sharding.block_size(batch_size)` examples belongs to slice k mod n + 1. Every example
+    is checked, as `head_roles` checks them; only the slice's run. `to_file` writes the
+    partial; `attnviz.merge_partials` of every slice returns what `head_roles` returns.
+    """
+    from attnviz.measures.roles import RoleScores
     from attnviz.measures.select import UnitMap, check_exclude, check_units
-    from attnviz.pipeline import compute_batches, corpus_chunks, load_engine
+    from attnviz.partials import Identity, RolesPartial, config_digest
+    from attnviz.pipeline import Corpus, compute_batches, corpus_chunks, load_engine
+    from attnviz.sharding import InputDigest, block_size, check_shard, shard_blocks
 
     model = check_model(model)
     units, excluded = check_units(units), check_exclude(exclude)
@@ -357,6 +391,7 @@ def head_roles(
     bos, max_tokens = check_flag(bos, "bos"), check_max_tokens(max_tokens)
     if progress is not None and not callable(progress):
         raise BadInput("progress must be a function of the examples done, or None")
+    shard = check_shard(shard)
     labelled, problems, name = read_examples(examples)
     texts = [e.text for e in labelled]
     corpus = next(
@@ -389,27 +424,50 @@ def head_roles(
         raise problems_error(problems, name)
     shape = corpus.shape
     scores = RoleScores(shape.layers, shape.heads)
-    encoder = load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype)
-    for batch in compute_batches(
-        corpus, batch_size=batch_size, device=device, threads=threads, dtype=dtype,
-        encoder=encoder,
-    ):  # fmt: skip
-        for b, (i, n) in enumerate(zip(batch.indices, batch.lengths, strict=True)):
-            attention = batch.attentions[:, b, :, :n, :n]  # (L, H, n, n)
-            matrix = maps[i].matrix(attention)  # (L, H, N, N) in units
-            scores.add(i, resolved[i], matrix[:, :, resolved[i].source, :])  # (L, H, N)
-        if progress is not None:
-            progress(len(batch.indices))
+    blocks = shard_blocks(len(resolved), block_size(batch_size), shard)
+    encoder = (
+        load_engine(corpus.model.folder, corpus.config, corpus.engine, dtype) if blocks else None
+    )
+    for places in blocks:  # the slice's blocks, each batched on its own
+        part = Corpus(
+            corpus.model, corpus.config, [corpus.pieces[j] for j in places], corpus.engine
+        )
+        for batch in compute_batches(
+            part, batch_size=batch_size, device=device, threads=threads, dtype=dtype,
+            encoder=encoder,
+        ):  # fmt: skip
+            for b, (k, n) in enumerate(zip(batch.indices, batch.lengths, strict=True)):
+                i = places[k]  # the example's place among all of them
+                attention = batch.attentions[:, b, :, :n, :n]  # (L, H, n, n)
+                matrix = maps[i].matrix(attention)  # (L, H, N, N) in units
+                scores.add(i, resolved[i], matrix[:, :, resolved[i].source, :])  # (L, H, N)
+            if progress is not None:
+                progress(len(batch.indices))
     hits, weights = scores.arrays()
     title = corpus.model.name + (f" (in {dtype})" if dtype != "float32" else "")
-    return HeadRoles(
-        hits=hits,
-        weights=weights,
-        examples=resolved,
-        model=title,
+    digest = InputDigest()
+    for done in resolved:
+        digest.add(json.dumps([done.line, done.text, done.source, done.target, done.candidates]))
+    options = {"units": units, "exclude": list(excluded), "top": top, "dtype": dtype,
+               "max_tokens": max_tokens, "bos": bos, "engine": corpus.engine,
+               "batch_size": batch_size}  # fmt: skip
+    identity = Identity("roles", corpus.model.name, config_digest(corpus.config), options,
+                        digest.sha256, digest.count)  # fmt: skip
+    taken = [i for places in blocks for i in places]
+    return RolesPartial(
+        identity=identity,
+        shards=(shard[0],),
+        of=shard[1],
+        layers=shape.layers,
+        heads=shape.heads,
+        title=title,
         units=units,
-        excluded=excluded,
+        exclude=excluded,
         source="" if name == "examples" else name,
         lang=lang,
         top=top,
+        places=tuple(taken),
+        examples=tuple(resolved[i] for i in taken),
+        hits=hits,
+        weights=weights,
     )

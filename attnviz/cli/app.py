@@ -219,6 +219,9 @@ def find(
     out: own.FindOutOpt = None,
     show: opt.ShowOpt = False,
     as_json: own.FindJsonOpt = False,
+    shard: own.ShardOpt = None,
+    partial: own.PartialOpt = None,
+    dask: own.DaskOpt = None,
     reading: opt.ReadingOptions = opt.READING,
     images: opt.ImageOptions = opt.IMAGES,
     ending: opt.EndOptions = opt.ENDING,
@@ -233,17 +236,24 @@ def find(
     seat." --from he --to John
 
     One sentence names no role: --file FILE scores every head over labelled examples
-    (accuracy with a 95% interval, beside the nearest, first and random baselines).
+    (accuracy with a 95% interval, beside the nearest, first and random baselines);
+    --shard I/N --partial FILE scores one slice of them (then attnviz merge), --dask ADDRESS
+    a slice on each worker of a Dask cluster.
     """
     from attnviz.cli.find import run, run_file
+    from attnviz.cli.stats import Slicing
 
     output = read_output(ctx)
+    slicing = Slicing(shard, partial, dask)
     if file is not None:
         words = {"TEXT": text, "--load": load, "--from": source, "--to": to}
-        run_file(output.console, file, given=words, top=top, units=units.value,
-                 exclude=exclude_list(exclude), model=model, reading=reading, out=output.out,
-                 as_json=output.as_json, style=output.style, ending=ending)  # fmt: skip
+        run_file(output, file, given=words, top=top, units=units.value,
+                 exclude=exclude_list(exclude), model=model, reading=reading, ending=ending,
+                 slicing=slicing)  # fmt: skip
         return
+    if slicing != Slicing():
+        raise BadInput("{shard}, {partial} and {dask} are for --file: one sentence is one run",
+                       param=("shard", "partial", "dask"))  # fmt: skip
     run(output.console, read_request(ctx), source=source, target=to, top=top, units=units.value,
         out=output.out, as_json=output.as_json, style=output.style,
         exclude=exclude_list(exclude))  # fmt: skip
@@ -297,6 +307,9 @@ def stats(
     threads: own.StatsThreadsOpt = None,
     dtype: opt.DtypeOpt = opt.Dtype.float32,
     own_scales: own.StatsOwnScalesOpt = False,
+    shard: own.ShardOpt = None,
+    partial: own.PartialOpt = None,
+    dask: own.DaskOpt = None,
     images: opt.ImageOptions = opt.IMAGES,
     ending: opt.EndOptions = opt.ENDING,
 ) -> None:
@@ -311,12 +324,44 @@ def stats(
     previous token, over every query but the first, which sees only itself.
 
     [bold]Example:[/bold] attnviz stats --file corpus.txt --sort prev --top 10
+
+    On many processes: --shard I/N --partial FILE computes slice I of N (blocks of 8 ×
+    --batch-size sentences in input order, block k in slice k mod N + 1) and attnviz merge
+    adds the files up; --dask ADDRESS runs a slice on each worker of a Dask cluster.
     """
-    from attnviz.cli.stats import BatchOptions, run
+    from attnviz.cli.stats import BatchOptions, Slicing, run
 
     run(read_output(ctx), read_request(ctx), corpus(texts, file), sort=sort.value, top=top,
         batching=BatchOptions(batch_size, device.value, threads), shared_scale=not own_scales,
-        exclude=exclude_list(exclude))  # fmt: skip
+        exclude=exclude_list(exclude), slicing=Slicing(shard, partial, dask))  # fmt: skip
+
+
+@command()
+def merge(
+    ctx: typer.Context,
+    parts: own.MergePartsArg,
+    as_json: own.MergeJsonOpt = False,
+    out: own.MergeOutOpt = None,
+    show: opt.ShowOpt = False,
+    sort: own.StatsSortOpt = opt.SortColumn.layer,
+    top: own.StatsTopOpt = None,
+    own_scales: own.StatsOwnScalesOpt = False,
+    images: opt.ImageOptions = opt.IMAGES,
+    ending: opt.EndOptions = opt.ENDING,
+) -> None:
+    """Add up the partial files of every slice (stats or find --file with --shard and
+    --partial) and print exactly what one run over the whole input prints.
+
+    Partials of another model, other options, another input or another cut are refused, as
+    is a slice given twice or missing. --sort and --top order the statistics as stats does;
+    a find --file partial keeps its own --top.
+
+    [bold]Example:[/bold] attnviz merge part-1.json part-2.json --sort prev --top 10
+    """
+    from attnviz.cli.merge import run
+
+    run(read_output(ctx), parts, sort=sort.value, top=top, shared_scale=not own_scales,
+        quiet=ending.quiet)  # fmt: skip
 
 
 @command()

@@ -373,3 +373,56 @@ AblateJsonOpt = Annotated[
     bool,
     typer.Option("--json", help="Print the logit differences and every head's effect as JSON."),
 ]
+
+# Corpus work over many processes: `stats` and `find --file` (attnviz.sharding), `merge`.
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="Run only slice I of N (e.g. 2/4; with --partial): blocks of 8 × --batch-size "
+        "sentences (examples) in input order, block k in slice k mod N + 1.",
+        show_default=False,
+    ),
+]
+
+PartialOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--partial",
+        help="Write the exact partial sums and counts (JSON) instead of the result; "
+        "attnviz merge adds the slices' files up.",
+        show_default=False,
+    ),
+]
+
+DaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dask",
+        help="Run a slice on each worker of this Dask scheduler (tcp://HOST:8786) and merge "
+        "what comes back; needs pip install 'attnviz[dask]'.",
+        show_default=False,
+    ),
+]
+
+MergePartsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="The partial files of every slice (--partial of stats or find --file).",
+        metavar="PART...",
+        show_default=False,
+    ),
+]
+
+MergeJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the result as JSON, as stats or find --file do.")
+]
+
+MergeOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write the figure instead of the table (both with --show): .png/.svg/.pdf.",
+    ),
+]

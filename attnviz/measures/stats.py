@@ -157,6 +157,23 @@ class StatsAccumulator:
         """The mean entropy uniform attention would have: the pooled mean of log T."""
         return self._log_t_sum / self.queries if self.queries else 0.0
 
+    def totals(self) -> tuple[np.ndarray, float]:
+        """A copy of the raw sums (S, L, H) and of Σ log T: what `from_totals` takes back."""
+        return self._sums.copy(), self._log_t_sum
+
+    @classmethod
+    def from_totals(
+        cls, sums: np.ndarray, log_t_sum: float, sentences: int, queries: int
+    ) -> StatsAccumulator:
+        """An accumulator holding sums added up elsewhere (attnviz.partials: shards merged)."""
+        made = cls(sums.shape[1], sums.shape[2])
+        if sums.shape != made._sums.shape:
+            raise ValueError(f"sums must be {made._sums.shape}, got {sums.shape}")
+        made._sums[:] = sums
+        made._log_t_sum = float(log_t_sum)
+        made.sentences, made.queries = sentences, queries
+        return made
+
     def add(self, attentions: np.ndarray, kinds: TokenKinds) -> None:
         """Add one sentence: attentions (L, H, T, T), rows are queries summing to 1."""
         values = np.asarray(attentions)

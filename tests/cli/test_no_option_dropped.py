@@ -34,7 +34,8 @@ VALUES: dict[str, list[str]] = {
     "--token": ["He"], "--index": ["2"], "--sort": ["entropy"], "--file": ["corpus.txt"],
     "--batch-size": ["1"], "--device": ["cpu"], "--threads": ["1"], "--own-scales": [],
     "--model": ["the default model's folder"], "--from": ["João"], "--to": ["He"],
-    "--load": ["saved.npz"],
+    "--load": ["saved.npz"], "--shard": ["1/2"], "--partial": ["out-partial.json"],
+    "--dask": [""],
 }  # fmt: skip
 # What a command needs besides its text (export: an image, so that every view option shows).
 REQUIRED = {
@@ -62,6 +63,7 @@ NOT_WALKED = {
     "models": "reads no text nor model: tests/cli/test_models_command.py",
     "explore": "a full-screen app: tests/explore/ presses its keys",
     "ablate": "needs a decoder with its LM head: tests/cli/test_ablate_command.py",
+    "merge": "reads partial files, no text: tests/cli/test_merge_command.py",
 }
 WALKED = ["show", "heads", "model", "distance", "explain", "rollout", "find",
           "compare-measures", "stats", "tokens", "info", "export"]  # fmt: skip

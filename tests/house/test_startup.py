@@ -75,7 +75,7 @@ def test_only_the_command_that_runs_is_built_and_the_help_lists_them_all(
     assert listing.exit_code == 0 and built == []
     catalogue = sys.modules["attnviz.cli.running"].catalogue
     names = [info.name or info.callback.__name__ for info in catalogue.registered_commands]
-    assert len(names) == 16 and {"compare-measures", "models", "explore", "ablate"} <= set(names)
+    assert len(names) == 17 and {"compare-measures", "models", "explore", "ablate"} <= set(names)
     for name in [*names, "cache"]:
         assert f" {name} " in listing.stdout, name
     typo = runner.invoke(app, ["shw"])

@@ -112,6 +112,8 @@ CALLS: list[tuple[str, Call]] = [
     ("head_stats max_tokens", lambda a, p, s, d, v: attnviz.head_stats([TEXT], max_tokens=v)),
     ("head_stats progress", lambda a, p, s, d, v: attnviz.head_stats([TEXT], progress=v)),
     ("head_stats truncate", lambda a, p, s, d, v: attnviz.head_stats([TEXT], truncate=v)),
+    ("partial_head_stats shard", lambda a, p, s, d, v: attnviz.partial_head_stats([TEXT], shard=v)),
+    ("merge_partials given", lambda a, p, s, d, v: attnviz.merge_partials(v)),
     # Prepared
     ("Prepared.check layer", lambda a, p, s, d, v: p.check(layer=v)),
     ("Prepared.check head", lambda a, p, s, d, v: p.check(head=v)),
