@@ -245,6 +245,17 @@ def shape_of(raw: dict[str, Any], engine: str) -> ModelShape:
     return describe_foreign(raw) if engine == TRANSFORMERS else describe(raw)
 
 
+def check_start(shape: ModelShape, bos: bool) -> None:
+    """Refuse reading a text without a start token (`bos=False`, --no-bos) with a model that
+    has none to leave out, an encoder: it would be ignored without a word."""
+    if not bos and not shape.causal:
+        raise BadInput(
+            f"{shape.family} is an encoder, which reads no start token: {{bos}} leaves out a "
+            "decoder's and changes nothing here; drop it",
+            param="bos",
+        )
+
+
 def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
     """Refuse an encoder-decoder config (T5, BART, Marian, ...) in one line: its three stacks
     of attention (encoder, decoder, cross) come with a target (`attnviz.encdec`), read by

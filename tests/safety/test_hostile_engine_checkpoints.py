@@ -173,6 +173,22 @@ def test_an_encoder_decoder_with_fewer_layers_than_its_checkpoint_is_refused(
     stack = key.split("_")[0] + ".layers"
     _one_line("show", "the bank", "--target", "la banque", "--model", folder, "--no-cache",
               says=f"in {stack}, but its config.json builds 1 ({key}=1)")  # fmt: skip
+    # the decoder starts from the model's own start token: none to leave out
+    _one_line("show", "the bank", "--target", "la banque", "--model", str(source), "--no-bos",
+              says="--no-bos changes nothing here")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_reading_an_encoder_without_a_start_token_is_refused(tiny_model) -> None:
+    """An encoder has no start token to leave out: bos=False (--no-bos) is refused, never
+    ignored, on attnviz's own engine and on transformers'."""
+    from attnviz.errors import BadInput
+
+    for folder in (None, str(_deberta(tiny_model))):
+        with pytest.raises(BadInput, match=r"an encoder, which reads no start token: bos=False"):
+            attnviz.analyse(TEXT, model=folder, bos=False)
+        args = ("show", TEXT) if folder is None else ("show", TEXT, "--model", folder)
+        _one_line(*args, "--no-bos", says="--no-bos leaves out a decoder's")
 
 
 @pytest.mark.slow
