@@ -281,8 +281,11 @@ def check_layers(
     prefix = str(getattr(skeleton, "base_model_prefix", "") or "")
     built = stacks((name for name, _ in skeleton.named_parameters()), prefix)
     held = stacks(stored, prefix)
+    # Multi-token-prediction layers (DeepSeek-V3's, GLM-4.5's) are stored after the others
+    # and left out by transformers, as their config says.
+    extra = next((config[k] for k in _PREDICTION_KEYS if isinstance(config.get(k), int)), 0)
     for stack, count in built.items():
-        if stack in held and held[stack] != count:
+        if stack in held and held[stack] not in (count, count + extra):
             key = _count_key(config, stack)
             raise AttnvizError(
                 f"the checkpoint in {folder} stores {held[stack]} layers in {stack}, but its "
@@ -312,6 +315,9 @@ def stacks(names: Iterable[str], prefix: str = "") -> dict[str, int]:
             stack = name[: match.end(1)]
             counts[stack] = max(counts.get(stack, 0), int(match[2]) + 1)
     return counts
+
+
+_PREDICTION_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
 
 def _count_key(config: dict[str, Any], stack: str) -> str:

@@ -274,3 +274,29 @@ def test_memory_that_runs_out_reading_the_weights_blames_the_weights(tmp_path) -
     line = out.stdout.strip()
     assert line.startswith("out of memory while reading the weights of"), (line, out.stderr[-500:])
     assert "too big for this machine's memory" in line and "shorten" not in line
+
+
+@pytest.mark.slow
+def test_a_decoder_storing_a_layer_its_config_leaves_out_is_refused(tiny_decoder, tmp_path) -> None:
+    """An OLMo checkpoint with a third layer its config (2 layers) never builds is refused; the
+    same layer declared as a multi-token-prediction layer (num_nextn_predict_layers, as
+    DeepSeek-V3 stores its own) is left out by transformers, and the model reads."""
+    from safetensors.torch import load_file, save_file
+
+    source = tiny_decoder("olmo")
+    folder = Path(_edited(source, tmp_path / "extra"))
+    weights = load_file(folder / "model.safetensors")
+    third = {
+        k.replace("layers.1.", "layers.2."): v.clone()
+        for k, v in weights.items()
+        if "layers.1." in k
+    }
+    save_file({**weights, **third}, folder / "model.safetensors", metadata={"format": "pt"})
+    _one_line("show", TEXT, "--model", str(folder), "--no-cache",
+              says="stores 3 layers in layers, but its config.json builds 2")  # fmt: skip
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
+    reads = attnviz.analyse(TEXT, model=str(folder), cache=False)
+    np.testing.assert_allclose(
+        reads.attentions, attnviz.analyse(TEXT, model=str(source), cache=False).attentions
+    )
