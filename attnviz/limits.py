@@ -323,3 +323,9 @@ ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"
 SHARDS = (1, 100_000)
 PARTIAL_FILE_BYTES = 512 * 2**20
 PARTIALS = 100_000  # partial files one merge reads
+
+# transformers' engine: the numbers of position tables it computes in Python when it builds a
+# model (RoFormer's, Marian's and Pegasus's sinusoids, a list of floats each, about 100 bytes
+# and some microseconds a number): Pegasus-large's 1024 x 1024 fits; a config that asks for
+# 65,536 positions of 64 features would take gigabytes before a weight is read.
+COMPUTED_TABLE_NUMBERS = 2**20

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
 from attnviz.model.families import ModelShape
-from attnviz.model.foreign import TRANSFORMERS, shape_of
+from attnviz.model.foreign import TRANSFORMERS, check_start, shape_of
 from attnviz.model.locate import ModelSource
 from attnviz.model.open import OpenModel, open_model
 from attnviz.text.pieces import Pieces
@@ -138,6 +138,7 @@ def _bounds(
     bound). A decoder read with `bos` gets the model's start token in front when its
     tokenizer adds none (it takes one of the positions); read as typed (`bos=False`), a
     start token its tokenizer adds is taken off. `blocked`: the bound of the long views."""
+    check_start(shape, bos)
     limit, why = shape.token_limit(max_tokens, blocked)
     if not shape.causal:
         return {}, limit, why
@@ -218,6 +219,7 @@ def cached(
         opened = open_model(model)
     source, config, engine = opened.source, opened.config, opened.engine(engine)
     shape = shape_of(config, engine)
+    check_start(shape, bos)
     try:
         key = keys.cache_key(
             source.folder,

@@ -339,6 +339,12 @@ def read_input(
                 "drop {pair}",
                 param=("pair", "target_text"),
             )
+        if bos is False:  # the decoder starts from the model's own decoder_start_token_id
+            raise BadInput(
+                "an encoder-decoder's decoder starts from the model's own start token "
+                "(decoder_start_token_id): {bos} changes nothing here; drop it",
+                param="bos",
+            )
         return encdec
     if opened is None:  # the embedded model, a GGUF file: opened here, once
         from attnviz.model.open import open_model

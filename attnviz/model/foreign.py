@@ -125,6 +125,54 @@ DECODER_TYPES = (
     "vaultgemma",
     "modernbert-decoder",
 )
+# Encoder model types (transformers has a masked LM of each and no causal LM): every token
+# sees every other, whatever `architectures` claims (tests check this list against transformers').
+ENCODER_TYPES = (
+    "albert",
+    "convbert",
+    "deberta",
+    "deberta-v2",
+    "distilbert",
+    "esm",
+    "eurobert",
+    "flaubert",
+    "fnet",
+    "funnel",
+    "ibert",
+    "layoutlm",
+    "longformer",
+    "luke",
+    "mobilebert",
+    "modernbert",
+    "mpnet",
+    "mra",
+    "nomic_bert",
+    "nystromformer",
+    "squeezebert",
+    "tapas",
+    "yoso",
+)
+# Encoder types whose transformers model turns causal when config.json sets is_decoder (it has
+# both a masked and a causal LM of them): a decoder then, an encoder otherwise.
+DECODER_CAPABLE_TYPES = (
+    "bert",
+    "big_bird",
+    "camembert",
+    "data2vec-text",
+    "electra",
+    "ernie",
+    "megatron-bert",
+    "reformer",
+    "rembert",
+    "roberta",
+    "roberta-prelayernorm",
+    "roc_bert",
+    "roformer",
+    "xlm",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "xmod",
+)
 # Encoders that number positions after the padding index, as RoBERTa does: their longest input
 # is max_position_embeddings - pad_token_id - 1 (514 - 1 - 1 = 512 for MPNet).
 PAD_POSITION_TYPES = (
@@ -195,6 +243,17 @@ def resolve_engine(raw: dict[str, Any], engine: str = "auto", *, where: str = "c
 def shape_of(raw: dict[str, Any], engine: str) -> ModelShape:
     """The `ModelShape` of a config.json for the engine `resolve_engine` chose."""
     return describe_foreign(raw) if engine == TRANSFORMERS else describe(raw)
+
+
+def check_start(shape: ModelShape, bos: bool) -> None:
+    """Refuse reading a text without a start token (`bos=False`, --no-bos) with a model that
+    has none to leave out, an encoder: it would be ignored without a word."""
+    if not bos and not shape.causal:
+        raise BadInput(
+            f"{shape.family} is an encoder, which reads no start token: {{bos}} leaves out a "
+            "decoder's and changes nothing here; drop it",
+            param="bos",
+        )
 
 
 def refuse_encoder_decoder(raw: dict[str, Any], where: str) -> None:
@@ -302,11 +361,22 @@ def _mixed_layers(types: object) -> bool:
 
 
 def _is_decoder(raw: dict[str, Any], kind: str) -> bool:
+    """Whether the model is a causal decoder: by its model type where attnviz's tables know
+    it (an encoder type is one whatever its `architectures` claims; one that can be either is
+    a decoder when config.json sets is_decoder); for another type, by what config.json says
+    (is_decoder, or a causal head in `architectures`), which `hf_engine.check_kind` sets
+    against transformers' own mapping when the model is loaded."""
+    if kind in DECODER_TYPES:
+        return True
+    if kind in DECODER_CAPABLE_TYPES:
+        return raw.get("is_decoder") is True
+    if kind in ENCODER_TYPES:
+        return False
     architectures = raw.get("architectures")
     listed = architectures if isinstance(architectures, list) else []
     names = [a for a in listed if isinstance(a, str)]
     causal_head = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in names)
-    return kind in DECODER_TYPES or raw.get("is_decoder") is True or causal_head
+    return raw.get("is_decoder") is True or causal_head
 
 
 def model_class(raw: dict[str, Any]) -> str:

@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnviz.errors import PASS_THROUGH, AttnvizError, exhausted, short_reason
-from attnviz.limits import amount
-from attnviz.model.foreign import describe_foreign, model_class
+from attnviz.errors import (
+    OUT_OF_MEMORY,
+    PASS_THROUGH,
+    AttnvizError,
+    exhausted,
+    exhaustion,
+    short_reason,
+)
+from attnviz.limits import COMPUTED_TABLE_NUMBERS, amount
+from attnviz.model.foreign import NAMES, describe_foreign, model_class
 
 if TYPE_CHECKING:
     import torch
@@ -95,8 +103,39 @@ def load_model(folder: Path, config: dict[str, Any], dtype: str = "float32") -> 
     """
     from transformers import AutoModel
 
-    describe_foreign(config, where=str(folder / "config.json"))
+    where = str(folder / "config.json")
+    shape = describe_foreign(config, where=where)
+    check_kind(config, shape.foreign_decoder, where)
     return load_checked(folder, AutoModel, dtype, model_class(config))
+
+
+def check_kind(config: dict[str, Any], decoder: bool, where: str) -> None:
+    """Refuse a config read as a decoder (`decoder`) that transformers computes as an encoder,
+    or the reverse: its model type decides (transformers has a causal LM of it and no masked
+    LM: a decoder; a masked LM and no causal one: an encoder; both: is_decoder says), never an
+    `architectures` entry, which attnviz's tables believe only for a type they do not know."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    kind = config.get("model_type")
+    causal, masked = (
+        kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+    if not causal and not masked:
+        return  # transformers names no language model of the type: config.json's word stands
+    computed = causal and (not masked or config.get("is_decoder") is True)
+    if computed == decoder:
+        return
+    name = NAMES.get(str(kind), str(kind))
+    said, is_ = ("a decoder", "an encoder") if decoder else ("an encoder", "a decoder")
+    raise AttnvizError(
+        f"{where} reads as {said} (its architectures or is_decoder), but transformers computes "
+        f"model type {name} as {is_}: the config does not describe its checkpoint; remove the "
+        "entry that says otherwise"
+    )
 
 
 def load_checked(folder: Path, auto: Any, dtype: str, name: str) -> Any:
@@ -110,7 +149,7 @@ def load_checked(folder: Path, auto: Any, dtype: str, name: str) -> Any:
     from attnviz.model.weights import compute_dtype
 
     safetensors = check_weights(folder)
-    check_size(folder, count_parameters(folder), auto)
+    check_size(folder, stored_shapes(folder), auto)
     try:
         with quiet_transformers():
             model, info = auto.from_pretrained(
@@ -122,9 +161,11 @@ def load_checked(folder: Path, auto: Any, dtype: str, name: str) -> Any:
                 dtype=compute_dtype(dtype),
                 output_loading_info=True,
             )
-    except (*PASS_THROUGH, AttnvizError):
+    except AttnvizError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # MemoryError included: the weights', never the text's
+        if exhaustion(exc) == OUT_OF_MEMORY:
+            raise _weights_too_big(folder, dtype) from None
         raise AttnvizError(
             f"transformers cannot load {folder} as {name} ({short_reason(exc, 160)}): the "
             "checkpoint is corrupt, or this transformers does not have its model type"
@@ -145,20 +186,53 @@ def load_checked(folder: Path, auto: Any, dtype: str, name: str) -> Any:
     return model.eval()
 
 
-def check_size(folder: Path, stored: int, auto: Any = None) -> None:
-    """Refuse a config that asks for more weights than the checkpoint holds (`stored`), before
-    any is allocated: transformers' model (`auto`, an Auto class; AutoModel when None) is
-    built on the meta device (no memory) and counted. transformers would otherwise allocate,
-    and draw at random, what the checkpoint lacks: a config of absurd sizes could take all
-    the memory there is before a weight is read. Tied weights count once; a pooler (never
-    needed for attention) and sinusoidal position tables (computed, never stored) not at all."""
+def _weights_too_big(folder: Path, dtype: str) -> AttnvizError:
+    """The line for memory that ran out while the weights were read: the model, never the
+    text, is too big."""
+    from attnviz.model.weights import weight_files
+
+    size = amount(sum(path.stat().st_size for path in weight_files(folder)))
+    half = " or {dtype} bfloat16 to halve it" if dtype == "float32" else ""
+    return AttnvizError(
+        f"out of memory while reading the weights of {folder} ({size} on disk): the model is "
+        f"too big for this machine's memory; use a smaller model{half}, or close what else "
+        "holds memory",
+        param="dtype" if half else None,
+    )
+
+
+def _no_init() -> contextlib.AbstractContextManager[None]:
+    """transformers' switch that builds a model without filling its weights (a sinusoid
+    table among them, computed in Python): `transformers.initialization` in transformers 5,
+    `modeling_utils` before."""
+    import importlib
+
+    for module in ("transformers.initialization", "transformers.modeling_utils"):
+        with contextlib.suppress(ImportError):
+            switch = getattr(importlib.import_module(module), "no_init_weights", None)
+            if switch is not None:
+                return switch()
+    return contextlib.nullcontext()  # pragma: no cover - every transformers attnviz takes has one
+
+
+def check_size(folder: Path, stored: int | dict[str, list[int]], auto: Any = None) -> None:
+    """Refuse a config that asks for more weights than the checkpoint holds (`stored`: its
+    count, or each tensor's shape by name), before any is allocated: transformers' model
+    (`auto`, an Auto class; AutoModel when None) is built on the meta device (no memory),
+    unfilled, and counted. transformers would otherwise allocate, and draw at random, what
+    the checkpoint lacks: a config of absurd sizes could take all the memory there is before
+    a weight is read. Tied weights count once; a pooler (never needed for attention) and
+    sinusoidal position tables (computed, never stored) not at all, but those tables are
+    bounded (`COMPUTED_TABLE_NUMBERS`: transformers computes them in Python). With the
+    shapes, each stack's layers are set against the config's (`check_layers`)."""
     import torch
     from transformers import AutoConfig, AutoModel
 
     try:
-        with quiet_transformers(), torch.device("meta"):
+        with quiet_transformers(), torch.device("meta"), _no_init():
             config = AutoConfig.from_pretrained(folder, local_files_only=True)
             skeleton = (auto or AutoModel).from_config(config, attn_implementation="eager")
+            skeleton.tie_weights()  # what the unfilled build skipped: tied weights count once
     except PASS_THROUGH:
         raise
     except Exception as exc:
@@ -172,6 +246,18 @@ def check_size(folder: Path, stored: int, auto: Any = None) -> None:
         if "Sinusoidal" in type(module).__name__
         for p in module.parameters()
     }
+    tables = sum(p.numel() for p in skeleton.parameters() if id(p) in computed)
+    if tables > COMPUTED_TABLE_NUMBERS:
+        positions = getattr(config, "max_position_embeddings", None)
+        raise AttnvizError(
+            f"the config in {folder} asks for position tables of {tables:,} numbers "
+            f"(max_position_embeddings={positions}), which transformers computes number by "
+            f"number; attnviz's bound is {COMPUTED_TABLE_NUMBERS:,}: the config is corrupt, or "
+            "asks for far more positions than the model reads"
+        )
+    if isinstance(stored, dict):
+        check_layers(folder, skeleton, stored, config.to_dict())
+        stored = _count(stored)
     needed = sum(
         p.numel()
         for name, p in skeleton.named_parameters()
@@ -183,6 +269,64 @@ def check_size(folder: Path, stored: int, auto: Any = None) -> None:
             f"but its checkpoint holds {stored:,}: the config and the weights do not belong "
             "together"
         )
+
+
+def check_layers(
+    folder: Path, skeleton: Any, stored: dict[str, list[int]], config: dict[str, Any]
+) -> None:
+    """Refuse a config whose layer counts differ from the checkpoint's: each stack the model
+    builds (`skeleton`, on the meta device) and the checkpoint (`stored`, its tensors by name)
+    both hold has as many layers in each (`stacks`). transformers would drop the
+    layers past the config's count without a word (attnviz's own engine refuses them)."""
+    prefix = str(getattr(skeleton, "base_model_prefix", "") or "")
+    built = stacks((name for name, _ in skeleton.named_parameters()), prefix)
+    held = stacks(stored, prefix)
+    # Multi-token-prediction layers (DeepSeek-V3's, GLM-4.5's) are stored after the others
+    # and left out by transformers, as their config says.
+    extra = next((config[k] for k in _PREDICTION_KEYS if isinstance(config.get(k), int)), 0)
+    for stack, count in built.items():
+        if stack in held and held[stack] not in (count, count + extra):
+            key = _count_key(config, stack)
+            raise AttnvizError(
+                f"the checkpoint in {folder} stores {held[stack]} layers in {stack}, but its "
+                f"config.json builds {count}{key}: transformers would "
+                f"{'drop the others' if held[stack] > count else 'draw the missing at random'}; "
+                "use the config the checkpoint was saved with"
+            )
+
+
+# A layer index in a tensor's name (`encoder.layer.3.`, `model.decoder.layers.5.`, `h.11.`,
+# `encoder.block.0.layer.1.`): `layer`, `layers`, `h`, `block` or `blocks`, a whole name
+# component each, then the index and more of the name.
+_LAYER = re.compile(r"(?<![^.])(layers?|h|blocks?)\.(\d{1,9})(?=\.)")
+
+
+def stacks(names: Iterable[str], prefix: str = "") -> dict[str, int]:
+    """Each stack's layer count (its highest index + 1) in the tensor names `names`, by the
+    stack's name (`encoder.layer`, `decoder.layers`, `encoder.block.0.layer`), torch-free;
+    `prefix` (a base model's, `deberta`) is taken off the names that start with it, so that a
+    head model's checkpoint and its base model's names agree."""
+    counts: dict[str, int] = {}
+    lead = prefix + "." if prefix else ""
+    for name in names:
+        if lead and name.startswith(lead):
+            name = name[len(lead) :]
+        for match in _LAYER.finditer(name):
+            stack = name[: match.end(1)]
+            counts[stack] = max(counts.get(stack, 0), int(match[2]) + 1)
+    return counts
+
+
+_PREDICTION_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
+def _count_key(config: dict[str, Any], stack: str) -> str:
+    """` (encoder_layers=1)`: the config key that sets the layers of `stack`, where one does."""
+    side = "decoder" if "decoder" in stack else "encoder" if "encoder" in stack else ""
+    keys: tuple[str, ...] = (f"{side}_layers",) if side else ()
+    keys += ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    key = next((k for k in keys if isinstance(config.get(k), int)), None)
+    return f" ({key}={config[key]})" if key else ""
 
 
 def attentions(
@@ -251,16 +395,29 @@ def count_parameters(folder: Path) -> int:
     """Every number in the checkpoint's weight files (heads included: transformers' model
     is whatever the checkpoint holds), from safetensors headers without torch; a torch file
     is read weights-only."""
+    return _count(stored_shapes(folder))
+
+
+def stored_shapes(folder: Path) -> dict[str, list[int]]:
+    """Each tensor's shape in the checkpoint's weight files, by name: from safetensors headers
+    without torch; a torch file is read weights-only."""
     from attnviz.model.weights import read_state_dict, weight_files
 
     files = weight_files(folder)
     if not all(path.suffix == ".safetensors" for path in files):
-        return sum(int(t.numel()) for t in read_state_dict(folder).values())
-    total = 0
+        return {name: list(t.shape) for name, t in read_state_dict(folder).items()}
+    shapes: dict[str, list[int]] = {}
     for path in files:
-        for shape in _shapes(path).values():
-            count = 1
-            for size in shape:
-                count *= size
-            total += count
+        shapes.update(_shapes(path))
+    return shapes
+
+
+def _count(shapes: dict[str, list[int]]) -> int:
+    """The numbers the tensors of `shapes` hold together."""
+    total = 0
+    for shape in shapes.values():
+        count = 1
+        for size in shape:
+            count *= size
+        total += count
     return total

@@ -10,7 +10,7 @@ from attnviz.limits import CONFIG_BYTES
 from attnviz.model.families import read_raw_config
 from attnviz.model.foreign import TRANSFORMERS, check_folder, resolve_engine
 from attnviz.model.locate import ModelSource, locate
-from attnviz.model.seq2seq_config import Seq2seqShape, describe_seq2seq, is_seq2seq
+from attnviz.model.seq2seq_config import Seq2seqShape, check_names, describe_seq2seq, is_seq2seq
 from attnviz.reading import read_json
 
 __all__ = ["OpenModel", "open_model"]
@@ -37,6 +37,7 @@ class OpenModel:
         if not isinstance(self.raw, dict):
             path = self.source.folder / "config.json"
             raise AttnvizError(f"{path} is not a JSON object: restore or re-download the file")
+        check_names(self.raw, where=str(self.source.folder / "config.json"))
         return self.raw
 
     def engine(self, engine: str = "auto") -> str:
@@ -59,14 +60,17 @@ class OpenModel:
     def _read_seq2seq(self) -> Seq2seqShape | None:
         if self.source.gguf is not None or self.source.origin == "embedded":
             return None
-        if not isinstance(self.raw, dict) or not is_seq2seq(self.raw):
+        if not isinstance(self.raw, dict):
+            return None
+        where = str(self.source.folder / "config.json")
+        check_names(self.raw, where=where)
+        if not is_seq2seq(self.raw):
             return None
         start = None
         generation = self.source.folder / "generation_config.json"
         if generation.is_file():
             extra = read_json(generation, CONFIG_BYTES, "generation_config.json")
             start = extra.get("decoder_start_token_id") if isinstance(extra, dict) else None
-        where = str(self.source.folder / "config.json")
         return describe_seq2seq(self.raw, where=where, start=start)
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "SEQ2SEQ_TYPES",
     "STACKS",
     "Seq2seqShape",
+    "check_names",
     "describe_seq2seq",
     "is_seq2seq",
 ]
@@ -68,10 +69,39 @@ class Seq2seqShape:
         return self.decoder_layers, self.decoder_heads
 
 
+# The config.json keys that name what a model is: a string each where set (a list or an
+# object there is a corrupt config, refused by `check_names` before any is looked up).
+NAME_KEYS = ("model_type",)
+# Keys that say yes or no: true, false or null.
+FLAG_KEYS = ("is_encoder_decoder", "is_decoder")
+
+
+def check_names(raw: dict[str, Any], *, where: str = "config.json") -> None:
+    """Refuse, in one line naming the key, a config.json whose model_type is not a string or
+    whose is_encoder_decoder / is_decoder is not true or false: every reader looks them up."""
+    for key in NAME_KEYS:
+        value = raw.get(key)
+        if value is not None and not isinstance(value, str):
+            raise AttnvizError(
+                f'{where} has {key}={shown(value, 40)}; expected a name such as "bert": the '
+                "config is corrupt"
+            )
+    for key in FLAG_KEYS:
+        value = raw.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise AttnvizError(
+                f"{where} has {key}={shown(value, 40)}; expected true or false: the config is "
+                "corrupt"
+            )
+
+
 def is_seq2seq(raw: dict[str, Any]) -> bool:
     """Whether a config.json describes an encoder-decoder (`is_encoder_decoder`, or one of
-    the model types read here)."""
-    return raw.get("is_encoder_decoder") is True or raw.get("model_type") in SEQ2SEQ_TYPES
+    the model types read here); a model_type that is not a string is none of them."""
+    kind = raw.get("model_type")
+    return raw.get("is_encoder_decoder") is True or (
+        isinstance(kind, str) and kind in SEQ2SEQ_TYPES
+    )
 
 
 def describe_seq2seq(

@@ -52,9 +52,6 @@ UNSEEN = {
     "--batch-size": "how the corpus runs, not what it computes",
     "--device": "how the corpus runs, not what it computes",
     "--threads": "how the corpus runs, not what it computes",
-    # a decoder's start token: the default model is an encoder, which has none to leave out
-    # (tests/cli/test_decoder_commands.py reads a decoder with and without it)
-    "--no-bos": "a decoder's start token",
 }
 # Commands not walked here, and where their options are checked.
 NOT_WALKED = {

@@ -254,6 +254,10 @@ def test_the_decoder_list_agrees_with_transformers() -> None:
     masked = modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
     for kind in foreign.DECODER_TYPES:
         assert kind in causal and kind not in masked, kind
+    for kind in foreign.ENCODER_TYPES:  # read as encoders whatever `architectures` claims
+        assert kind in masked and kind not in causal, kind
+    for kind in foreign.DECODER_CAPABLE_TYPES:  # is_decoder decides
+        assert kind in masked and kind in causal, kind
     known = configuration_auto.CONFIG_MAPPING_NAMES
     for kind in (*foreign.ATTENTIONLESS, *foreign.ENCODER_DECODER_TYPES):
         assert kind in known, kind
