@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from attnviz.limits import (
     TOP,
     check_choice,
     check_range,
+    shown,
 )
 from attnviz.text.match import match_key
 
@@ -87,7 +88,11 @@ def shipped_set(path: Path) -> Path:
     in an installed attnviz too."""
     from attnviz.text.samples import sample_dir
 
-    if path.exists() or str(path.parent) not in (".", "sample_sentences"):
+    try:
+        here = path.exists()
+    except OSError:  # a name too long: read_text says so
+        return path
+    if here or str(path.parent) not in (".", "sample_sentences"):
         return path
     try:
         shipped = sample_dir() / path.name
@@ -97,23 +102,52 @@ def shipped_set(path: Path) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """The UTF-8 text of `path`, bounded by ROLES_FILE_BYTES; one line when it cannot be."""
+    """The UTF-8 text of `path`, bounded by ROLES_FILE_BYTES; one line when it cannot be.
+
+    Only a regular file is read (a FIFO would wait forever, /dev/zero never ends), and one
+    larger than the bound is refused by its size before a byte is read."""
+    import stat
+
     from attnviz.reading import read_bounded
 
     try:
-        data = read_bounded(path, ROLES_FILE_BYTES, "the labelled file")
+        info = path.stat()
+    except FileNotFoundError:
+        raise BadInput(f"cannot read {path}: no such file") from None
+    except (OSError, ValueError) as exc:  # a loop of links, a name too long, a NUL byte
+        raise BadInput(f"cannot read {str(path)[:200]}: {_reason(exc)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a pipe, a device or a socket"
+        raise BadInput(f"{path} is {kind}: name a labelled file (JSON Lines, or TSV)")
+    if info.st_size > ROLES_FILE_BYTES:
+        raise BadInput(_too_big(path, info.st_size))
+    try:
+        data = read_bounded(path, ROLES_FILE_BYTES, "labelled file")
     except FileNotFoundError:
         raise BadInput(f"cannot read {path}: no such file") from None
     except BadInput:
         raise
-    except AttnvizError as exc:
-        raise BadInput(str(exc)) from None
+    except AttnvizError:  # replaced by a pipe, or grown past the bound, since the check
+        raise BadInput(_too_big(path, ROLES_FILE_BYTES + 1)) from None
     except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot read {path}: {_reason(exc)}") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+
+
+def _too_big(path: Path, size: int) -> str:
+    from attnviz.limits import amount
+
+    return (
+        f"{path} is {amount(size)}; attnviz reads a labelled file of at most "
+        f"{amount(ROLES_FILE_BYTES)} ({ROLES_EXAMPLES:,} examples): split it"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def is_tsv(path: Path) -> bool:
@@ -125,8 +159,7 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
     lines starting with //) are skipped."""
     examples: list[Labelled] = []
     problems: list[str] = []
-    lines = text.splitlines()
-    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    numbered = list(file_lines(text))
     if tsv:
         if not numbered or tuple(c.strip() for c in numbered[0][1].split("\t")) not in (
             TSV_HEADER,
@@ -143,11 +176,7 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
         if tsv:
             record = tsv_record(line, number, has_candidates, problems)
         else:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
-                continue
+            record = json_record(line, number, problems)
         if record is not None:
             example = parse_record(record, number, problems)
             if example is not None:
@@ -155,6 +184,35 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
     if not examples and not problems:
         problems.append("no examples: one a line, " + '{"text": …, "from": …, "to": …}')
     return examples, problems
+
+
+def file_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The file's lines that are not blank, numbered from 1 as an editor numbers them: split
+    at line feeds only (a carriage return before one is dropped). JSON allows U+2028, U+0085
+    and form feeds inside a string, which `str.splitlines` would split at."""
+    start, number = 0, 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        number += 1
+        line = text[start:end].removesuffix("\r")
+        if line.strip():
+            yield number, line
+        start = end + 1
+
+
+def json_record(line: str, number: int, problems: list[str]) -> Any:
+    """A JSON line's value; None (and a problem) when it is not JSON, nests past Python's
+    parser or holds a number Python will not convert (more than 4,300 digits)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        problems.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
+    except RecursionError:
+        problems.append(f"line {number}: nested too deeply to read; an example is one object")
+    except ValueError as exc:  # an integer of more digits than int() converts
+        problems.append(f"line {number}: not JSON that attnviz reads ({shown(str(exc), 80)})")
+    return None
 
 
 def tsv_record(
@@ -215,18 +273,21 @@ def locate(labels: Sequence[str], word: str) -> int | str:
     not: missing, or ambiguous (the text has it twice and no #N says which)."""
     keys = [match_key(label) for label in labels]
     wanted, occurrence, numbered = match_key(word), 1, False
+    named = shown(word)  # a word is a stranger's: quoted, escaped and cut in the line
     if wanted not in keys and "#" in word:
         bare, _, n = word.strip().rpartition("#")
-        if n.isdigit() and bare:
+        if n.isascii() and n.isdigit() and bare:  # not `#²` (a digit int() refuses)
+            if len(n) > len(str(len(keys))):  # more digits than the text has units
+                return f"{named}: the text has no occurrence {shown(n, 12)} of {shown(bare)}"
             wanted, occurrence, numbered = match_key(bare), int(n), True
     found = [i for i, key in enumerate(keys) if key == wanted]
     if not found:
-        return f"{word!r} is not a word of the text"
+        return f"{named} is not a word of the text"
     if len(found) > 1 and not numbered:
-        return f"{word!r} is ambiguous: the text has it {len(found)} times; write {word}#1.." \
+        return f"{named} is ambiguous: the text has it {len(found)} times; write {word}#1.." \
                f"{word}#{len(found)}"  # fmt: skip
     if not 1 <= occurrence <= len(found):
-        return f"{word!r}: the text has it {len(found)} time{'s' * (len(found) > 1)}"
+        return f"{named}: the text has it {len(found)} time{'s' * (len(found) > 1)}"
     return found[occurrence - 1]
 
 
@@ -301,10 +362,10 @@ class BadExamples(BadInput):
 
 def problems_error(problems: Sequence[str], name: str) -> BadExamples:
     """One error, a line a problem (the first ROLES_PROBLEMS), each naming its line."""
-    shown = [f"{name}: {p}" for p in problems[:ROLES_PROBLEMS]]
+    lines = [f"{name}: {p}" for p in problems[:ROLES_PROBLEMS]]
     if len(problems) > ROLES_PROBLEMS:
-        shown.append(f"{name}: and {len(problems) - ROLES_PROBLEMS} more problems")
-    return BadExamples(shown)
+        lines.append(f"{name}: and {len(problems) - ROLES_PROBLEMS} more problems")
+    return BadExamples(lines)
 
 
 def head_roles(
