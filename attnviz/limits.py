@@ -313,6 +313,7 @@ ROLES_EXAMPLES = 20_000
 ROLES_CANDIDATES = 256
 ROLES_TEXT_CHARS = 4_000  # one example's text, in characters
 ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"
+ROLES_LINES = 5 * ROLES_EXAMPLES  # lines not blank, comments (//) too: split no further
 
 
 # `attnviz ablate --target/--foil`: a word that is one piece of the vocabulary. No token of a

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from attnviz.cli import app
 from attnviz.errors import BadInput
+from attnviz.limits import ROLES_FILE_BYTES, ROLES_LINES
 from attnviz.roles import locate, read_examples
 from tests.safety.test_hostile_model_folders import HOSTILE, within
 
@@ -134,6 +135,16 @@ def test_millions_of_blank_lines_are_read_as_no_examples(tmp_path: Path) -> None
     assert examples == [] and problems[0].startswith("no examples")
 
 
+@pytest.mark.parametrize("line", ["x", "// a comment"])
+def test_millions_of_lines_are_refused_before_they_are_split(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text((line + "\n") * 1_500_000, encoding="ascii")  # 3 to 20 MB: under 16 MB
+    if path.stat().st_size > ROLES_FILE_BYTES:
+        path.write_text((line + "\n") * (ROLES_FILE_BYTES // (len(line) + 1)), encoding="ascii")
+    with within(10), pytest.raises(BadInput, match=f"more than {ROLES_LINES:,} lines"):
+        read_examples(path)
+
+
 @pytest.mark.slow
 def test_the_command_prints_each_problem_on_a_line_and_exits_2(tmp_path: Path) -> None:
     path = _write(tmp_path / "bad.jsonl", {**GOOD, "from": "he#²"}, raw='{"a": ' + "9" * 5000 + "}")
@@ -143,3 +154,29 @@ def test_the_command_prints_each_problem_on_a_line_and_exits_2(tmp_path: Path) -
     assert lines[0] == "Error: bad.jsonl: line 1: from 'he#²' is not a word of the text"
     assert lines[1].startswith("Error: bad.jsonl: line 2: not JSON")
     assert "unexpected" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow  # 300 texts tokenized
+def test_each_example_s_words_are_keyed_once_not_once_a_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """256 candidates over a 250-word text: the text's keys were made again for each word,
+    0.25 s an example, 12 minutes for a 16 MB file before the model ran."""
+    import attnviz.roles as roles
+
+    words = [str(n) for n in range(250)]
+    record = {"text": " ".join(words), "from": "0", "to": "1", "candidates": words[1:]}
+    path = _write(tmp_path / "x.jsonl", *[record] * 300, {**GOOD, "from": "nobody"})
+    calls = [0]
+    real = roles.match_key
+
+    def counted(text: str) -> str:
+        calls[0] += 1
+        return real(text)
+
+    monkeypatch.setattr(roles, "match_key", counted)
+    with pytest.raises(roles.BadExamples) as error:  # the last line: before the model runs
+        roles.head_roles(path)
+    assert error.value.problems == ["x.jsonl: line 301: from 'nobody' is not a word of the text"]
+    # the text's units once, and each of the 251 words, an example
+    assert calls[0] <= 301 * (260 + 260), calls[0]
