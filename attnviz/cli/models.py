@@ -54,7 +54,7 @@ def run(console: Console, folder: Path | None, as_json: bool = False) -> None:
         console.print(Text(f"{said}as the argument or with {MODELS_ENV}=DIR"))
     if found.passed_over:
         console.print(
-            f"{found.passed_over:,} entries or folders passed over (the scan's bounds: "
+            f"at least {found.passed_over:,} entries or folders passed over (the scan's bounds: "
             f"{MODELS_SCAN_ENTRIES:,} entries, {MODELS_LISTED} models): name a smaller folder"
         )
 

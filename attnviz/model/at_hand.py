@@ -70,7 +70,7 @@ class ModelsAtHand:
 
     models: tuple[ModelAtHand, ...]
     searched: tuple[str, ...]  # the folders scanned
-    passed_over: int = 0  # entries past the scan's bounds
+    passed_over: int = 0  # entries or folders past the scan's bounds, at least (it stops)
     missing: tuple[str, ...] = field(default=())  # short names not installed, with how to get them
 
     def to_dict(self) -> dict[str, Any]:
