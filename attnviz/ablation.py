@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from attnviz.arguments import check_max_tokens, check_model, check_text
 from attnviz.errors import BadInput
 from attnviz.inputs import DTYPES
-from attnviz.limits import check_choice, resolve_index
+from attnviz.limits import ABLATE_WORD_CHARS, check_choice, resolve_index
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -57,6 +57,8 @@ def ablate(
     its LM head (the default all-MiniLM-L6-v2 has none): e.g. "gemma-3-270m".
     """
     check_text(prompt, "the prompt")
+    _check_word(target, "target_text", "a word")
+    _check_word(foil, "foil", "a word")
     check_choice(method, METHODS, "method")
     check_choice(dtype, DTYPES, "dtype")
     if patch is not None:
@@ -141,6 +143,12 @@ def _check_word(value: object, param: str, what: str) -> None:
         raise BadInput(f"{{{param}}} must be a string, got {type(value).__name__}", param=param)
     if not value.strip():
         raise BadInput(f"{{{param}}} is empty: pass {what}", param=param)
+    if what == "a word" and len(value) > ABLATE_WORD_CHARS:
+        raise BadInput(
+            f"{{{param}}} is {len(value):,} characters; a word that is one piece of a "
+            f"vocabulary is at most {ABLATE_WORD_CHARS:,}: pass one word",
+            param=param,
+        )
 
 
 def _run(

@@ -187,7 +187,9 @@ def attention_budget() -> int:
     if not raw:
         return ATTENTION_BYTES
     low, high = ATTENTION_MB
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    # ASCII digits, and few: `²` is a digit that int() refuses, and so are 5,000 digits
+    number = raw.isascii() and raw.isdigit() and len(raw) <= len(str(high))
+    if not number or not low <= int(raw) <= high:
         raise BadInput(
             f"{ATTENTION_ENV}={raw[:20]!r} is not a number of megabytes from {low} to {high:,}: "
             f"set it to one (512 is the default), or unset it"
@@ -315,6 +317,24 @@ ROLES_EXAMPLES = 20_000
 ROLES_CANDIDATES = 256
 ROLES_TEXT_CHARS = 4_000  # one example's text, in characters
 ROLES_PROBLEMS = 20  # problems listed, one a line, before "and N more"
+ROLES_LINES = 5 * ROLES_EXAMPLES  # lines not blank, comments (//) too: split no further
+
+# `attnviz ablate --target/--foil`: a word that is one piece of the vocabulary. No token of a
+# vocabulary attnviz reads is longer (GGUF_TOKEN_BYTES), so a longer word is refused before
+# the tokenizer sees it (tokenizing costs about 170 bytes of memory a character).
+ABLATE_WORD_CHARS = 1024
+
+# `attnviz explore`'s `/` line: a new text typed or pasted. The smallest bound of a model's
+# text (MIN_TEXT_CHARS); a longer text is refused as it is pasted, in the line itself (a
+# terminal heatmap of thousands of words is unreadable; pass a long text as the argument).
+EXPLORE_TEXT_CHARS = MIN_TEXT_CHARS
+
+# `attnviz models` reads what it lists from strangers' folders: at most this many bytes of
+# config.json files, model cards and GGUF metadata in all (a real config is a few KB, the
+# front of a card some KB), and of a GGUF file only its first GGUF_PEEK_BYTES, where its
+# architecture is named (a full header holds the whole vocabulary: 0.5 s for Gemma's).
+MODELS_SCAN_BYTES = 64 * 2**20
+GGUF_PEEK_BYTES = 64 * 2**10
 
 # Corpus work split over processes (attnviz.sharding, attnviz.partials): the slices a run may
 # be cut into, and the bound on a partial file (a stranger's file is input). A roles partial

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,12 +28,14 @@ from attnviz.limits import (
     ROLES_CANDIDATES,
     ROLES_EXAMPLES,
     ROLES_FILE_BYTES,
+    ROLES_LINES,
     ROLES_PROBLEMS,
     ROLES_TEXT_CHARS,
     THREADS,
     TOP,
     check_choice,
     check_range,
+    shown,
 )
 from attnviz.text.match import match_key
 
@@ -88,7 +91,11 @@ def shipped_set(path: Path) -> Path:
     in an installed attnviz too."""
     from attnviz.text.samples import sample_dir
 
-    if path.exists() or str(path.parent) not in (".", "sample_sentences"):
+    try:
+        here = path.exists()
+    except OSError:  # a name too long: read_text says so
+        return path
+    if here or str(path.parent) not in (".", "sample_sentences"):
         return path
     try:
         shipped = sample_dir() / path.name
@@ -98,23 +105,52 @@ def shipped_set(path: Path) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """The UTF-8 text of `path`, bounded by ROLES_FILE_BYTES; one line when it cannot be."""
+    """The UTF-8 text of `path`, bounded by ROLES_FILE_BYTES; one line when it cannot be.
+
+    Only a regular file is read (a FIFO would wait forever, /dev/zero never ends), and one
+    larger than the bound is refused by its size before a byte is read."""
+    import stat
+
     from attnviz.reading import read_bounded
 
     try:
-        data = read_bounded(path, ROLES_FILE_BYTES, "the labelled file")
+        info = path.stat()
+    except FileNotFoundError:
+        raise BadInput(f"cannot read {path}: no such file") from None
+    except (OSError, ValueError) as exc:  # a loop of links, a name too long, a NUL byte
+        raise BadInput(f"cannot read {str(path)[:200]}: {_reason(exc)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a pipe, a device or a socket"
+        raise BadInput(f"{path} is {kind}: name a labelled file (JSON Lines, or TSV)")
+    if info.st_size > ROLES_FILE_BYTES:
+        raise BadInput(_too_big(path, info.st_size))
+    try:
+        data = read_bounded(path, ROLES_FILE_BYTES, "labelled file")
     except FileNotFoundError:
         raise BadInput(f"cannot read {path}: no such file") from None
     except BadInput:
         raise
-    except AttnvizError as exc:
-        raise BadInput(str(exc)) from None
+    except AttnvizError:  # replaced by a pipe, or grown past the bound, since the check
+        raise BadInput(_too_big(path, ROLES_FILE_BYTES + 1)) from None
     except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot read {path}: {_reason(exc)}") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+
+
+def _too_big(path: Path, size: int) -> str:
+    from attnviz.limits import amount
+
+    return (
+        f"{path} is {amount(size)}; attnviz reads a labelled file of at most "
+        f"{amount(ROLES_FILE_BYTES)} ({ROLES_EXAMPLES:,} examples): split it"
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def is_tsv(path: Path) -> bool:
@@ -126,8 +162,14 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
     lines starting with //) are skipped."""
     examples: list[Labelled] = []
     problems: list[str] = []
-    lines = text.splitlines()
-    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    numbered = []
+    for at in file_lines(text):  # lazily: refused at the bound, the rest never split
+        numbered.append(at)
+        if len(numbered) > ROLES_LINES:
+            raise BadInput(
+                f"more than {ROLES_LINES:,} lines that are not blank: a labelled file holds "
+                f"at most {ROLES_EXAMPLES:,} examples; split it"
+            )
     if tsv:
         if not numbered or tuple(c.strip() for c in numbered[0][1].split("\t")) not in (
             TSV_HEADER,
@@ -144,11 +186,7 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
         if tsv:
             record = tsv_record(line, number, has_candidates, problems)
         else:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
-                continue
+            record = json_record(line, number, problems)
         if record is not None:
             example = parse_record(record, number, problems)
             if example is not None:
@@ -156,6 +194,36 @@ def parse_lines(text: str, *, tsv: bool) -> tuple[list[Labelled], list[str]]:
     if not examples and not problems:
         problems.append("no examples: one a line, " + '{"text": …, "from": …, "to": …}')
     return examples, problems
+
+
+def file_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The file's lines that are not blank, numbered from 1 as an editor numbers them: split
+    at line feeds only (a carriage return before one is dropped). JSON allows U+2028, U+0085
+    and form feeds inside a string, which `str.splitlines` would split at. Blank lines are
+    passed over by the regular expression, counted by `str.count`: 15 million of them cost
+    no Python loop."""
+    number, at = 1, 0
+    for match in _CONTENT.finditer(text):
+        number += text.count("\n", at, match.start())
+        at = match.start()
+        yield number, match.group().removesuffix("\r")
+
+
+_CONTENT = re.compile(r"^[^\n]*?\S[^\n]*", re.MULTILINE)  # a line with a visible character
+
+
+def json_record(line: str, number: int, problems: list[str]) -> Any:
+    """A JSON line's value; None (and a problem) when it is not JSON, nests past Python's
+    parser or holds a number Python will not convert (more than 4,300 digits)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        problems.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
+    except RecursionError:
+        problems.append(f"line {number}: nested too deeply to read; an example is one object")
+    except ValueError as exc:  # an integer of more digits than int() converts
+        problems.append(f"line {number}: not JSON that attnviz reads ({shown(str(exc), 80)})")
+    return None
 
 
 def tsv_record(
@@ -211,24 +279,39 @@ def parse_record(record: Any, number: int, problems: list[str]) -> Labelled | No
     return Labelled(number, fields["text"], fields["from"], fields["to"], candidates)
 
 
-def locate(labels: Sequence[str], word: str) -> int | str:
+def locate(
+    labels: Sequence[str], word: str, keys: Mapping[str, list[int]] | None = None
+) -> int | str:
     """The unit `word` names among `labels` (`ele`, `ele#2`, any case or accents), or why
-    not: missing, or ambiguous (the text has it twice and no #N says which)."""
-    keys = [match_key(label) for label in labels]
+    not: missing, or ambiguous (the text has it twice and no #N says which). `keys`, when
+    given, is `keyed(labels)`, made once for an example's many words."""
+    keys = keyed(labels) if keys is None else keys
     wanted, occurrence, numbered = match_key(word), 1, False
     if wanted not in keys and "#" in word:
         bare, _, n = word.strip().rpartition("#")
-        if n.isdigit() and bare:
+        if n.isascii() and n.isdigit() and bare:  # not `#²` (a digit int() refuses)
+            if len(n) > len(str(len(labels))):  # more digits than the text has units
+                return f"{shown(word)}: the text has no occurrence {shown(n, 12)} of {shown(bare)}"
             wanted, occurrence, numbered = match_key(bare), int(n), True
-    found = [i for i, key in enumerate(keys) if key == wanted]
-    if not found:
-        return f"{word!r} is not a word of the text"
+    found = keys.get(wanted, [])
+    if not found:  # a word is a stranger's: quoted, escaped and cut in the line
+        return f"{shown(word)} is not a word of the text"
     if len(found) > 1 and not numbered:
-        return f"{word!r} is ambiguous: the text has it {len(found)} times; write {word}#1.." \
+        return f"{shown(word)} is ambiguous: the text has it {len(found)} times; write {word}#1.." \
                f"{word}#{len(found)}"  # fmt: skip
     if not 1 <= occurrence <= len(found):
-        return f"{word!r}: the text has it {len(found)} time{'s' * (len(found) > 1)}"
+        return f"{shown(word)}: the text has it {len(found)} time{'s' * (len(found) > 1)}"
     return found[occurrence - 1]
+
+
+def keyed(labels: Sequence[str]) -> dict[str, list[int]]:
+    """Where each match key stands among `labels`, made once for all the words of an example
+    (up to ROLES_CANDIDATES + 2 over up to 512 units: the keys made again for each word, a
+    16 MB file took 0.25 s an example, 12 minutes in all, before the model ran)."""
+    index: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        index.setdefault(match_key(label), []).append(i)
+    return index
 
 
 def word_units(pieces: Pieces, unit_map: UnitMap) -> list[bool]:
@@ -253,9 +336,10 @@ def resolve(labelled: Labelled, pieces: Pieces, unit_map: UnitMap, causal: bool)
     from attnviz.measures.roles import Example
 
     labels = unit_map.labels()
+    keys = keyed(labels)
     found: dict[str, int] = {}
     for name, word in (("from", labelled.source), ("to", labelled.target)):
-        at = locate(labels, word)
+        at = locate(labels, word, keys)
         if isinstance(at, str):
             return f"{name} {at}"
         found[name] = at
@@ -268,7 +352,7 @@ def resolve(labelled: Labelled, pieces: Pieces, unit_map: UnitMap, causal: bool)
     else:
         candidates = []
         for word in labelled.candidates:
-            at = locate(labels, word)
+            at = locate(labels, word, keys)
             if isinstance(at, str):
                 return f"candidate {at}"
             if at == source:
@@ -302,10 +386,10 @@ class BadExamples(BadInput):
 
 def problems_error(problems: Sequence[str], name: str) -> BadExamples:
     """One error, a line a problem (the first ROLES_PROBLEMS), each naming its line."""
-    shown = [f"{name}: {p}" for p in problems[:ROLES_PROBLEMS]]
+    lines = [f"{name}: {p}" for p in problems[:ROLES_PROBLEMS]]
     if len(problems) > ROLES_PROBLEMS:
-        shown.append(f"{name}: and {len(problems) - ROLES_PROBLEMS} more problems")
-    return BadExamples(shown)
+        lines.append(f"{name}: and {len(problems) - ROLES_PROBLEMS} more problems")
+    return BadExamples(lines)
 
 
 def head_roles(

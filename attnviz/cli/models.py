@@ -7,7 +7,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from attnviz.model.at_hand import MODELS_ENV, hub_cache, models_at_hand
+from attnviz.model.at_hand import (
+    MODELS_ENV,
+    MODELS_LISTED,
+    MODELS_SCAN_ENTRIES,
+    hub_cache,
+    models_at_hand,
+)
+from attnviz.render.cells import json_visible
 
 
 def run(console: Console, folder: Path | None, as_json: bool = False) -> None:
@@ -17,8 +24,9 @@ def run(console: Console, folder: Path | None, as_json: bool = False) -> None:
     from rich.text import Text
 
     found = models_at_hand(folder)
-    if as_json:
-        print(json.dumps(found.to_dict(), ensure_ascii=False, indent=2))
+    if as_json:  # a folder's name may hold an escape or a bidirectional override: \u-escaped
+        document = json.dumps(found.to_dict(), ensure_ascii=False, indent=2)
+        print("\n".join(json_visible(line) for line in document.split("\n")))
         return
     table = Table(title="models at hand (offline)", title_justify="left", box=None)
     table.add_column("--model", no_wrap=True)  # whole, to be copied
@@ -45,7 +53,10 @@ def run(console: Console, folder: Path | None, as_json: bool = False) -> None:
         said = f"no folder searched (no Hugging Face cache at {hub}): name a folder of models "
         console.print(Text(f"{said}as the argument or with {MODELS_ENV}=DIR"))
     if found.passed_over:
-        console.print(f"{found.passed_over:,} entries passed over (the scan's bounds)")
+        console.print(
+            f"at least {found.passed_over:,} entries or folders passed over (the scan's bounds: "
+            f"{MODELS_SCAN_ENTRIES:,} entries, {MODELS_LISTED} models): name a smaller folder"
+        )
 
 
 def _safe(text: str, limit: int = 200) -> str:

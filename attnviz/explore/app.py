@@ -27,6 +27,7 @@ from attnviz.explore.source import Explorable, Retext, word_name
 from attnviz.explore.terminal import need_a_terminal
 from attnviz.explore.widgets import HeatmapPane, HelpScreen, PanelScreen, RowPane, TextScreen
 from attnviz.measures.views import AttentionView
+from attnviz.render.cells import visible
 
 __all__ = ["ExploreApp", "PortugueseApp", "bindings", "explore"]
 
@@ -140,7 +141,7 @@ class ExploreApp(App[None]):
         if self.shown is None or view.columns != self.shown.columns:
             self.key = None
         self.place, self.shown = place, view
-        self.query_one("#title", Static).update(Text(view.title))
+        self.query_one("#title", Static).update(Text(visible(view.title)))  # a model's name
         self.query_one("#heatmap", HeatmapPane).draw(view, place.query)
         self.query_one("#row", RowPane).draw(view.row(place.query), self.lang)
         self.call_after_refresh(self.follow)
@@ -158,7 +159,8 @@ class ExploreApp(App[None]):
     def tell(self, message: str) -> None:
         """One line under the view (cut to the screen's width by the widget)."""
         line = message.splitlines()[0] if message else ""
-        self.query_one("#status", Static).update(Text(line))  # text, never markup: [CLS]
+        # text, never markup ([CLS]); escaped: it may quote the text, a word, a file's name
+        self.query_one("#status", Static).update(Text(visible(line)))
 
     # ------------------------------------------------------------ in the background
 

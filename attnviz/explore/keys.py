@@ -78,6 +78,10 @@ _WORDS: dict[str, tuple[str, str]] = {  # a message's name -> English, Portugues
         "A new text (Enter reads it, Esc closes):",
         "Um texto novo (Enter lê, Esc fecha):",
     ),
+    "too_long": (
+        "At most {most} characters here (pass a longer text as the command's argument):",
+        "No máximo {most} caracteres aqui (passe um texto mais longo como argumento):",
+    ),
     "help": ("Keys", "Teclas"),
     "close": ("Esc or the same key closes", "Esc ou a mesma tecla fecha"),
     "keys_of": ("keys of {query}", "chaves de {query}"),

@@ -4,6 +4,7 @@ screens over them (help, a result's panel, a new text)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -13,18 +14,29 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.events import Click
+from textual.events import Click, Paste
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from attnviz.explore.keys import KEYS, say
+from attnviz.limits import EXPLORE_TEXT_CHARS
 from attnviz.measures.query import QueryRow
 from attnviz.measures.views import AttentionView
 from attnviz.render.bars import BarList
+from attnviz.render.cells import visible
 from attnviz.render.terminal import Heatmap
 
-__all__ = ["HeatmapPane", "HelpScreen", "PanelScreen", "RowPane", "Shaded", "TextScreen"]
+__all__ = [
+    "HeatmapPane",
+    "HelpScreen",
+    "PanelScreen",
+    "RowPane",
+    "Shaded",
+    "TextLine",
+    "TextScreen",
+    "typed",
+]
 
 
 class HeatmapPane(Static):
@@ -202,6 +214,43 @@ class PanelScreen(ModalScreen[None]):
             self.dismiss(None)
 
 
+class TextLine(Input):
+    """The line a new text is typed or pasted in: a paste's lines joined by spaces (Textual's
+    Input keeps only the first), what a terminal would act on (an escape, a bidirectional
+    override) left out, and a text past EXPLORE_TEXT_CHARS refused as it comes, in the
+    line above (`refused`), before the screen holds it."""
+
+    def __init__(self, refused: Callable[[], None], **options: Any) -> None:
+        super().__init__(max_length=EXPLORE_TEXT_CHARS, **options)
+        self.refused = refused
+
+    def replace(self, text: str, start: int, end: int) -> None:
+        if len(self.value) - (end - start) + len(text) > EXPLORE_TEXT_CHARS:
+            self.restricted()  # by its length, before a character of it is looked at
+            return
+        super().replace(typed(text), start, end)
+
+    def restricted(self) -> None:
+        self.refused()
+        self.app.bell()
+
+    def _on_paste(self, event: Paste) -> None:  # Input's own would drop all but one line
+        event.prevent_default()
+        event.stop()
+        if event.text:
+            start, end = sorted(self.selection)
+            self.replace(event.text, start, end)
+
+
+def typed(text: str) -> str:
+    """`text` as a line: runs of whitespace (newlines, tabs) one space, and the characters
+    `visible` would escape (controls, bidirectional overrides, zero-width ones) left out."""
+    line = " ".join(text.split()) if text.strip() else (" " if text else "")
+    if visible(line) == line:
+        return line
+    return "".join(char for char in line if visible(char) == char)
+
+
 class TextScreen(ModalScreen[str | None]):
     """`/`: a line to type a new text in; Enter gives it, Esc gives None."""
 
@@ -213,8 +262,12 @@ class TextScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="retext"):
-            yield Static(say(self.lang, "new_text"))
-            yield Input(id="text")
+            yield Static(say(self.lang, "new_text"), id="prompt")
+            yield TextLine(self.too_long, id="text")
+
+    def too_long(self) -> None:
+        line = say(self.lang, "too_long", most=f"{EXPLORE_TEXT_CHARS:,}")
+        self.query_one("#prompt", Static).update(Text(line))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
