@@ -156,18 +156,10 @@ def evict(limit: int, *, keep: tuple[str, str]) -> None:
                     _quietly(remove, file)
             elif not file.weights:
                 total += file.size
-        kept = None
-        entries = (f for f in files if f.entry and not f.weights)
-        for file in sorted(entries, key=lambda f: (f.mtime_ns, f.name)):
-            if (file.where, file.name) == keep:
-                kept = file
-                continue
-            if total <= limit:
-                break
-            if _quietly(remove, file):
-                total -= file.size
-        if total > limit and kept is not None:  # the new entry alone is too big
-            _quietly(remove, kept)
+        entries = sorted(
+            (f for f in files if f.entry and not f.weights), key=lambda f: (f.mtime_ns, f.name)
+        )
+        _remove_oldest(entries, total, limit, lambda f: (f.where, f.name) == keep, remove)
 
 
 def evict_weights(limit: int, *, keep: str) -> None:
@@ -183,17 +175,29 @@ def evict_weights(limit: int, *, keep: str) -> None:
             (f for f in files if f.weights), key=lambda f: (used.get(f.where, f.mtime_ns), f.where)
         )
         total = sum(f.size for f in weights)
-        kept = None
-        for file in weights:
-            if file.where == keep:
-                kept = file
-                continue
-            if total <= limit:
-                break
-            if _quietly(remove, file):
-                total -= file.size
-        if total > limit and kept is not None:
-            _quietly(remove, kept)
+        _remove_oldest(weights, total, limit, lambda f: f.where == keep, remove)
+
+
+def _remove_oldest(
+    oldest_first: list[_File],
+    total: int,
+    limit: int,
+    kept: Callable[[_File], bool],
+    remove: Callable[[_File], bool],
+) -> None:
+    """Remove files, oldest first, until their `total` bytes fit `limit`; the one just
+    written (`kept`) is removed last, only if it alone is too big."""
+    written = None
+    for file in oldest_first:
+        if kept(file):
+            written = file
+            continue
+        if total <= limit:
+            break
+        if _quietly(remove, file):
+            total -= file.size
+    if total > limit and written is not None:  # the new file alone is too big
+        _quietly(remove, written)
 
 
 def _quietly(remove: Callable[[_File], bool], file: _File) -> bool:

@@ -89,15 +89,25 @@ def _manifest(fd: int, identity: str, secret: bytes) -> dict[str, list[int | str
     return files if isinstance(files, dict) else None
 
 
-def find(identity: str) -> Path | None:
-    """The converted folder for `identity` when it is complete and its small files check out."""
+@contextlib.contextmanager
+def _signed(identity: str) -> Iterator[tuple[int, bytes, dict[str, list[int | str]]] | None]:
+    """(descriptor of gguf/<identity>, the secret, its signed manifest's files) of an existing
+    converted folder, or None when the cache is unusable or the manifest is missing or forged."""
     with _opened(identity, create=False) as opened:
         if opened is None:
-            return None
+            yield None
+            return
         fd, secret = opened
         files = _manifest(fd, identity, secret)
-        if files is None:
+        yield None if files is None else (fd, secret, files)
+
+
+def find(identity: str) -> Path | None:
+    """The converted folder for `identity` when it is complete and its small files check out."""
+    with _signed(identity) as signed:
+        if signed is None:
             return None
+        fd, _, files = signed
         for name, listed in files.items():
             if name == WEIGHTS:
                 continue  # checked when they are loaded (`load_weights`)
@@ -149,15 +159,12 @@ def load_weights(identity: str, load: Callable[[str], object]) -> object | None:
     stamp differs (copied, restored from a backup) is read whole once: its SHA-256 must be
     the signed one, and the manifest is signed again with its new stamp.
     """
-    with _opened(identity, create=False) as opened:
-        if opened is None:
+    with _signed(identity) as signed:
+        weights = None if signed is None else _weights_entry(signed[2])
+        if signed is None or weights is None:
             return None
-        fd, secret = opened
-        files = _manifest(fd, identity, secret)
-        signed = _weights_entry(files)
-        if files is None or signed is None:
-            return None
-        size, digest, samples, stamp = signed
+        fd, secret, files = signed
+        size, digest, samples, stamp = weights
         try:
             handle = open_regular(WEIGHTS, fd)
         except (OSError, ValueError):
@@ -242,13 +249,10 @@ def store_weights(identity: str, size: int, write: Callable[[IO[bytes]], None]) 
     signed; the least recently used weights of other models go past their bound. A failure
     to write (a full disk) is a warning: the run goes on with the weights it holds.
     """
-    with _opened(identity, create=False) as opened:
-        if opened is None:
+    with _signed(identity) as signed:
+        if signed is None:
             return False
-        fd, secret = opened
-        files = _manifest(fd, identity, secret)
-        if files is None:
-            return False
+        fd, secret, files = signed
         hashing = _Hashing()
         try:
             write_at(fd, WEIGHTS, lambda out: write(hashing.wrap(out)))

@@ -35,10 +35,7 @@ def show(
     query: own.ShowQueryOpt = None,
     exclude: opt.ExcludeOpt = None,
     measure: opt.MeasureOpt = opt.Measure.weight,
-    reading: opt.ReadingOptions = opt.READING,
-    images: opt.ImageOptions = opt.IMAGES,
-    pooling: opt.PoolOptions = opt.POOLING,
-    ending: opt.EndOptions = opt.ENDING,
+    drawn: opt.DrawnOptions = opt.DRAWN,
 ) -> None:
     """One heatmap: who attends to whom in one layer (one head, or the mean of all heads).
 
@@ -50,7 +47,7 @@ def show(
     from attnviz.cli.show import run
 
     run(read_output(ctx), read_request(ctx), layer=layer, head=head, units=units.value,
-        query=query, exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
+        query=query, exclude=exclude_list(exclude), pooling=drawn.pooling)  # fmt: skip
 
 
 @command()
@@ -59,18 +56,9 @@ def heads(
     text: opt.TextArg = None,
     load: opt.LoadOpt = None,
     layer: opt.LayerOpt = -1,
-    heads: opt.HeadsOpt = None,
-    units: opt.UnitsOpt = opt.Units.words,
-    exclude: opt.ExcludeOpt = None,
-    measure: opt.MeasureOpt = opt.Measure.weight,
-    model: opt.ModelOpt = None,
-    out: opt.OutOpt = None,
-    show: opt.ShowOpt = False,
+    grid: opt.GridOptions = opt.GRID,
     as_json: own.PooledJsonOpt = False,
-    reading: opt.ReadingOptions = opt.READING,
-    images: opt.ImageOptions = opt.IMAGES,
-    pooling: opt.PoolOptions = opt.POOLING,
-    ending: opt.EndOptions = opt.ENDING,
+    drawn: opt.DrawnOptions = opt.DRAWN,
 ) -> None:
     """Every head of one layer, side by side as small heatmaps on one colour scale.
 
@@ -78,8 +66,9 @@ def heads(
     """
     from attnviz.cli.heads import run
 
-    run(read_output(ctx), read_request(ctx), layer=layer, units=units.value,
-        subset=head_list(heads), exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
+    run(read_output(ctx), read_request(ctx), layer=layer, units=grid.units.value,
+        subset=head_list(grid.heads), exclude=exclude_list(grid.exclude),
+        pooling=drawn.pooling)  # fmt: skip
 
 
 @command("model")
@@ -87,18 +76,9 @@ def model_view(
     ctx: typer.Context,
     text: opt.TextArg = None,
     load: opt.LoadOpt = None,
-    heads: opt.HeadsOpt = None,
-    units: opt.UnitsOpt = opt.Units.words,
-    exclude: opt.ExcludeOpt = None,
-    measure: opt.MeasureOpt = opt.Measure.weight,
-    model: opt.ModelOpt = None,
-    out: opt.OutOpt = None,
-    show: opt.ShowOpt = False,
+    grid: opt.GridOptions = opt.GRID,
     as_json: own.PooledJsonOpt = False,
-    reading: opt.ReadingOptions = opt.READING,
-    images: opt.ImageOptions = opt.IMAGES,
-    pooling: opt.PoolOptions = opt.POOLING,
-    ending: opt.EndOptions = opt.ENDING,
+    drawn: opt.DrawnOptions = opt.DRAWN,
 ) -> None:
     """The whole model at a glance: every layer (rows) and head (columns) as small heatmaps.
 
@@ -108,8 +88,9 @@ def model_view(
     """
     from attnviz.cli.model_view import run
 
-    run(read_output(ctx), read_request(ctx), units=units.value, subset=head_list(heads),
-        exclude=exclude_list(exclude), pooling=pooling)  # fmt: skip
+    run(read_output(ctx), read_request(ctx), units=grid.units.value,
+        subset=head_list(grid.heads), exclude=exclude_list(grid.exclude),
+        pooling=drawn.pooling)  # fmt: skip
 
 
 @command()

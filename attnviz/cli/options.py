@@ -386,11 +386,42 @@ class EndOptions:
     debug: DebugOpt = False
 
 
-GROUPS = (ImageOptions, BoundOptions, ReadingOptions, PoolOptions, EndOptions)
 IMAGES = ImageOptions()  # the defaults a signature shows; typer passes the options given
 READING = ReadingOptions()
 POOLING = PoolOptions()
 ENDING = EndOptions()
+
+
+@dataclass(frozen=True)
+class DrawnOptions:
+    """--pair to --debug, the options a heatmap view (show, heads, model) ends with: how its
+    text is read, its image drawn, a long input pooled, and the end options."""
+
+    reading: ReadingOptions = READING
+    images: ImageOptions = IMAGES
+    pooling: PoolOptions = POOLING
+    ending: EndOptions = ENDING
+
+
+@dataclass(frozen=True)
+class GridOptions:
+    """--heads to --show: which heads of a grid of heatmaps (heads, model), over what units
+    and tokens, which measure, from which model, and where it is drawn."""
+
+    heads: HeadsOpt = None
+    units: UnitsOpt = Units.words
+    exclude: ExcludeOpt = None
+    measure: MeasureOpt = Measure.weight
+    model: ModelOpt = None
+    out: OutOpt = None
+    show: ShowOpt = False
+
+
+DRAWN = DrawnOptions()
+GRID = GridOptions()
+GROUPS = (
+    ImageOptions, BoundOptions, ReadingOptions, PoolOptions, EndOptions, DrawnOptions, GridOptions
+)  # fmt: skip
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 GIVEN = "attnviz.options"  # the context's `meta` key of every option's value (see `given`)
 

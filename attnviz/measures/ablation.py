@@ -11,8 +11,7 @@ size of their effect.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -20,7 +19,6 @@ from attnviz.measures.drawn import Drawn
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-    from rich.console import Console, ConsoleOptions, RenderResult
 
 __all__ = ["Ablation", "Piece"]
 
@@ -54,6 +52,7 @@ class Ablation(Drawn):
     layers: list[int]
     logit_diffs: np.ndarray  # (len(layers), H) float64
     title: str = ""  # default: the model, the method and the two pieces
+    default_cmap: ClassVar[str] = "RdBu_r"  # an effect has a sign: colours diverge from 0
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -127,24 +126,6 @@ class Ablation(Drawn):
         return ablation_table(
             rows[:SHOWN], title=self.title, lines=self._lines(), effect=effect, total=len(rows)
         )
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self._renderable()
-
-    def save(
-        self,
-        path: str | Path,
-        *,
-        dpi: int = 200,
-        cmap: str = "RdBu_r",
-        theme: str = "light",
-        transparent: bool = False,
-        annotate: bool = False,
-    ) -> Path:
-        """Write the layers × heads heatmap as an image (.png, .svg or .pdf), all or nothing;
-        its colours diverge from 0, since an effect has a sign."""
-        return super().save(path, dpi=dpi, cmap=cmap, theme=theme, transparent=transparent,
-                            annotate=annotate)  # fmt: skip
 
     def figure(
         self, *, cmap: str = "RdBu_r", theme: str = "light", annotate: bool = False

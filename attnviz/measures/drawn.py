@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -54,6 +54,7 @@ class Drawn:
     """
 
     title: str
+    default_cmap: ClassVar[str] = "viridis"  # what `save` draws in unless told
 
     def _renderable(self) -> Any:
         raise NotImplementedError
@@ -69,13 +70,15 @@ class Drawn:
         path: str | Path,
         *,
         dpi: int = 200,
-        cmap: str = "viridis",
+        cmap: str | None = None,
         theme: str = "light",
         transparent: bool = False,
         annotate: bool = False,
     ) -> Path:
-        """Write the result as an image (.png, .svg or .pdf, by the suffix), all or nothing."""
-        return save_image(path, ImageStyle(dpi, cmap, theme, transparent, annotate), self._write)
+        """Write the result as an image (.png, .svg or .pdf, by the suffix), all or nothing;
+        `cmap` None is the result's own colours (`default_cmap`)."""
+        style = ImageStyle(dpi, cmap or self.default_cmap, theme, transparent, annotate)
+        return save_image(path, style, self._write)
 
     def _write(self, path: Path, style: ImageStyle) -> None:
         figure = self.figure(cmap=style.cmap, theme=style.theme, annotate=style.annotate)

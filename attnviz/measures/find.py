@@ -15,7 +15,7 @@ from a word the mean over its pieces, as in every view. Numpy only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,16 +48,8 @@ class HeadLink:
     sink: float = 0.0  # share of the queries that see the target putting over half on it
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer,
-            "head": self.head,
-            "weight": self.weight,
-            "rank": self.rank,
-            "top_key": self.top_key,
-            "top_weight": self.top_weight,
-            "others_above": self.others_above,
-            "sink": self.sink,
-        }
+        """Its fields by name (each head of `HeadLinks.to_dict`)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
