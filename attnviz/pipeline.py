@@ -529,6 +529,7 @@ def compute_batches(
     perf.import_torch()
     import torch
 
+    from attnviz.model.encoder import Encoder
     from attnviz.model.hf_engine import attentions as foreign_attentions
 
     foreign = corpus.engine == TRANSFORMERS
@@ -551,7 +552,8 @@ def compute_batches(
                 expect = (shape.layers, shape.heads)
                 attentions = foreign_attentions(encoder, ids, types, real, expect=expect)
             else:
-                out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal)
+                only = {"weights_only": True} if isinstance(encoder, Encoder) else {}
+                out = encoder(ids.to(where), types.to(where), real.to(where), causal=causal, **only)
                 attentions = out.attentions  # (L, B, H, T, T)
         if not on_device:
             attentions = attentions.float().cpu().numpy()

@@ -22,7 +22,11 @@ matter; seconds vary from machine to machine.
     attnviz show --measure M     vs  attnviz show, cold          (each measure)
     attnviz stats FILE           vs  benchmarks/stats_reference.py FILE (transformers, the
                                      same statistics; 256 sentences of about 100 pieces,
-                                     batch 32, one thread each)
+                                     batch 32): whole runs at one thread, and sentences/s
+                                     with the start-up subtracted at 1 and 2 threads
+                                     (benchmarks/corpus_rates.py)
+    attnviz find --file SET      vs  benchmarks/roles_reference.py SET (transformers, the
+                                     same accuracies, checked head by head), each shipped set
     throughput over 256 sentences of about 128 pieces: attnviz's encoder vs BertModel
     peak memory (RSS) of show, and of stats on 10,000 sentences
     attnviz show, cold, a 135M decoder  vs  import torch + read its weights (SmolLM2's shape)
@@ -40,8 +44,8 @@ matter; seconds vary from machine to machine.
                                      (value zeroing: 256, the most it runs at that shape)
 
 `--only help,images` runs only those groups of rows (help, startup, show, page, images,
-measures, stats, throughput, memory, decoder, decoder-measures, generate, gguf, long, engine,
-ablate); by
+measures, stats, roles, throughput, memory, decoder, decoder-measures, generate, gguf, long,
+engine, ablate); by
 default all of them run.
 """
 
@@ -70,6 +74,7 @@ GROUPS = (
     "images",
     "measures",
     "stats",
+    "roles",
     "throughput",
     "memory",
     "decoder",
@@ -369,7 +374,7 @@ def main() -> None:
                     limit,
                 )
 
-        difference = None
+        difference = rates = None
         if "stats" in only:
             corpus = str(stats_corpus(folder))
             batching = ["--threads", "1", "--batch-size", "32"]
@@ -385,6 +390,14 @@ def main() -> None:
                 1 / 1.3,
                 runs=3,
             )
+            from benchmarks import corpus_rates
+
+            rates = corpus_rates.stats_rates(Path(corpus), env, 3, side_by_side)
+        roles = None
+        if "roles" in only:
+            from benchmarks import corpus_rates
+
+            roles = corpus_rates.roles_rows(env, min(args.runs, 3), side_by_side, _threads())
         decoder_memory = None
         if "decoder" in only:
             from benchmarks import decoder
@@ -496,6 +509,14 @@ def main() -> None:
         )
     if difference is not None:
         print(f"\n(attnviz stats and its reference differ by at most {difference:.1e})")
+    if rates is not None:
+        from benchmarks.corpus_rates import print_stats_rates
+
+        print_stats_rates(rates, 256)
+    if roles is not None:
+        from benchmarks.corpus_rates import print_roles_rows
+
+        print_roles_rows(roles, _threads())
     if throughput is not None:
         _print_throughput(throughput, args.sentences)
     if memory is not None:

@@ -360,15 +360,18 @@ def _sums_numpy(
     wide = np.empty(H * Tmax * Tmax, dtype=np.float64)
     logs = np.empty(H * Tmax * Tmax, dtype=np.float64)
     for b, (n, kind) in enumerate(zip(lengths, kinds, strict=True)):
-        key_kinds = np.stack([kind.cls, kind.sep, kind.punct], axis=-1).astype(np.float64)
+        # The keys of each kind, cls, sep and punct: a few columns each, summed alone rather
+        # than a pass over every weight for what each key receives.
+        columns = [np.flatnonzero(k) for k in (kind.cls, kind.sep, kind.punct)]
         A = wide[: H * n * n].reshape(H, n, n)  # (H, n, n): real queries and keys only
         log_a = logs[: H * n * n].reshape(H, n, n)  # (H, n, n)
         for layer in range(L):
             np.copyto(A, values[layer, b, :, :n, :n])
             np.log(np.maximum(A, tiny, out=log_a), out=log_a)
             sums[0, layer] -= np.einsum("hqk,hqk->h", A, log_a)  # entropy: -Σ p·log p
-            to_key = A.sum(axis=1)  # (H, n): the weight each key receives
-            sums[1:4, layer] += (to_key @ key_kinds).T  # (3, H): cls, sep, punct
+            for s, keys in enumerate(columns, start=1):  # cls, sep, punct
+                if len(keys):
+                    sums[s, layer] += A[:, :, keys].sum(axis=(1, 2))  # (H,) from (H, n, k)
             sums[4, layer] += np.trace(A, axis1=1, axis2=2)  # Σ A[q, q]
             sums[5, layer] += np.trace(A, -1, axis1=1, axis2=2)  # Σ A[q, q-1]
             sums[6, layer] += np.trace(A, 1, axis1=1, axis2=2)  # Σ A[q, q+1]

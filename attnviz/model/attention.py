@@ -137,18 +137,38 @@ class MultiHeadAttention(nn.Module):
         scores = torch.matmul(q, k.transpose(-2, -1), out=weights_out)  # (B, nh, Tq, Tk)
         if self.softcap is not None:  # soft-capping: every score squashed into (-cap, cap)
             scores = torch.tanh(scores / self.softcap) * self.softcap  # (B, nh, Tq, Tk)
-        if mask is not None:
-            scores.masked_fill_(mask, -math.inf)  # (B, nh, Tq, Tk): a hidden key weighs 0
-        weights = torch.softmax(scores, dim=-1, out=scores if fast else None)  # rows sum to 1
-        if mask is not None and bool(mask.all(dim=-1).any()):
-            # A query that may see no key at all gets zeros, not NaN.
-            weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
-
+        weights = _masked_softmax(scores, mask, fast)  # (B, nh, Tq, Tk): hidden keys weigh 0
         heads = weights @ v  # (B, nh, Tq, hs): the weighted sum of the values
         joined = heads.transpose(1, 2).reshape(B, Tq, -1)  # (B, Tq, nh·hs): heads side by side
         if self.edit is not None:  # not the lesson: one head's output removed or patched
             joined = self.edit(joined)  # (B', Tq, nh·hs)
         return self.out_proj(joined), weights  # (B, Tq, C), (B, nh, Tq, Tk)
+
+    def self_weights(
+        self, x: torch.Tensor, mask: torch.Tensor | None, weights_out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The weights (B, nh, T, T) of self-attention over `x` (B, T, C), without the rest.
+
+        Not the lesson: a speed-up for a caller that wants only the weights (the statistics
+        of the last layer). The values, their weighted sum and the output projection are not
+        computed; the weights are the numbers `forward` gives. Without the fused projections,
+        or with a step the encoders do not have (rotary, grouped heads, QK-norm,
+        soft-capping), it is `forward`'s weights.
+        """
+        plain = self.groups == 1 and self.q_norm is None and self.softcap is None
+        if not (plain and self._can_fuse(x, x, x)):
+            return self.forward(x, x, x, mask, weights_out)[1]
+        assert self.fused_weight is not None
+        B, T, _ = x.shape
+        width = 2 * self.widths[0]  # the rows of W_Q and W_K: no values
+        bias = None if self.fused_bias is None else self.fused_bias[:width]
+        qk = F.linear(x, self.fused_weight[:width], bias)  # (B, T, 2·nh·hs)
+        q, k = qk.view(B, T, 2, self.num_heads, self.head_size).permute(2, 0, 3, 1, 4)
+        q = q * self.scale  # (B, nh, T, hs)
+        if weights_out is not None and weights_out.dtype != q.dtype:
+            weights_out = None
+        scores = torch.matmul(q, k.transpose(-2, -1), out=weights_out)  # (B, nh, T, T)
+        return _masked_softmax(scores, mask, fast=True)
 
     # -----------------------------------------------------------------------
     # Fused Q/K/V: not part of the lesson. After fuse_projections(), self-attention
@@ -216,6 +236,25 @@ class MultiHeadAttention(nn.Module):
             self.fused_weight = None
             self.fuse_projections()
         return self
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, fast: bool) -> torch.Tensor:
+    """Hide the masked keys of `scores` (B, nh, Tq, Tk), softmax each row (in place when
+    `fast`: no gradient wanted); a query that may see no key at all gets zeros, not NaN.
+
+    Speed-up: a padding mask (B, 1, 1, Tk), the same for every query, is added as 0 or -inf:
+    an add broadcast over the queries runs about ten times faster than `masked_fill_`, and
+    gives the same finite scores (s + 0 = s, s + -inf = -inf).
+    """
+    if mask is not None and mask.shape[-2] == 1:  # padding: the same keys hidden from each query
+        hide = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)  # (B, 1, 1, Tk)
+        scores.add_(hide.masked_fill_(mask, -math.inf))  # (B, nh, Tq, Tk)
+    elif mask is not None:
+        scores.masked_fill_(mask, -math.inf)  # (B, nh, Tq, Tk): a hidden key weighs 0
+    weights = torch.softmax(scores, dim=-1, out=scores if fast else None)  # rows sum to 1
+    if mask is not None and bool(mask.all(dim=-1).any()):
+        weights = weights.nan_to_num_(0.0) if fast else weights.nan_to_num(0.0)
+    return weights
 
 
 class PastKeys:

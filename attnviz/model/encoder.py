@@ -120,6 +120,7 @@ class Encoder(nn.Module):
         keep_inputs: bool = False,
         layers: Sequence[int] | None = None,
         keep_weights: bool = True,
+        weights_only: bool = False,
     ) -> EncoderOutput:
         """`input_ids` (B, T); `attention_mask` (B, T) is 1 for real tokens, 0 for padding.
 
@@ -129,15 +130,22 @@ class Encoder(nn.Module):
         (up to the last layer run). `layers` (default: all) are the layers whose attention
         is returned, in that order, as (len, B, nh, T, T); the layers after the last of them
         are not run (and `hidden_states` is then the last run's output). `keep_weights=False`
-        keeps none (`run_layers`).
+        keeps none (`run_layers`). `weights_only` (a speed-up for callers that read only the
+        attention, such as the statistics): the last layer run stops at its weights, without
+        its values, output projection and feed-forward, and `hidden_states` is what it read.
         """
         mask = hiding_mask(attention_mask, causal, input_ids.shape[1], input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        L, nh = len(self.layers), self.config.num_heads
+        last = L - 1 if layers is None else max(layers, default=-1)
 
         def step(i: int, x: torch.Tensor, out: torch.Tensor | None) -> tuple[Tensor, Tensor]:
-            return self.layers[i](x, mask, out)  # (B, T, C), (B, nh, T, T)
+            layer = self.layers[i]
+            assert isinstance(layer, EncoderLayer)
+            if weights_only and i == last:  # nothing after this layer's weights is read
+                return x, layer.attention.self_weights(x, mask, out)  # (B, nh, T, T)
+            return layer(x, mask, out)  # (B, T, C), (B, nh, T, T)
 
-        L, nh = len(self.layers), self.config.num_heads
         return run_layers(x, step, L, nh, layers, keep_inputs, keep_weights=keep_weights)
 
     def fuse_projections(self) -> None:
