@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -58,10 +59,27 @@ def wrote(out: Path | None) -> None:
 
 def print_json(record: Any) -> None:
     """`record` as JSON, readable (`João`), with what a terminal would act on (an escape,
-    a bidirectional override from a model's tokens) as `\\u` escapes: the same data."""
+    a bidirectional override from a model's tokens) as `\\u` escapes: the same data.
+    A number that is not one (NaN, an infinity: a held-out score over too few examples) is
+    written `null`: JSON has no NaN, and a reader such as `jq` refuses the whole record."""
     from attnviz.render.cells import json_visible
 
-    print(json_visible(json.dumps(record, ensure_ascii=False)))
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False)
+    print(json_visible(text))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 @contextlib.contextmanager

@@ -117,3 +117,17 @@ def test_find_on_one_sentence_says_one_sentence_names_no_role() -> None:
     assert result.exit_code == 0, result.stderr
     flat = " ".join(result.stdout.split())
     assert "One sentence names no role" in flat and "find --file" in flat
+
+
+@pytest.mark.slow
+def test_json_of_one_example_is_valid_json_with_no_held_out_score(tmp_path: Path) -> None:
+    # One example has no halves to hold out: the score is not a number, written null
+    # (JSON has no NaN; `jq` and strict readers refuse a record holding one).
+    line = (SETS / "pronouns-en.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    path = tmp_path / "one.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    result = run("find", "--file", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "NaN" not in result.stdout
+    record = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
+    assert record["examples"] == 1 and record["held_out"]["accuracy"] is None
