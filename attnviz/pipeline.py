@@ -419,20 +419,23 @@ def corpus_chunks(
     texts: Iterable[str],
     *,
     model: str | None = None,
-    truncate: bool = False,
+    truncate: bool | None = False,
     chunk: int = CHUNK_SENTENCES,
     max_tokens: int | None = None,
     bos: bool = True,
     long: bool = False,
     engine: str = "auto",
+    named: Callable[[int], str] | None = None,
 ) -> Iterator[Corpus]:
     """The sentences tokenized `chunk` at a time, as they are read from `texts`.
 
     One model lookup and one tokenizer serve every chunk; a sentence's number in an
-    error counts from the first sentence of `texts`. At least one chunk is yielded
-    (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence whose whole attention
-    is over the budget is kept (up to `limits.LONG_TOKENS` pieces), for a caller that runs
-    it a block at a time (`compute_blocked`), instead of refused (not on transformers' engine,
+    error counts from the first sentence of `texts` ("sentence N"; `named(N)` names it
+    otherwise, e.g. by its line in a file). `truncate` None: see `tokenize`. At least one
+    chunk is yielded (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence
+    whose whole attention is over the budget is kept (up to `limits.LONG_TOKENS` pieces),
+    for a caller that runs it a block at a time (`compute_blocked`), instead of refused (not
+    on transformers' engine,
     which computes every layer whole). `engine`: see `read_model`.
     """
     source, config, engine = read_model(model, engine)
@@ -462,7 +465,8 @@ def corpus_chunks(
                     _check_attention_size(len(pieces[-1]), shape)
             except AttnvizError as exc:
                 quoted = text if len(text) <= 40 else text[:39] + "…"
-                raise exc.prefixed(f"sentence {number} ({quoted!r}): ") from None
+                where = named(number) if named is not None else f"sentence {number}"
+                raise exc.prefixed(f"{where} ({quoted!r}): ") from None
         if pieces or number == 0:
             yield Corpus(source, config, pieces, engine)
         if len(pieces) < chunk:

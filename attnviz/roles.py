@@ -483,9 +483,11 @@ def partial_head_roles(
             texts,
             model=model,
             chunk=max(1, len(texts)),
+            truncate=None,  # an example is read whole: its words may be anywhere in it
             max_tokens=max_tokens,
             bos=bos,
             engine=engine,
+            named=lambda number: f"line {labelled[number - 1].line}",
         )
     )
     causal = corpus.shape.causal

@@ -155,12 +155,15 @@ def tokenize(
     *,
     pair: str | None = None,
     max_positions: int,
-    truncate: bool = False,
+    truncate: bool | None = False,
     why: str = "",
     start: tuple[str, int] | None = None,
     unstart: int | None = None,
 ) -> Pieces:
     """Tokenize `text` (and `pair`) with special tokens; enforce the model's length limit.
+
+    `truncate` None: the caller offers no truncation (`find --file` reads each example
+    whole), so a refusal of a long text does not point to it.
 
     `why` follows the limit in the refusal when the bound is not the model's own.
     `start` (token, id) is a start token put in front of the tokenizer's pieces (see
@@ -188,11 +191,12 @@ def tokenize(
     if len(encoding) > room:
         with_start = f" with the start token {start[0]} attnviz adds" if start else ""
         if not truncate or room < 1:
-            fix = (
-                "shorten it or pass {truncate} to keep the first " + str(max_positions)
-                if room >= 1
-                else "raise {max_tokens}"
-            )
+            if room < 1:
+                fix = "raise {max_tokens}"
+            elif truncate is None:
+                fix = "shorten it"
+            else:
+                fix = "shorten it or pass {truncate} to keep the first " + str(max_positions)
             raise BadInput(
                 f"the text is {len(encoding) + extra} pieces long{with_start} but the model takes "
                 f"at most {max_positions}{why}: {fix}"

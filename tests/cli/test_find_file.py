@@ -131,3 +131,21 @@ def test_json_of_one_example_is_valid_json_with_no_held_out_score(tmp_path: Path
     assert "NaN" not in result.stdout
     record = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
     assert record["examples"] == 1 and record["held_out"]["accuracy"] is None
+
+
+def test_an_example_past_the_model_s_length_names_its_line_and_a_fix_find_file_takes(
+    tmp_path: Path,
+) -> None:
+    # find --file takes no --truncate (the words may be anywhere in the example): the refusal
+    # names the example's line in the file and says to shorten it, nothing it would refuse.
+    good = (SETS / "pronouns-en.jsonl").read_text(encoding="utf-8").splitlines()[:2]
+    long = " ".join(["he said that John was there"] * 90) + " he met John."
+    path = tmp_path / "long.jsonl"
+    lines = [*good, "", json.dumps({"text": long, "from": "he", "to": "John"})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("find", "--file", str(path))
+    assert result.exit_code != 0
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "line 4 " in message and "shorten it" in message, message
+    assert "--truncate" not in message
