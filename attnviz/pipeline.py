@@ -435,8 +435,7 @@ def corpus_chunks(
     chunk is yielded (empty when `texts` is). `bos` as in `prepare`. `long`: a sentence
     whose whole attention is over the budget is kept (up to `limits.LONG_TOKENS` pieces),
     for a caller that runs it a block at a time (`compute_blocked`), instead of refused (not
-    on transformers' engine,
-    which computes every layer whole). `engine`: see `read_model`.
+    on transformers' engine, which computes every layer whole). `engine`: see `read_model`.
     """
     source, config, engine = read_model(model, engine)
     long = long and engine != TRANSFORMERS

@@ -180,7 +180,7 @@ def tokenize(
     extra = 1 if start is not None else 0
     room = max_positions - extra  # positions left for the tokenizer's own pieces
     given = len(text)
-    text, cut = _bounded(text, pair, max(room, 1), truncate)
+    text, cut = _bounded(text, pair, max(room, 1), bool(truncate))
     encoding = _encode(tokenizer, text, pair)
     if all(seq is None for seq in encoding.sequence_ids):
         raise BadInput(
