@@ -161,6 +161,8 @@ def _read_safetensors(
                         mapped += sizes[done]
                         done += 1
             return state
+    except MemoryError as exc:  # the weights, not the text, are too big: said so here
+        raise _out_of_memory(path, exc) from exc
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # a Rust panic too (see PASS_THROUGH)
@@ -169,16 +171,22 @@ def _read_safetensors(
         from attnviz.errors import exhaustion
 
         if exhaustion(exc) or getattr(exc, "errno", None) == errno.ENOMEM or "error 12" in str(exc):
-            raise AttnvizError(  # a mapping or a tensor refused for memory: the file is fine
-                f"out of memory reading the weights of {path} ({short_reason(exc)}): this "
-                "process may not hold them (an address-space limit such as ulimit -v, or too "
-                "little free memory); raise the limit, close other programs, or use a smaller "
-                "model"
-            ) from exc
+            raise _out_of_memory(path, exc) from exc
         raise AttnvizError(
             f"cannot read weights from {path} ({short_reason(exc)}): the "
             "file is corrupt or incomplete; re-download it"
         ) from exc
+
+
+def _out_of_memory(path: Path, exc: BaseException) -> AttnvizError:
+    """A mapping or a tensor refused for memory while reading `path`: the file is fine, and
+    the text has nothing to do with it (the generic line would say to shorten it)."""
+    reason = short_reason(exc) if str(exc) else type(exc).__name__
+    return AttnvizError(
+        f"out of memory reading the weights of {path} ({reason}): this process may not hold "
+        "them (an address-space limit such as ulimit -v, or too little free memory); raise the "
+        "limit, close other programs, or use a smaller model"
+    )
 
 
 def _nbytes(part: Any) -> int:
@@ -196,6 +204,8 @@ def _read_pickle(path: Path, handle: BinaryIO) -> dict[str, torch.Tensor]:
         with warnings.catch_warnings():  # torch's advice on legacy files is not for the user
             warnings.simplefilter("ignore")
             state = torch.load(handle, map_location="cpu", weights_only=True)
+    except MemoryError as exc:
+        raise _out_of_memory(path, exc) from exc
     except PASS_THROUGH:
         raise
     except BaseException as exc:

@@ -260,3 +260,25 @@ def test_describe_gives_the_embedded_models_shape_without_torch(embedded_folder:
         "assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_memory_that_runs_out_reading_the_weights_blames_the_weights(
+    tiny_bert: TinyFactory, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """A MemoryError while attnviz's own engine reads a checkpoint says the weights are too
+    big for this process, never the generic line that tells the user to shorten the text."""
+    folder = tiny_bert(fmt=fmt)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    if fmt == "safetensors":
+        import safetensors
+
+        monkeypatch.setattr(safetensors, "safe_open", refuse)
+    else:
+        monkeypatch.setattr(torch, "load", refuse)
+    with pytest.raises(AttnvizError, match="out of memory reading the weights of") as caught:
+        load_encoder(folder)
+    assert "shorten" not in str(caught.value)
