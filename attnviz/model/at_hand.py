@@ -413,7 +413,7 @@ def _skip_value(head: bytes, at: int, kind: int) -> int:
 def classify(raw: dict[str, Any]) -> tuple[str, str, str]:
     """(family, kind, engine) of a config.json: what it is and which engine computes it."""
     from attnviz.model.families import computes, describe
-    from attnviz.model.foreign import DECODER_TYPES, ENCODER_DECODER_TYPES
+    from attnviz.model.foreign import ENCODER_DECODER_TYPES, is_causal_decoder
     from attnviz.model.seq2seq_config import is_seq2seq
 
     model_type = raw.get("model_type")
@@ -427,7 +427,7 @@ def classify(raw: dict[str, Any]) -> tuple[str, str, str]:
     if computes(raw):
         shape = describe(raw)
         return family, "decoder" if shape.decoder is not None else "encoder", "attnviz"
-    decoder = model_type in DECODER_TYPES or raw.get("is_decoder") is True
+    decoder = is_causal_decoder(raw, family)  # by the model type, as transformers' engine reads it
     return family, "decoder" if decoder else "encoder", "transformers"
 
 

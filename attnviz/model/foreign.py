@@ -321,7 +321,7 @@ def describe_foreign(raw: dict[str, Any], *, where: str = "config.json") -> Mode
     head_dim = raw.get("head_dim")
     head_size = head_dim if isinstance(head_dim, int) and whole(head_dim, 1, 65536) else 0
     head_size = head_size or max(1, hidden // heads)
-    causal = _is_decoder(raw, kind)
+    causal = is_causal_decoder(raw, kind)
     positions = sizes.get("positions", DECODER_TOKENS)
     limit = min(positions, DECODER_TOKENS) if causal else positions
     pad = raw.get("pad_token_id", 1)
@@ -360,7 +360,7 @@ def _mixed_layers(types: object) -> bool:
     return any(isinstance(t, str) and not re.search(r"attention|attn", t) for t in types)
 
 
-def _is_decoder(raw: dict[str, Any], kind: str) -> bool:
+def is_causal_decoder(raw: dict[str, Any], kind: str) -> bool:
     """Whether the model is a causal decoder: by its model type where attnviz's tables know
     it (an encoder type is one whatever its `architectures` claims; one that can be either is
     a decoder when config.json sets is_decoder); for another type, by what config.json says

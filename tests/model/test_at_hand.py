@@ -118,3 +118,13 @@ def test_the_listed_folder_opens(tmp_path: Path, no_hub: Path, embedded_folder: 
     shutil.copytree(embedded_folder, copy)
     (entry,) = [m for m in attnviz.models_at_hand(copy.parent).models if m.source == "folder"]
     assert attnviz.model_info(entry.model).shape.layers == 6
+
+
+def test_a_listed_kind_is_the_one_transformers_engine_reads() -> None:
+    """`models` says what the model is as the engine will read it: by its model type, never
+    a lying `architectures` entry or an is_decoder flag on a type that is only an encoder."""
+    from attnviz.model.at_hand import classify
+
+    lying = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForCausalLM"]}
+    assert classify(lying)[1:] == ("encoder", "transformers")
+    assert classify({**lying, "is_decoder": True})[1:] == ("encoder", "transformers")
