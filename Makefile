@@ -33,12 +33,15 @@ browser:
 # 15 slowest tests are listed at the end. --verbosity=0 undoes the -q of pyproject's
 # addopts. Two workers (pytest-xdist), a test file each at a time (its module fixtures
 # built once): on this 2-core machine the suite took 458 s so, against 816 s in one
-# process. Each worker has its own attention cache (tests/conftest.py).
+# process. `--dist loadgroup` is loadfile plus xdist groups (tests/conftest.py): the tests
+# that compare with transformers' Gemma 3 (the `gemma_reference` fixture, about 70 CPU
+# seconds to load) run on one worker, which loads it once instead of each worker loading it.
+# Each worker has its own attention cache (tests/conftest.py).
 test: install
 	$(BIN)/ruff check attnviz tests benchmarks
 	$(BIN)/ruff format --check attnviz tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile --verbosity=0 --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --verbosity=0 --durations=15
 	@$(MAKE) --no-print-directory docs
 
 # For the edit-test loop: every test not marked `slow` (subprocesses, hypothesis,
