@@ -45,12 +45,13 @@ test: install
 	@$(MAKE) --no-print-directory docs
 
 # For the edit-test loop: every test not marked `slow` (subprocesses, hypothesis,
-# big or many image files, 512-token inputs, README examples), well under a minute.
-# No lint, no mypy, no slow tests: run `make test` before you push. Mark a test
-# that takes about a second or more @pytest.mark.slow (hypothesis tests are marked
-# so automatically, in tests/conftest.py).
+# big or many image files, 512-token inputs, README examples), in two workers as
+# `make test` (each collects the suite, but the tests split in two). No lint, no mypy,
+# no slow tests: run `make test` before you push. Mark a test that takes about a second
+# or more @pytest.mark.slow, with its reason (hypothesis tests are marked so
+# automatically, in tests/conftest.py); `--durations=10` lists the ones to look at.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" --durations=10
 
 # The long fuzz pass: hostile model folders (tests/safety/test_fuzz_model_folders.py:
 # ATTNVIZ_FUZZ_EXAMPLES cases, default 150, for each of config.json, tokenizer.json and the safetensors header, each in a
