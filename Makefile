@@ -33,21 +33,25 @@ browser:
 # 15 slowest tests are listed at the end. --verbosity=0 undoes the -q of pyproject's
 # addopts. Two workers (pytest-xdist), a test file each at a time (its module fixtures
 # built once): on this 2-core machine the suite took 458 s so, against 816 s in one
-# process. Each worker has its own attention cache (tests/conftest.py).
+# process. `--dist loadgroup` is loadfile plus xdist groups (tests/conftest.py): the tests
+# that compare with transformers' Gemma 3 (the `gemma_reference` fixture, about 70 CPU
+# seconds to load) run on one worker, which loads it once instead of each worker loading it.
+# Each worker has its own attention cache (tests/conftest.py).
 test: install
 	$(BIN)/ruff check attnviz tests benchmarks
 	$(BIN)/ruff format --check attnviz tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile --verbosity=0 --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --verbosity=0 --durations=15
 	@$(MAKE) --no-print-directory docs
 
 # For the edit-test loop: every test not marked `slow` (subprocesses, hypothesis,
-# big or many image files, 512-token inputs, README examples), well under a minute.
-# No lint, no mypy, no slow tests: run `make test` before you push. Mark a test
-# that takes about a second or more @pytest.mark.slow (hypothesis tests are marked
-# so automatically, in tests/conftest.py).
+# big or many image files, 512-token inputs, README examples), in two workers as
+# `make test` (each collects the suite, but the tests split in two). No lint, no mypy,
+# no slow tests: run `make test` before you push. Mark a test that takes about a second
+# or more @pytest.mark.slow, with its reason (hypothesis tests are marked so
+# automatically, in tests/conftest.py); `--durations=10` lists the ones to look at.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" --durations=10
 
 # The long fuzz pass: hostile model folders (tests/safety/test_fuzz_model_folders.py:
 # ATTNVIZ_FUZZ_EXAMPLES cases, default 150, for each of config.json, tokenizer.json and the safetensors header, each in a

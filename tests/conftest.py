@@ -6,22 +6,23 @@ checkpoints are written with transformers into temporary folders.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.pop("ATTNVIZ_MODEL", None)
-# Never share the user's attention cache: one fresh folder per test session, removed at its
-# end (it keeps Gemma 3 270M's dequantized weights, a GB, once a test has read them).
-os.environ["ATTNVIZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="attnviz-test-cache-")
-atexit.register(shutil.rmtree, os.environ["ATTNVIZ_CACHE_DIR"], ignore_errors=True)
+# Never share the user's attention cache: one fresh folder per test session (per xdist
+# worker), removed when the session ends (it keeps Gemma 3 270M's dequantized weights, a
+# GB, once a test has read them).
+_CACHE_DIR = tempfile.mkdtemp(prefix="attnviz-test-cache-")
+os.environ["ATTNVIZ_CACHE_DIR"] = _CACHE_DIR
 os.environ.pop("ATTNVIZ_NO_CACHE", None)
 
 PT_SENTENCE = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
@@ -460,9 +461,40 @@ def gemma_reference() -> tuple:
     return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
 
+# The tests that compare with `gemma_reference` share one xdist group: under `make test`'s
+# `--dist loadgroup` they run on one worker, which loads the reference once (a worker that
+# loaded it for one file would otherwise be joined by the other loading it for another).
+GEMMA_GROUP = "gemma-reference"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Hypothesis tests are `slow` (many examples each) even where no one marked them."""
+    """Hypothesis tests are `slow` (many examples each) even where no one marked them; the
+    tests that use `gemma_reference` go in its xdist group (before xdist reads the marks)."""
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.slow)
+        if "gemma_reference" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(GEMMA_GROUP))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` as `--dist loadfile` plus groups: a test in an xdist group goes with
+    its group, any other with its file (xdist's own loadgroup sends those one by one, so
+    a file's module fixtures would be built on every worker)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FilesAndGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return nodeid.split("::", 1)[0] if scope == nodeid else scope
+
+    return FilesAndGroups(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's attention cache goes with it (a converted Gemma alone is about a GB)."""
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)

@@ -199,6 +199,7 @@ def test_json_exports_and_pages_past_their_size_are_refused_before_the_work(
     assert shown is not None and shown.groups() == ("1", "1")
 
 
+@pytest.mark.slow  # commands on a 2,600-piece input (2,048 read)
 def test_truncation_notes_say_whose_bound_and_quiet_hides_them(
     tiny_decoder: TinyFactory,
 ) -> None:

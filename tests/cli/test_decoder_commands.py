@@ -34,6 +34,7 @@ def _ok(*args: str) -> str:
     return out
 
 
+@pytest.mark.slow  # every command, a dozen invocations, on each family
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_command_runs_on_each_decoder_family(
     family: str, tiny_decoder: TinyFactory, tmp_path: Path

@@ -32,6 +32,7 @@ def _run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow  # each command computes and writes an image file on the default model
 @pytest.mark.parametrize("command", DRAWINGS)
 def test_out_writes_the_file_and_only_says_so(command: str, tmp_path: Path) -> None:
     options = DRAWINGS[command][0]
@@ -43,6 +44,7 @@ def test_out_writes_the_file_and_only_says_so(command: str, tmp_path: Path) -> N
     assert image.stat().st_size > 0
 
 
+@pytest.mark.slow  # each command computes and draws on the default model
 @pytest.mark.parametrize("command", DRAWINGS)
 def test_show_draws_in_the_terminal_as_well(command: str, tmp_path: Path) -> None:
     options, drawn = DRAWINGS[command]

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from attnviz.cli import app
@@ -60,6 +61,7 @@ def test_every_docs_picture_is_small_and_used() -> None:
         assert f"]({image.name})" in pages, f"no page shows {image.name}"
 
 
+@pytest.mark.slow  # the default model over the shipped English pronoun set
 def test_readme_numbers_are_the_models() -> None:
     """The headline's weight, and what layer 3, head 7 and the best head score over the shipped
     English pronoun set, are what the default model gives."""

@@ -24,6 +24,10 @@ from attnviz.render.explain import ExplanationView
 from tests.conftest import TinyFactory
 from tests.rendering import render as render_view
 
+# Slow: the module fixture explains every (layer, head, query) of four decoders, about a
+# thousand `explain` calls (the largest setup of `make test-fast` before it was marked).
+pytestmark = pytest.mark.slow
+
 TEXT = "The cat sat on the mat, and then the dog sat on the log."
 
 # family -> config overrides: Llama with grouped-query attention (8 query heads, 4 key/value

@@ -234,6 +234,7 @@ def test_flow_from_the_command_line() -> None:
     np.testing.assert_allclose(np.sum(record["rollout"], axis=-1), 1.0, atol=1e-9)
 
 
+@pytest.mark.slow  # every measure (value zeroing, ALTI, ...) on the default model
 def test_compare_measures_ranks_each_measures_row(analysis: attnviz.Analysis) -> None:
     import json
 

@@ -46,6 +46,7 @@ def test_default_model_matches_transformers_on_every_layer_and_head(
     assert (torch.from_numpy(analysis.attentions.copy()) - theirs).abs().max().item() <= TOLERANCE
 
 
+@pytest.mark.slow  # a 512-piece input
 def test_512_piece_input_matches_and_rows_sum_to_one(reference: BertModel) -> None:
     text = " ".join(["O trem estava cheio, mas ele conseguiu uma cadeira livre."] * 60)
     analysis = analyse(text, truncate=True)
@@ -61,6 +62,7 @@ def test_512_piece_input_matches_and_rows_sum_to_one(reference: BertModel) -> No
     assert abs(sums - 1).max() < 1e-5
 
 
+@pytest.mark.slow  # the default model over every sentence, batched and one by one
 def test_padded_batch_equals_one_sentence_at_a_time(embedded_folder: Path) -> None:
     encoder = load_encoder(embedded_folder)
     tokenizer = load_tokenizer(embedded_folder)

@@ -4,6 +4,7 @@ and every registered family declares the facts the shared code reads."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,7 @@ def family_branches(path: Path) -> list[str]:
     return found
 
 
+@functools.cache  # both tests read the same walk of attnviz/ (read once, not twice)
 def _outside() -> dict[str, list[str]]:
     return {
         str(path.relative_to(ROOT)): family_branches(path)

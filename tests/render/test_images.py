@@ -725,6 +725,7 @@ def text_outside_the_image(fig: Figure) -> list[str]:
     return [side for side, crossed in sides.items() if crossed]
 
 
+@pytest.mark.slow  # many figures drawn and measured, in every theme
 @pytest.mark.parametrize(
     "labels",
     [TOKENS, ["a-very-long-first-key-label", "b", "c"], ["猫", "は", "😀", "Ж"], ["x" * 40] * 5],
