@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnviz.cache.notices import warn
-from attnviz.limits import WEIGHTS_ENV, WEIGHTS_MB
+from attnviz.limits import WEIGHTS_ENV, WEIGHTS_MB, shown
 
 DEFAULT_LIMIT_MB = 512.0
 MB = 2**20  # bytes in one ATTNVIZ_CACHE_MB unit
@@ -83,7 +83,7 @@ def _bound(name: str, default: float, environ: Mapping[str, str] | None) -> int:
         mb = math.nan
     if not math.isfinite(mb) or mb < 0:
         warn(
-            f"{name}={raw!r} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
+            f"{name}={shown(raw)} is not a size in MB (a number >= 0, e.g. 512 or 0.5); "
             f"using {default:g}",
             once=True,
         )

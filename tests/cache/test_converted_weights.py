@@ -200,3 +200,19 @@ def test_a_bad_weights_bound_is_a_warning_and_the_default(
     monkeypatch.setenv("ATTNVIZ_WEIGHTS_MB", "lots")
     assert settings.weights_limit_bytes() == 2048 * 2**20
     assert "ATTNVIZ_WEIGHTS_MB='lots' is not a size in MB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["ATTNVIZ_CACHE_MB", "ATTNVIZ_WEIGHTS_MB"])
+def test_a_huge_bad_bound_is_quoted_short(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, name: str
+) -> None:
+    """A setting of 5,000 digits (past what a float holds) is one short warning line that
+    quotes the start of the value, not all of it."""
+    from attnviz.cache import notices, settings
+
+    monkeypatch.setattr(notices, "_warned", set(), raising=False)
+    monkeypatch.setenv(name, "9" * 5000)
+    bound = settings.limit_bytes() if name == "ATTNVIZ_CACHE_MB" else settings.weights_limit_bytes()
+    assert bound > 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 300 and f"{name}='999" in lines[0], lines
