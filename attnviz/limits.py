@@ -341,6 +341,11 @@ GGUF_PEEK_BYTES = 64 * 2**10
 # holds each example's (L, H) hits and weights: 20,000 examples on a 32 × 32-head model are
 # about 220 MB of base64.
 SHARDS = (1, 100_000)
+# Sentences tokenized and held at a time (pipeline.corpus_chunks; a block of the slices is
+# never larger): a tokenized sentence holds some kilobytes (pieces, offsets, labels), so a
+# chunk stays in the tens of megabytes however long the corpus, and the first batch runs
+# long before a streamed corpus ends; within a chunk, batches are sorted by length.
+CORPUS_CHUNK = 4096
 PARTIAL_FILE_BYTES = 512 * 2**20
 PARTIALS = 100_000  # partial files one merge reads
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from attnviz import perf
 from attnviz.errors import AttnvizError, BadInput
+from attnviz.limits import CORPUS_CHUNK
 from attnviz.model.families import ModelShape
 from attnviz.model.foreign import TRANSFORMERS, check_start, shape_of
 from attnviz.model.locate import ModelSource
@@ -409,10 +410,7 @@ def prepare_corpus(
     )
 
 
-# Sentences tokenized at a time by `corpus_chunks`: a tokenized sentence holds some
-# kilobytes (pieces, offsets, labels), so a chunk stays in the tens of megabytes however
-# long the corpus; within a chunk, batches are sorted by length.
-CHUNK_SENTENCES = 4096
+CHUNK_SENTENCES = CORPUS_CHUNK  # sentences `corpus_chunks` tokenizes at a time (see limits)
 
 
 def corpus_chunks(

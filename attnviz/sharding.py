@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from attnviz.errors import BadInput
-from attnviz.limits import SHARDS, check_range
+from attnviz.limits import CORPUS_CHUNK, SHARDS, check_range
 
 __all__ = [
     "BLOCK_BATCHES",
@@ -57,8 +57,9 @@ def check_shard(shard: object) -> tuple[int, int]:
 
 
 def block_size(batch_size: int) -> int:
-    """Sentences a block holds: `BLOCK_BATCHES` batches."""
-    return BLOCK_BATCHES * batch_size
+    """Sentences a block holds: `BLOCK_BATCHES` batches, at most `limits.CORPUS_CHUNK` (a
+    corpus is read and held a block at a time: with --batch-size 4096 a block is one batch)."""
+    return min(BLOCK_BATCHES * batch_size, max(batch_size, CORPUS_CHUNK))
 
 
 def shard_blocks(count: int, block: int, shard: tuple[int, int]) -> list[range]:
