@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from attnviz import version as release
+from attnviz.cache import views
 from attnviz.cache.files import CLOEXEC, NONBLOCK
 from attnviz.cache.names import MANIFEST
 from attnviz.cache.settings import MB
@@ -102,6 +103,7 @@ def model_files(folder: Path) -> list[list[str | int]]:
         found = _fingerprint(entry)
         if found is not None:
             files.append([entry.name, *found])
+            views.used(str(entry))  # a memoised view depends on it
     return files
 
 
