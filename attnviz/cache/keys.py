@@ -97,6 +97,7 @@ def model_files(folder: Path) -> list[list[str | int]]:
     kept (after the first run's entry was keyed), and says nothing the files themselves do not.
     """
     files: list[list[str | int]] = []
+    views.used(str(folder))  # a file added or removed changes the folder's mtime
     for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or entry.name == MANIFEST:
             continue

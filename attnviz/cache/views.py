@@ -6,9 +6,9 @@ change what the command prints: attnviz's version, the interpreter, the argument
 working folder, the whole environment (but `_`, `OLDPWD`, `SHLVL`), which of stdin, stdout
 and stderr are terminals and their sizes. It holds an HMAC (the cache's secret) over a JSON
 header, the files the view was drawn from as they were (path, device, inode, size, mtime,
-ctime: the model's files the attention key fingerprints, the attention entry, a GGUF file
-converted), every `sys.path` folder (an install or uninstall changes one) and attnviz's own
-source files, then the exact bytes printed on stdout.
+ctime: the model's folder and the files the attention key fingerprints, the attention
+entry, a GGUF file converted), every `sys.path` folder (an install or uninstall changes
+one) and attnviz's own source files, then the exact bytes printed on stdout.
 
 It is replayed only when all of that still matches exactly; anything else (no memo, a
 changed or missing file, a bad HMAC, an oversized or odd file) falls through silently to
@@ -38,7 +38,7 @@ _LEFT_OUT_ENV = frozenset(("_", "OLDPWD", "SHLVL"))
 # `show`'s options a memo may be made for: none writes or reads a file, none reads stdin.
 SAFE_VALUED = frozenset(
     ("--layer", "-l", "--head", "--units", "-u", "--model", "-m", "--query", "--exclude", "-x",
-     "--measure", "--pair", "--mask", "--max-tokens", "--dtype", "--lang")
+     "--pair", "--mask", "--max-tokens", "--dtype", "--lang")
 )  # fmt: skip
 SAFE_FLAGS = frozenset(("--json", "--truncate", "--no-bos", "--quiet", "-q"))
 
@@ -105,6 +105,8 @@ def memo_key(argv: Sequence[str]) -> str | None:
         "format": FORMAT,
         "version": __version__,
         "executable": sys.executable,
+        "interpreter": [list(getattr(sys, "orig_argv", [])), list(sys.flags)],  # -X utf8, -I
+        "stdout": [getattr(sys.stdout, "encoding", None), getattr(sys.stdout, "errors", None)],
         "argv": list(argv[1:]),
         "cwd": cwd,
         "env": sorted([k, v] for k, v in os.environ.items() if k not in _LEFT_OUT_ENV),

@@ -137,6 +137,10 @@ def test_a_changed_model_file_is_not_replayed(run: Runner, embedded_folder: Path
     config.write_bytes(config.read_bytes())  # the same content, written again
     out, _, imported = run(*args)
     assert not replayed(imported) and out == before
+    assert replayed(run(*args)[2])  # memoised again
+    (model / "notes.txt").write_text("a file added")  # part of the attention's key
+    out, _, imported = run(*args)
+    assert not replayed(imported) and out == before
 
 
 @pytest.mark.slow  # subprocesses
