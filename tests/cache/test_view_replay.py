@@ -96,7 +96,7 @@ def replayed(imported: list[str]) -> bool:
 
 @pytest.mark.slow  # subprocesses
 def test_a_replay_is_byte_identical_and_imports_nothing_heavy(run: Runner) -> None:
-    fresh, _, _ = run("show", TEXT, ATTNVIZ_NO_CACHE="1")  # never teed nor memoised
+    fresh, _, _ = run("show", TEXT, "--debug", ATTNVIZ_NO_CACHE="1")  # not even watched
     hit, _, imported = run("show", TEXT)
     assert not replayed(imported) and "typer" in imported  # a hit, drawn: memoised now
     assert len(run.memos()) == 1
