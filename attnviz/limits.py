@@ -66,6 +66,9 @@ TEXT_CHARS_PER_POSITION = 64
 MIN_TEXT_CHARS = 32_768
 MAX_TEXT_BYTES = 16 * 2**20
 
+# A memo of a rendered view (`cache.views`) bigger than this is neither written nor read.
+MAX_VIEW_BYTES = 8 * 2**20
+
 
 def max_text_chars(positions: int) -> int:
     """The longest text, in characters, read for a model of `positions` positions."""

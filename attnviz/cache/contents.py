@@ -29,6 +29,8 @@ from attnviz.cache.names import (
     TEMP_TOKENIZER,
     TOKENIZER,
     TOKENIZERS,
+    VIEW,
+    VIEWS,
     WEIGHTS,
 )
 from attnviz.cache.secret import SECRET
@@ -79,6 +81,11 @@ def _listing(
             )
             if inner is not None:
                 folders[TOKENIZERS] = inner
+            memos = stack.enter_context(
+                open_subfolder(top, VIEWS, create=False, check=check, environ=environ)
+            )
+            if memos is not None:
+                folders[VIEWS] = memos
             converted = stack.enter_context(
                 open_subfolder(top, CONVERTED, create=False, check=check, environ=environ)
             )
@@ -95,6 +102,8 @@ def _listing(
             temp = TEMP if where == "" else TEMP_TOKENIZER
             if where.startswith(CONVERTED):
                 entry, temp = _NAMED, TEMP_CONVERTED
+            elif where == VIEWS:
+                entry, temp = VIEW, TEMP_CONVERTED
             with contextlib.suppress(OSError), os.scandir(fd) as items:
                 for item in items:
                     is_entry = bool(entry.fullmatch(item.name))
@@ -269,6 +278,8 @@ def clear(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
             with contextlib.suppress(OSError):
                 os.unlink(SECRET, dir_fd=fd)  # a link itself, never what it points to
             _remove_converted_folders(fd, environ)
+            with contextlib.suppress(OSError):
+                os.rmdir(VIEWS, dir_fd=fd)  # only if emptied
     return removed, freed
 
 

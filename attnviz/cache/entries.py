@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from attnviz.cache import views
 from attnviz.cache.arrays import (
     PIECES,
     PieceLists,
@@ -41,7 +42,9 @@ def _lookup(
         if secret is None:
             return None  # no secret: nothing here can have been written by us
         try:
-            return read_entry(fd, key, secret, expect)
+            found = read_entry(fd, key, secret, expect)
+            views.drew_from_entry(str(cache_dir() / name))
+            return found
         except (FileNotFoundError, NotADirectoryError):
             return None
         except PASS_THROUGH:

@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from attnviz import version as release
+from attnviz.cache import views
 from attnviz.cache.files import CLOEXEC, NONBLOCK
 from attnviz.cache.names import MANIFEST
 from attnviz.cache.settings import MB
@@ -96,12 +97,14 @@ def model_files(folder: Path) -> list[list[str | int]]:
     kept (after the first run's entry was keyed), and says nothing the files themselves do not.
     """
     files: list[list[str | int]] = []
+    views.used(str(folder))  # a file added or removed changes the folder's mtime
     for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or entry.name == MANIFEST:
             continue
         found = _fingerprint(entry)
         if found is not None:
             files.append([entry.name, *found])
+            views.used(str(entry))  # a memoised view depends on it
     return files
 
 

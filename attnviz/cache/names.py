@@ -28,3 +28,6 @@ CONVERTED_FILES = frozenset(
     (MANIFEST, WEIGHTS, "config.json", "tokenizer.json", "tokenizer_config.json", "gguf.json")
 )
 TEMP_CONVERTED = re.compile(r"\.[\w.]+\.attnviz-.+\.tmp")
+
+VIEWS = "views"  # subfolder of rendered views' memos (`views.py`), one file each
+VIEW = re.compile(r"[0-9a-f]{64}")  # a memo: its key

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from attnviz import api
+from attnviz.cache import views
 from attnviz.cli.analysing import PAGES, analyse_request, encdec_model
 from attnviz.cli.input import Output, Request
 from attnviz.cli.long import (
@@ -95,6 +96,7 @@ def run(
         analysis.save(out, "show", layer=layer, head=head, units=units, theme=style.theme,
                       lang=request.lang, exclude=exclude)  # fmt: skip
     show_output(output, shown, save=not to_page)
+    views.shown()  # drawn: the entry point may memoise what was printed (cache.views)
 
 
 def _refuse_unread(exclude: Sequence[str] | None, measure: str, by_index: bool) -> None:
