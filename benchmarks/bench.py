@@ -14,10 +14,10 @@ matter; seconds vary from machine to machine.
     attnviz show, cold           vs  python -c "import torch"   (--no-cache: a fresh process)
     attnviz show, cached         vs  python -c "import torch"   (the same sentence seen before)
     attnviz show, another layer  vs  python -c "import torch"   (cached, layer 2 this time)
-    attnviz show --quiet, cached vs  python -c "import numpy, rich; np.load(entry); print(...)"
+    attnviz show, cached (replayed) vs  python -c "import numpy, rich; np.load(entry); print(...)"
                                      (the memoised view replayed: cache.views)
-    attnviz show, cached         vs  the same (drawn: its note on stderr bars the memo)
-    attnviz show, cached         vs  python -c "import numpy, typer, rich.console"
+    attnviz show --debug, cached vs  the same (drawn from the entry: --debug is never replayed)
+    attnviz show --debug, cached vs  python -c "import numpy, typer, rich.console"
     attnviz show, cold           vs  transformers AutoModel, eager, output_attentions (whole run)
     attnviz heads --out PNG      vs  python -c "import torch"   (a 12-head grid)
     attnviz export --out HTML    vs  attnviz show, cached        (the whole model as a page)
@@ -280,11 +280,11 @@ def main() -> None:
                 1.4,
             )
         cold = [*ATTNVIZ, "show", SENTENCE, "--no-cache"]
-        cached = [*ATTNVIZ, "show", SENTENCE]  # not replayed: its note on stderr (cache.views)
-        quiet = [*cached, "--quiet"]  # no note: memoised by its first hit, then replayed
+        cached = [*ATTNVIZ, "show", SENTENCE]  # memoised by its first hit, then replayed
+        drawn = [*cached, "--debug"]  # never memoised (cache.views): drawn from its entry
         if only & {"show", "page", "images"}:
             subprocess.run(cached, check=True, capture_output=True, env=env)  # fill the cache
-            subprocess.run(quiet, check=True, capture_output=True, env=env)  # memoise the view
+            subprocess.run(cached, check=True, capture_output=True, env=env)  # memoise the view
         if "show" in only:
             pair("attnviz show, cold", cold, torch_, "import torch", "≤ 1.15×", 1.15)
             pair("attnviz show, cached", cached, torch_, "import torch", "≤ 0.25×", 0.25)
@@ -293,23 +293,23 @@ def main() -> None:
             floor = (
                 "import numpy as np, rich; z = np.load({!r}); print(z['attentions'][3, 5].round(2))"
             )
-            pair(  # the memoised view replayed (cache.views)
-                "attnviz show --quiet, cached (replayed)",
-                quiet,
+            pair(  # the memoised view (and its note on stderr) replayed (cache.views)
+                "attnviz show, cached (replayed)",
+                cached,
                 [PYTHON, "-c", floor.format(str(entry))],
                 "import numpy, rich; np.load(entry); print",
                 "≤ 1.3×",
                 1.3,
             )
             pair(
-                "attnviz show, cached (drawn: a note, not replayed)",
-                cached,
+                "attnviz show --debug, cached (drawn from the entry, not replayed)",
+                drawn,
                 [PYTHON, "-c", floor.format(str(entry))],
                 "import numpy, rich; np.load(entry); print",
             )
             pair(  # what the command line itself costs before a command runs
-                "attnviz show, cached (drawn)",
-                cached,
+                "attnviz show --debug, cached (drawn)",
+                drawn,
                 [PYTHON, "-c", "import numpy, typer, rich.console"],
                 "import numpy, typer, rich.console",
             )

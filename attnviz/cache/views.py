@@ -14,7 +14,10 @@ It is replayed only when all of that still matches exactly; anything else (no me
 changed or missing file, a bad HMAC, an oversized or odd file) falls through silently to
 the normal run, which may write the memo again. Only `show` with TEXT and the options
 `SAFE_VALUED`/`SAFE_FLAGS` is memoised (no --out, --load, --debug, --no-cache, stdin), only
-a run that read its attentions from the cache, exited 0 and printed nothing on stderr.
+a run that read its attentions from the cache and exited 0. What it printed on stderr (a
+note: the text fits the vocabulary badly, a truncation) is kept and replayed too, in the
+order it came; a run that printed a warning (the cache's state, not the view's) is not
+memoised.
 
 Only the standard library is imported at module level; the cache's own modules used here
 import nothing heavier.
@@ -31,7 +34,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-FORMAT = 1  # bump when the memo's layout or key changes
+FORMAT = 2  # bump when the memo's layout or key changes
 _DOMAIN = b"attnviz view\0%d\0" % FORMAT
 _LEFT_OUT_ENV = frozenset(("_", "OLDPWD", "SHLVL"))
 
@@ -44,7 +47,9 @@ SAFE_FLAGS = frozenset(("--json", "--truncate", "--no-bos", "--quiet", "-q"))
 
 # What this run drew from (filled by the cache as it reads; see `used`, `drew_from_entry`).
 _used: list[str] = []
-_state: dict[str, Any] = {"hit": False, "shown": False, "replayed": False, "stdout": None}
+_state: dict[str, Any] = {
+    "hit": False, "shown": False, "replayed": False, "stdout": None, "stderr": None,
+}  # fmt: skip
 
 
 def used(path: str) -> None:
@@ -155,9 +160,9 @@ def _mac(secret: bytes, key: str, body: bytes) -> str:
     return hmac.new(secret, _DOMAIN + key.encode("ascii") + b"\0" + body, "sha256").hexdigest()
 
 
-def _read(key: str) -> bytes | None:
-    """The stdout of the memo for `key` if it is sound and everything it depends on is as
-    it was; else None."""
+def _read(key: str) -> list[tuple[int, bytes]] | None:
+    """What the memo for `key` printed, (stream 1 or 2, bytes) in order, if it is sound and
+    everything it depends on is as it was; else None."""
     from attnviz.cache.files import open_regular, touch
     from attnviz.cache.folder import open_folder, open_subfolder
     from attnviz.cache.names import VIEWS
@@ -186,9 +191,12 @@ def _read(key: str) -> bytes | None:
                     mac, _mac(secret, key, body).encode("ascii")
                 ):
                     return None
-                line, newline, stdout = body.partition(b"\n")
+                line, newline, printed = body.partition(b"\n")
                 header = json.loads(line)
                 if not newline or not isinstance(header, dict) or header.get("key") != key:
+                    return None
+                parts = _parts(header.get("parts"), printed)
+                if parts is None:
                     return None
                 files = header.get("files")
                 if not isinstance(files, list) or not files:
@@ -198,7 +206,23 @@ def _read(key: str) -> bytes | None:
                 if header.get("environment") != _environment():
                     return None
                 touch(file.fileno())  # a use: kept longer when the cache evicts
-    return stdout
+    return parts
+
+
+def _parts(listed: object, printed: bytes) -> list[tuple[int, bytes]] | None:
+    """`printed` cut as `listed` ([stream, length], ...) says, or None if they disagree."""
+    if not isinstance(listed, list):
+        return None
+    parts, at = [], 0
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 2 and item[0] in (1, 2)):
+            return None
+        size = item[1]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return None
+        parts.append((int(item[0]), printed[at : at + size]))
+        at += size
+    return parts if at == len(printed) else None
 
 
 def replay(argv: Sequence[str]) -> bool:
@@ -211,15 +235,18 @@ def replay(argv: Sequence[str]) -> bool:
         if not cache_enabled(False):
             return False
         key = memo_key(argv)
-        stdout = None if key is None else _read(key)
+        parts = None if key is None else _read(key)
         out = getattr(_state["stdout"] or sys.stdout, "buffer", None)
-        if stdout is None or out is None:
+        err = getattr(_state["stderr"] or sys.stderr, "buffer", None)
+        if parts is None or out is None or err is None:
             return False
     except Exception:  # anything odd: the normal run
         return False
     try:
-        out.write(stdout)
-        out.flush()
+        for stream, data in parts:
+            target = out if stream == 1 else err
+            target.write(data)
+            target.flush()
     except BrokenPipeError:  # as the normal run: quietly, code 141
         with contextlib.suppress(Exception):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -229,20 +256,18 @@ def replay(argv: Sequence[str]) -> bool:
 
 
 class _Tee:
-    """A text stream passing everything to `real`, keeping a copy (or only noting a write)."""
+    """A text stream passing everything to `real`, keeping a copy in `log` (shared by
+    stdout's and stderr's tees: what they printed, in order, as (stream, text))."""
 
-    def __init__(self, real: Any, keep: bool) -> None:
+    def __init__(self, real: Any, stream: int, log: list[tuple[int, str]]) -> None:
         self._real = real
-        self._keep = keep
-        self.parts: list[str] = []
-        self.written = False
+        self._stream = stream
+        self._log = log
         self.spoiled = False  # written some other way (its binary buffer): not memoised
 
     def write(self, text: str) -> int:
         if text:
-            self.written = True
-            if self._keep:
-                self.parts.append(text)
+            self._log.append((self._stream, text))
         return int(self._real.write(text))
 
     def writelines(self, lines: Any) -> None:
@@ -266,9 +291,10 @@ def recording(argv: Sequence[str]) -> Iterator[None]:
         yield
         return
     real_out, real_err = sys.stdout, sys.stderr
-    out, err = _Tee(real_out, keep=True), _Tee(real_err, keep=False)
+    log: list[tuple[int, str]] = []
+    out, err = _Tee(real_out, 1, log), _Tee(real_err, 2, log)
     sys.stdout, sys.stderr = out, err
-    _state["stdout"] = real_out
+    _state["stdout"], _state["stderr"] = real_out, real_err
     code: object = 0
     key = None
     try:
@@ -286,15 +312,30 @@ def recording(argv: Sequence[str]) -> Iterator[None]:
         raise
     finally:
         sys.stdout, sys.stderr = real_out, real_err
-        clean = not (err.written or err.spoiled or out.spoiled or _state["replayed"])
+        warned = any(stream == 2 and "warning:" in text for stream, text in log)
+        clean = not (warned or err.spoiled or out.spoiled or _state["replayed"])
         if key and code in (0, None) and _state["hit"] and _state["shown"] and clean:
             with contextlib.suppress(Exception):
                 real_out.flush()
-                printed = "".join(out.parts).encode(real_out.encoding, real_out.errors or "strict")
-                _write(key, printed)
+                real_err.flush()
+                _write(key, _encoded(log, {1: real_out, 2: real_err}))
 
 
-def _write(key: str, stdout: bytes) -> None:
+def _encoded(log: list[tuple[int, str]], streams: dict[int, Any]) -> list[tuple[int, bytes]]:
+    """The log's texts as the bytes each stream wrote them (its encoding and error mode),
+    runs on one stream joined."""
+    parts: list[tuple[int, bytes]] = []
+    for stream, text in log:
+        real = streams[stream]
+        data = text.encode(real.encoding, real.errors or "strict")
+        if parts and parts[-1][0] == stream:
+            parts[-1] = (stream, parts[-1][1] + data)
+        else:
+            parts.append((stream, data))
+    return parts
+
+
+def _write(key: str, parts: list[tuple[int, bytes]]) -> None:
     """Write the memo for `key`, signed, then evict the least recently used."""
     from attnviz.cache.contents import evict
     from attnviz.cache.files import write_at
@@ -308,8 +349,14 @@ def _write(key: str, stdout: bytes) -> None:
     files += [_stat(path) for path in _converted_from(_used)]
     if not files or any(len(f) == 1 for f in files):
         return  # a file gone already: nothing to check a replay against
-    header = {"key": key, "files": files, "environment": _environment()}
-    body = json.dumps(header, sort_keys=True).encode("ascii") + b"\n" + stdout
+    header = {
+        "key": key,
+        "files": files,
+        "environment": _environment(),
+        "parts": [[stream, len(data)] for stream, data in parts],
+    }
+    printed = b"".join(data for _, data in parts)
+    body = json.dumps(header, sort_keys=True).encode("ascii") + b"\n" + printed
     with open_folder(create=False) as top:
         if top is None:
             return

@@ -192,3 +192,20 @@ def test_cache_clear_removes_memos_and_no_cache_makes_none(run: Runner) -> None:
     for _ in range(2):
         assert not replayed(run("show", TEXT, ATTNVIZ_NO_CACHE="1")[2])
     assert run.memos() == []
+
+
+@pytest.mark.slow  # subprocesses
+def test_a_view_with_its_note_is_replayed_with_the_note(run: Runner) -> None:
+    """The lesson's Portuguese sentence on the English default model prints a note on how
+    badly it fits the vocabulary: the note is part of what the command prints, replayed on
+    stderr with the view on stdout; --quiet's memo has no note."""
+    text = "João pensou: O trem estava cheio, mas ele conseguiu uma cadeira livre."
+    fresh, fresh_err, _ = run("show", text, "--debug", ATTNVIZ_NO_CACHE="1")
+    assert b"note:" in fresh_err
+    _memoised(run, "show", text)
+    out, err, imported = run("show", text)
+    assert replayed(imported), imported
+    assert (out, err) == (fresh, fresh_err)
+    quiet = _memoised(run, "show", text, "--quiet")
+    out, err, imported = run("show", text, "--quiet")
+    assert replayed(imported) and out == quiet == fresh and err == b""
