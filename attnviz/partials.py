@@ -359,7 +359,7 @@ def read(path: str | os.PathLike[str]) -> Partial:
 
     name = os.fspath(path)
     try:
-        data = read_bounded(path, PARTIAL_FILE_BYTES, "a partial file")
+        data = read_bounded(path, PARTIAL_FILE_BYTES, "partial file")
     except FileNotFoundError:
         raise BadInput(f"cannot read {name}: no such file") from None
     except AttnvizError as exc:

@@ -270,10 +270,22 @@ def _check_regular(mode: int, path: object, what: str) -> None:
 
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "a pipe, a device or a socket"
+        if what in _OWN_FILES:
+            raise AttnvizError(
+                f"{path} is {kind}, not a regular file: attnviz reads a {what} only from a "
+                f"plain file; {_OWN_FILES[what]}"
+            )
         raise AttnvizError(
             f"{path} is {kind}, not a regular file: attnviz reads a model's {what} only from a "
             "plain file; put the file that came with the checkpoint there"
         )
+
+
+# Files a user writes with attnviz, not a model's: how to give the right one.
+_OWN_FILES = {
+    "partial file": "pass the file that --partial wrote",
+    "labelled file": "pass the labelled file itself",
+}
 
 
 # What a real file of each kind weighs, for the refusal of one that is far larger.
@@ -285,6 +297,11 @@ _TYPICAL = {
 
 
 def _too_big(path: object, size: int, limit: int, what: str) -> str:
+    if what in _OWN_FILES:
+        return (
+            f"{path} is {amount(size)}, past the {amount(limit)} attnviz reads of a {what}: "
+            f"{_OWN_FILES[what]}"
+        )
     typical = _TYPICAL.get(what, "far smaller")
     return (
         f"{path} is {amount(size)}; a {what} is {typical} (attnviz reads at most "

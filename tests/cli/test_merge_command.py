@@ -93,3 +93,15 @@ def test_dask_missing_says_how_to_install_it(corpus: Path, monkeypatch: pytest.M
     assert result.exit_code == 2
     assert "pip install 'attnviz[dask]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("given", ["/dev/zero", "folder"])
+def test_merge_of_a_device_or_a_folder_says_what_to_pass(tmp_path: Path, given: str) -> None:
+    """Not a regular file: one line saying to pass the file --partial wrote (the wording of a
+    model's files, 'a model's a partial file … came with the checkpoint', was wrong here)."""
+    path = Path(given) if given.startswith("/") else tmp_path
+    result = run("merge", path, path)
+    message = result.stderr.strip()
+    assert result.exit_code != 0 and len(message.splitlines()) == 1, message
+    assert "reads a partial file only from a plain file" in message
+    assert "pass the file that --partial wrote" in message and "checkpoint" not in message
